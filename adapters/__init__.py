@@ -1,0 +1,1 @@
+"""Bridges to pymanopt and geoopt (installed as ``orthoplug.adapters``)."""

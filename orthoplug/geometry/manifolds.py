@@ -1,0 +1,200 @@
+"""Front-end-neutral manifold objects: one API that the pymanopt and geoopt adapters wrap.
+
+Every method takes torch tensors with optional leading batch dimensions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import indefinite_stiefel as ist
+from . import jorthogonal as jo
+from ._linalg import fro_inner
+from .signature import Signature, make_signature
+
+__all__ = ["JOrthogonalGeometry", "IndefiniteStiefelGeometry", "InfeasiblePointError"]
+
+
+class InfeasiblePointError(ValueError):
+    """A point that should lie on the manifold does not (the message gives the violation)."""
+
+
+class _JGeometry:
+    """Shared parts of the two J-manifolds: constraint ``XᵀJ_nX = J_k``."""
+
+    name = "J-manifold"
+    j: Signature
+    jk: Signature
+    retractions: tuple[str, ...] = ("cayley",)
+
+    def __init__(self, retraction: str):
+        if retraction not in self.retractions:
+            raise ValueError(f"{self.name}: unsupported retraction {retraction!r}; "
+                             f"choose from {self.retractions}")
+        self.retraction = retraction
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.j.n, self.jk.n)
+
+    # ---- feasibility -------------------------------------------------------------
+    def gram_error(self, x: torch.Tensor) -> torch.Tensor:
+        return jo.gram_error(self.j, x, self.jk)
+
+    def violation(self, x: torch.Tensor) -> torch.Tensor:
+        """Papers' measure: mean absolute entry of ``XᵀJX − J``."""
+        return jo.violation(self.j, x, self.jk)
+
+    def relative_violation(self, x: torch.Tensor) -> torch.Tensor:
+        """``‖XᵀJX − J‖_F / ‖X‖_F²``."""
+        return jo.relative_violation(self.j, x, self.jk)
+
+    def check_shape(self, x: torch.Tensor, what: str = "point") -> None:
+        if x.ndim < 2 or tuple(x.shape[-2:]) != self.shape:
+            raise ValueError(
+                f"{self.name}: {what} must have shape (..., {self.shape[0]}, {self.shape[1]}), "
+                f"got {tuple(x.shape)}"
+            )
+
+    def check_point(self, x: torch.Tensor, tol: float | None = None) -> None:
+        """Raise :class:`InfeasiblePointError` unless ``‖XᵀJX − J‖_F / ‖X‖_F² ≤ tol``."""
+        self.check_shape(x)
+        if not torch.isfinite(x).all():
+            raise InfeasiblePointError(f"{self.name}: point has non-finite entries")
+        tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
+        rv = self.relative_violation(x).max().item()
+        if not rv <= tol:
+            raise InfeasiblePointError(
+                f"{self.name}: point is infeasible: ‖XᵀJX − J‖_F/‖X‖_F² = {rv:.3e} > {tol:.1e} "
+                f"(mean |XᵀJX − J| = {self.violation(x).max().item():.3e})"
+            )
+
+    def projx(self, x: torch.Tensor) -> torch.Tensor:
+        """Feasibility restoration for nearly feasible points (see :func:`jorthogonal.refine`)."""
+        return jo.refine(self.j, x, self.jk)
+
+    def random_point(
+        self,
+        batch: tuple[int, ...] = (),
+        *,
+        cond: float = 10.0,
+        dtype: torch.dtype = torch.float64,
+        device=None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class JOrthogonalGeometry(_JGeometry):
+    """O(J) with the left-invariant metric (see :mod:`orthoplug.geometry.jorthogonal`)."""
+
+    name = "JOrthogonal"
+    retractions = ("cayley", "exp")
+
+    def __init__(self, n: int, p: int | None = None, *, signature=None, retraction="cayley"):
+        if p is None and signature is None:
+            raise ValueError("JOrthogonal: give p (number of +1 entries of J) or signature")
+        self.j = make_signature(n, p, signature)
+        self.jk = self.j
+        super().__init__(retraction)
+
+    @property
+    def dim(self) -> int:
+        n = self.j.n
+        return n * (n - 1) // 2
+
+    def inner(self, x, u, v, keepdim=False):
+        return jo.inner(self.j, x, u, v, keepdim=keepdim)
+
+    def proj(self, x, u):
+        return jo.proj(self.j, x, u)
+
+    def egrad2rgrad(self, x, g):
+        return jo.egrad2rgrad(self.j, x, g)
+
+    def ehess2rhess(self, x, g, h, xi):
+        return jo.ehess2rhess(self.j, x, g, h, xi)
+
+    def retr(self, x, u):
+        if self.retraction == "exp":
+            return jo.expmap(self.j, x, u)
+        return jo.retr_cayley(self.j, x, u)
+
+    def exp(self, x, u):
+        return jo.expmap(self.j, x, u)
+
+    def transp(self, x, y, v):
+        return jo.transp(self.j, x, y, v)
+
+    def random_point(self, batch=(), *, cond=10.0, component=(1, 1), dtype=torch.float64,
+                     device=None, generator=None):
+        return jo.random_point(self.j, tuple(batch), cond=cond, component=component,
+                               dtype=dtype, device=device, generator=generator)
+
+    def random_tangent(self, x, generator=None):
+        return jo.random_tangent(self.j, x, generator)
+
+    def __repr__(self) -> str:
+        return f"JOrthogonal(n={self.j.n}, {self.j!r})"
+
+
+class IndefiniteStiefelGeometry(_JGeometry):
+    """iSt(n, k) with the Euclidean metric (see :mod:`orthoplug.geometry.indefinite_stiefel`)."""
+
+    name = "IndefiniteStiefel"
+
+    def __init__(self, n: int, k: int, p: int | None = None, k_plus: int | None = None, *,
+                 signature=None, k_signature=None, retraction="cayley"):
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"IndefiniteStiefel: k must be an integer >= 1, got {k!r}")
+        if isinstance(n, int) and k > n:
+            raise ValueError(f"IndefiniteStiefel: need k <= n, got k={k}, n={n}")
+        self.j = make_signature(n, p, signature, name="J_n")
+        self.jk = make_signature(k, k_plus, k_signature, name="J_k")
+        ist.column_selection(self.j, self.jk)  # raises if J_k does not fit
+        super().__init__(retraction)
+
+    @property
+    def dim(self) -> int:
+        n, k = self.shape
+        return n * k - k * (k + 1) // 2
+
+    def inner(self, x, u, v, keepdim=False):
+        return fro_inner(u, v, keepdim=keepdim)
+
+    def proj(self, x, u):
+        return ist.proj(self.j, x, u)
+
+    egrad2rgrad = proj
+
+    def ehess2rhess(self, x, g, h, xi):
+        return ist.ehess2rhess(self.j, x, g, h, xi)
+
+    def retr(self, x, u):
+        return ist.retr_cayley(self.j, self.jk, x, u)
+
+    def exp(self, x, u):
+        raise NotImplementedError(
+            "IndefiniteStiefel has no closed-form exponential map; use retr (low-rank Cayley)"
+        )
+
+    def transp(self, x, y, v):
+        return ist.proj(self.j, y, v)
+
+    def random_point(self, batch=(), *, cond=10.0, dtype=torch.float64, device=None,
+                     generator=None):
+        return ist.random_point(self.j, self.jk, tuple(batch), cond=cond, dtype=dtype,
+                                device=device, generator=generator)
+
+    def random_tangent(self, x, generator=None):
+        return ist.random_tangent(self.j, x, generator)
+
+    def __repr__(self) -> str:
+        return f"IndefiniteStiefel(J_n={self.j!r}, J_k={self.jk!r})"
+
+
+def typical_dist(dim: int) -> float:
+    """Scale used by pymanopt's TrustRegions for its default radius (the group is unbounded)."""
+    return math.sqrt(dim)

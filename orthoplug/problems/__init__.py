@@ -1,0 +1,1 @@
+"""Benchmark and test problems with data generators and, where known, certified optima."""

@@ -1,0 +1,140 @@
+"""Names → manifolds and solvers, for both front-ends, extensible through entry points.
+
+Built-in entries are stored as ``"module:attribute"`` strings and imported on first use, so
+listing the registry imports neither pymanopt nor geoopt.
+
+Third-party solvers
+-------------------
+A package adds solvers by declaring an entry point in the group ``orthoplug.solvers``::
+
+    # pyproject.toml of the third-party package
+    [project.entry-points."orthoplug.solvers"]
+    my-solver = "my_package.orthoplug_plugin:SOLVER"
+
+The entry point must load to a mapping (or an object with the same attributes) with the keys
+``pymanopt`` and/or ``geoopt`` (a class or a ``"module:attribute"`` string) and optionally
+``description``. The entry point's name becomes the registry name. Entry points are read on the
+first query; :func:`reload_entry_points` re-reads them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Entry",
+    "register",
+    "names",
+    "entries",
+    "get",
+    "reload_entry_points",
+]
+
+ENTRY_POINT_GROUP = "orthoplug.solvers"
+FRONTENDS = ("pymanopt", "geoopt")
+KINDS = ("manifold", "solver")
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registry entry: a name, a kind, and an implementation per front-end."""
+
+    name: str
+    kind: str
+    pymanopt: Any = None
+    geoopt: Any = None
+    description: str = ""
+    source: str = "builtin"
+
+    def load(self, frontend: str):
+        """Return the class for ``frontend`` (importing ``"module:attr"`` references)."""
+        if frontend not in FRONTENDS:
+            raise ValueError(f"unknown front-end {frontend!r}; choose from {FRONTENDS}")
+        ref = getattr(self, frontend)
+        if ref is None:
+            raise KeyError(f"{self.kind} {self.name!r} has no {frontend} implementation")
+        if isinstance(ref, str):
+            module, _, attr = ref.partition(":")
+            ref = getattr(importlib.import_module(module), attr)
+        return ref
+
+    @property
+    def frontends(self) -> tuple[str, ...]:
+        return tuple(f for f in FRONTENDS if getattr(self, f) is not None)
+
+
+_REGISTRY: dict[str, Entry] = {}
+_entry_points_loaded = False
+
+
+def register(name: str, kind: str, *, pymanopt=None, geoopt=None, description: str = "",
+             source: str = "builtin", replace: bool = False) -> Entry:
+    """Add an entry. Raises ``ValueError`` on a duplicate name (unless ``replace``)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if pymanopt is None and geoopt is None:
+        raise ValueError(f"{name!r}: give a pymanopt and/or a geoopt implementation")
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"{name!r} is already registered ({_REGISTRY[name].source})")
+    entry = Entry(name, kind, pymanopt, geoopt, description, source)
+    _REGISTRY[name] = entry
+    return entry
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+            obj = obj() if callable(obj) and not isinstance(obj, type) else obj
+
+            def field(key, obj=obj):
+                return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+            register(ep.name, "solver", pymanopt=field("pymanopt"), geoopt=field("geoopt"),
+                     description=field("description") or "", source=f"entry point {ep.value}",
+                     replace=ep.name in _REGISTRY and _REGISTRY[ep.name].source != "builtin")
+        except Exception as err:  # a broken plugin must not break the package
+            _log.warning("orthoplug: skipping entry point %s (%s): %s", ep.name, ep.value, err)
+
+
+def reload_entry_points() -> None:
+    """Forget entry-point entries and read the ``orthoplug.solvers`` group again."""
+    for name in [n for n, e in _REGISTRY.items() if e.source != "builtin"]:
+        del _REGISTRY[name]
+    _load_entry_points()
+
+
+def entries(kind: str | None = None, frontend: str | None = None) -> list[Entry]:
+    """All entries, optionally filtered by kind and by the front-end they support."""
+    if not _entry_points_loaded:
+        _load_entry_points()
+    out = [e for e in _REGISTRY.values() if kind is None or e.kind == kind]
+    return [e for e in out if frontend is None or getattr(e, frontend) is not None]
+
+
+def names(kind: str | None = None, frontend: str | None = None) -> list[str]:
+    return [e.name for e in entries(kind, frontend)]
+
+
+def get(name: str, frontend: str):
+    """The class registered under ``name`` for ``frontend`` ("pymanopt" or "geoopt")."""
+    if not _entry_points_loaded:
+        _load_entry_points()
+    if name not in _REGISTRY:
+        raise KeyError(f"no manifold or solver named {name!r}; known: {sorted(_REGISTRY)}")
+    return _REGISTRY[name].load(frontend)
+
+
+_PM, _GO = "orthoplug.adapters.pymanopt", "orthoplug.adapters.geoopt"
+register("JOrthogonal", "manifold", pymanopt=f"{_PM}:JOrthogonal", geoopt=f"{_GO}:JOrthogonal",
+         description="J-orthogonal group XᵀJX = J, any signature")
+register("IndefiniteStiefel", "manifold", pymanopt=f"{_PM}:IndefiniteStiefel",
+         geoopt=f"{_GO}:IndefiniteStiefel", description="indefinite Stiefel set XᵀJ_nX = J_k")
