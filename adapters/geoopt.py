@@ -25,7 +25,7 @@ from geoopt.utils import size2shape
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 
-__all__ = ["JOrthogonal", "IndefiniteStiefel"]
+__all__ = ["JOrthogonal", "IndefiniteStiefel"]  # solver front-ends: see _FRONTENDS below
 
 
 class _GeometryManifold(geoopt.Manifold):
@@ -136,3 +136,24 @@ class IndefiniteStiefel(_GeometryManifold):
                                       k_signature=k_signature),
             cond,
         )
+
+
+
+# Solver front-ends live in private modules (one per solver family) and are re-exported here.
+_FRONTENDS = {
+    "GSJOBCD": "_geoopt_jobcd",
+    "JJOBCD": "_geoopt_jobcd",
+    "VRJJOBCD": "_geoopt_jobcd",
+    "OBCD": "_geoopt_obcd",
+    "RSDM": "_geoopt_rsdm",
+    "RSSM": "_geoopt_rssm",
+    "StiefelBlock": "_geoopt_rssm",
+}
+
+
+def __getattr__(name):
+    if name in _FRONTENDS:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__package__}.{_FRONTENDS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

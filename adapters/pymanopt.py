@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from pymanopt.manifolds.manifold import Manifold
+from pymanopt.optimizers.optimizer import Optimizer
 
 from orthoplug.geometry.manifolds import (
     IndefiniteStiefelGeometry,
@@ -28,7 +29,8 @@ from orthoplug.geometry.manifolds import (
     typical_dist,
 )
 
-__all__ = ["JOrthogonal", "IndefiniteStiefel"]
+__all__ = ["JOrthogonal", "IndefiniteStiefel", "SolverOptimizer", "GSJOBCD", "JJOBCD", "VRJJOBCD",
+           "geometry_of"]
 
 
 def _t(a) -> torch.Tensor:
@@ -152,3 +154,153 @@ class IndefiniteStiefel(_GeometryManifold):
                                       k_signature=k_signature),
             cond,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimizers: orthoplug solvers as pymanopt ``Optimizer``\ s
+# ---------------------------------------------------------------------------------------------
+
+
+def geometry_of(manifold):
+    """The orthoplug geometry object behind a pymanopt manifold.
+
+    Supports orthoplug's own manifolds and pymanopt's ``Stiefel``, ``Grassmann`` (single
+    matrices, ``k = 1``) and ``SpecialOrthogonalGroup`` (``k = 1``, treated as St(n, n)).
+    """
+    from pymanopt.manifolds import Grassmann, SpecialOrthogonalGroup, Stiefel
+
+    from orthoplug.geometry.stiefel import GrassmannGeometry, StiefelGeometry
+
+    if isinstance(manifold, _GeometryManifold):
+        return manifold.geometry
+    k = getattr(manifold, "_k", 1)
+    if k != 1:
+        raise ValueError(f"{manifold}: product manifolds (k = {k}) are not supported")
+    if isinstance(manifold, Grassmann):
+        return GrassmannGeometry(manifold._n, manifold._p)
+    if isinstance(manifold, Stiefel):
+        return StiefelGeometry(manifold._n, manifold._p)
+    if isinstance(manifold, SpecialOrthogonalGroup):
+        return StiefelGeometry(manifold._n, manifold._n)
+    raise ValueError(f"unsupported manifold {type(manifold).__name__}")
+
+
+class SolverOptimizer(Optimizer):
+    """Base of orthoplug's pymanopt optimizers: runs an orthoplug solver on a ``Problem``.
+
+    The problem's cost and Euclidean gradient (from any pymanopt autodiff backend) become a
+    :class:`~orthoplug.solvers.oracle.FunctionOracle`. ``run(..., oracle=...)`` takes a
+    structured oracle instead (e.g. :class:`~orthoplug.solvers.oracle.QuadraticOracle` for the
+    fast path, :class:`~orthoplug.solvers.oracle.FiniteSumOracle` for variance reduction).
+
+    Args:
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in pymanopt
+            (the gradient norm is the Riemannian one, checked at each evaluation).
+        seed: seed of the solver's random choices (pairs, matchings, minibatches).
+        eval_every: iterations between evaluations of cost / gradient norm / violation.
+        stall_evaluations: stop after this many evaluations without relative progress.
+        **options: solver-specific options (see the solver class).
+    """
+
+    solver_class: type = None
+    geometries: tuple[type, ...] = ()
+
+    def __init__(self, max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 *, seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, **options):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity)
+        self.options = options
+        self._solver_kwargs = dict(seed=seed, eval_every=eval_every, max_time=max_time,
+                                   max_iterations=max_iterations,
+                                   min_gradient_norm=min_gradient_norm,
+                                   stall_evaluations=stall_evaluations,
+                                   log_verbosity=log_verbosity)
+        self.make_solver()  # validate the options now, not at run time
+
+    def make_solver(self):
+        return self.solver_class(**self._solver_kwargs, **self.options)
+
+    def oracle_for(self, problem):
+        from orthoplug.solvers.oracle import FunctionOracle
+
+        return FunctionOracle(lambda x: problem.cost(_n(x)),
+                              lambda x: _t(problem.euclidean_gradient(_n(x))))
+
+    def run(self, problem, *, initial_point=None, oracle=None):
+        """Run on ``problem`` from ``initial_point`` (random if omitted) → ``OptimizerResult``.
+
+        Raises:
+            ValueError: unsupported manifold, or an infeasible / misshapen initial point.
+        """
+        from pymanopt.optimizers.optimizer import OptimizerResult
+
+        geometry = geometry_of(problem.manifold)
+        if self.geometries and not isinstance(geometry, self.geometries):
+            raise ValueError(f"{type(self).__name__} does not support {problem.manifold}; "
+                             f"supported: {[g.name for g in self.geometries]}")
+        x0 = problem.manifold.random_point() if initial_point is None else initial_point
+        solver = self.make_solver()
+        res = solver.run(oracle or self.oracle_for(problem), _t(x0).clone(), geometry)
+        self._initialize_log(optimizer_parameters=res.info)
+        if self._log_verbosity >= 1:
+            self._log["iterations"] = res.history
+        if self._verbosity >= 1:
+            print(f"{solver.name}: {res.stop_reason} after {res.iterations} iterations, "
+                  f"{res.time:.2f} s; cost {res.cost:.10g}, |grad| {res.gradient_norm:.3e}")
+        result = OptimizerResult(point=_n(res.point), cost=res.cost, iterations=res.iterations,
+                                 stopping_criterion=res.stop_reason, time=res.time,
+                                 gradient_norm=res.gradient_norm, log=self._log)
+        result.violation = res.violation
+        result.solver_result = res
+        return result
+
+
+def _jobcd_optimizer(solver_name: str, doc: str):
+    from orthoplug.solvers import jobcd
+
+    cls = type(solver_name, (SolverOptimizer,), {
+        "solver_class": getattr(jobcd, solver_name),
+        "geometries": (JOrthogonalGeometry, IndefiniteStiefelGeometry),
+        "__doc__": doc,
+        "__module__": __name__,
+    })
+    return cls
+
+
+GSJOBCD = _jobcd_optimizer("GSJOBCD", """GS-JOBCD as a pymanopt optimizer.
+
+    Options (see :class:`orthoplug.solvers.jobcd.GSJOBCD`): ``theta``, ``sigma``,
+    ``pairs="random"|"cyclic"``, ``curvature="exact"|"scalar"``. For the quadratic fast path pass
+    ``run(problem, oracle=QuadraticOracle(C, D, scale))``.
+    """)
+JJOBCD = _jobcd_optimizer("JJOBCD", """J-JOBCD (Jacobi, ⌊n/2⌋ pairs per iteration) for pymanopt.
+
+    Options: ``theta``, ``sigma`` (see :class:`orthoplug.solvers.jobcd.JJOBCD`).
+    """)
+VRJJOBCD = _jobcd_optimizer("VRJJOBCD", """VR-J-JOBCD for pymanopt.
+
+    pymanopt has no finite-sum interface: pass ``run(problem, oracle=FiniteSumOracle(...))`` with
+    the component gradients (the problem's cost is still used for nothing else). Options:
+    ``batch_size``, ``small_batch``, ``reset_probability``, ``sigma``, ``theta``.
+    """)
+
+
+
+# Solver front-ends live in private modules (one per solver family) and are re-exported here.
+_FRONTENDS = {
+    "OBCD": "_pymanopt_obcd",
+    "RSDM": "_pymanopt_rsdm",
+    "RSSM": "_pymanopt_rssm",
+    "StiefelBlock": "_pymanopt_rssm",
+}
+
+
+def __getattr__(name):
+    if name in _FRONTENDS:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__package__}.{_FRONTENDS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,10 @@ from orthoplug.geometry.manifolds import InfeasiblePointError
 
 def test_builtins_listed_and_loadable():
     assert {"JOrthogonal", "IndefiniteStiefel"} <= set(registry.names("manifold"))
+    assert {"GSJOBCD", "JJOBCD", "VRJJOBCD"} <= set(registry.names("solver"))
+    for name in ("GSJOBCD", "JJOBCD", "VRJJOBCD"):
+        assert registry.get(name, "pymanopt").__name__ == name
+        assert registry.get(name, "geoopt").__name__ == name
     assert registry.get("JOrthogonal", "pymanopt") is pm.JOrthogonal
     assert registry.get("IndefiniteStiefel", "geoopt") is go.IndefiniteStiefel
     with pytest.raises(KeyError, match="no manifold or solver named"):

@@ -1,0 +1,184 @@
+"""JOBCD as torch optimizers over geoopt ``ManifoldParameter``\\ s on J-manifolds.
+
+Every matrix of a (batched) parameter is updated in each ``step``: ``JJOBCD`` applies one random
+perfect matching of the rows per matrix, ``GSJOBCD`` one uniformly random row pair per matrix.
+All pairs of all matrices are solved in one batched exact call
+(:func:`orthoplug.solvers.jobcd.jacobi_step`). Rows of different matrices are disjoint
+coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever σ bounds
+the Lipschitz constant of the whole loss.
+
+``step(closure)`` needs a closure that zeroes the gradients, computes the loss, calls
+``backward()`` and returns the loss. With ``sigma=None`` σ starts at ``sigma0`` and is doubled
+(the step redone) until the loss at the new point is below the model, so a step never increases
+the loss; pass ``sigma`` (≥ the Lipschitz constant) to skip that check and its extra closure call.
+"""
+
+from __future__ import annotations
+
+import math
+
+import geoopt
+import torch
+
+from orthoplug.solvers.jobcd import jacobi_step
+
+__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD"]
+
+
+def _as_float(loss) -> float:
+    return float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
+
+
+def _check_params(name, groups):
+    for group in groups:
+        for p in group["params"]:
+            manifold = getattr(p, "manifold", None)
+            geometry = getattr(manifold, "geometry", None)
+            if not isinstance(p, geoopt.ManifoldParameter) or not hasattr(geometry, "j"):
+                raise ValueError(
+                    f"{name} optimises ManifoldParameters on orthoplug's JOrthogonal or "
+                    f"IndefiniteStiefel manifolds; got {type(p).__name__} on "
+                    f"{type(manifold).__name__ if manifold is not None else 'no manifold'}")
+
+
+class _JOBCDOptimizer(torch.optim.Optimizer):
+    pairs_per_matrix: int | None = None
+
+    def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
+                 sigma0: float = 1.0, max_backtracks: int = 60, seed: int | None = None):
+        if sigma is not None and not sigma > 0:
+            raise ValueError(f"sigma must be > 0, got {sigma}")
+        if not theta > 0:
+            raise ValueError(f"theta must be > 0, got {theta}")
+        super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0))
+        _check_params(type(self).__name__, self.param_groups)
+        self.max_backtracks = max_backtracks
+        self.generator = torch.Generator()
+        self.generator.manual_seed(seed if seed is not None else torch.seed())
+
+    def _sigma(self, group, p) -> float:
+        if group["sigma"] is not None:
+            return group["sigma"]
+        return self.state[p].setdefault("sigma", group["sigma0"])
+
+    def _update_all(self, grads) -> tuple[list, list, float]:
+        """New values for every parameter with a gradient; returns (params, old, predicted)."""
+        params, old, predicted = [], [], 0.0
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = grads.get(p)
+                if g is None:
+                    continue
+                jvec = p.manifold.geometry.j.like(p)
+                new, pred = jacobi_step(p.detach(), g, jvec, self._sigma(group, p),
+                                        group["theta"], self.generator, self.pairs_per_matrix)
+                params.append(p)
+                old.append(p.detach().clone())
+                p.copy_(new)
+                predicted += pred
+        return params, old, predicted
+
+    @torch.no_grad()
+    def step(self, closure):
+        if closure is None:
+            raise ValueError(f"{type(self).__name__}.step needs a closure (zero grads, compute "
+                             "the loss, call backward, return the loss)")
+        with torch.enable_grad():
+            loss = closure()
+        f0 = _as_float(loss)
+        if not math.isfinite(f0):
+            raise FloatingPointError(f"{type(self).__name__}: non-finite loss {f0}")
+        grads = {p: p.grad.detach().clone() for g in self.param_groups for p in g["params"]
+                 if p.grad is not None}
+        for g in grads.values():
+            if not bool(torch.isfinite(g).all()):
+                raise FloatingPointError(f"{type(self).__name__}: non-finite gradient")
+        checked = any(g["sigma"] is None for g in self.param_groups)
+        for _ in range(self.max_backtracks):
+            params, old, predicted = self._update_all(grads)
+            if not checked:
+                return loss
+            with torch.enable_grad():
+                f1 = _as_float(closure())
+            if f1 <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
+                return loss
+            for p, o in zip(params, old, strict=True):  # reject: restore and double σ
+                p.copy_(o)
+                self.state[p]["sigma"] = 2.0 * self.state[p].get("sigma", 1.0)
+        raise FloatingPointError(f"{type(self).__name__}: no acceptable step after "
+                                 f"{self.max_backtracks} doublings of sigma")
+
+
+class JJOBCD(_JOBCDOptimizer):
+    """J-JOBCD: one random perfect matching of the rows of every matrix per step."""
+
+
+class GSJOBCD(_JOBCDOptimizer):
+    """GS-JOBCD: one uniformly random row pair of every matrix per step."""
+
+    pairs_per_matrix = 1
+
+
+class VRJJOBCD(_JOBCDOptimizer):
+    """VR-J-JOBCD (PAGE estimator) for a loss ``(1/N) Σ_i f_i``.
+
+    ``step(closure)`` calls ``closure(indices)`` — it must zero the gradients, compute the mean
+    loss over the components ``indices`` (a LongTensor), call ``backward()`` and return it — at
+    the current point, and, for the variance-reduced update, also at the previous point (the
+    optimizer swaps the parameters in and out). ``sigma`` (≥ the Lipschitz constant) is required.
+    The number of component gradients used is kept in ``component_gradients``.
+    """
+
+    def __init__(self, params, *, num_components: int, sigma: float, theta: float = 1e-6,
+                 batch_size: int | None = None, small_batch: int | None = None,
+                 reset_probability: float | None = None, seed: int | None = None):
+        if sigma is None:
+            raise ValueError("VRJJOBCD needs sigma (>= the Lipschitz constant of the loss)")
+        super().__init__(params, sigma=sigma, theta=theta, seed=seed)
+        if num_components < 1:
+            raise ValueError(f"num_components must be >= 1, got {num_components}")
+        self.n_comp = int(num_components)
+        self.b = batch_size or self.n_comp
+        self.b_small = small_batch or math.ceil(math.sqrt(self.b))
+        self.p_reset = (reset_probability if reset_probability is not None
+                        else self.b_small / (self.b + self.b_small))
+        if not (1 <= self.b <= self.n_comp and 1 <= self.b_small <= self.n_comp
+                and 0 <= self.p_reset <= 1):
+            raise ValueError("invalid batch sizes or reset probability")
+        self.component_gradients = 0
+
+    def _params(self):
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def _grads_at(self, closure, idx):
+        with torch.enable_grad():
+            loss = closure(idx)
+        self.component_gradients += int(idx.numel())
+        return loss, {p: p.grad.detach().clone() for p in self._params() if p.grad is not None}
+
+    def _sample(self, size):
+        return torch.randperm(self.n_comp, generator=self.generator)[:size]
+
+    @torch.no_grad()
+    def step(self, closure):
+        params = self._params()
+        first = "g_est" not in self.state[params[0]]
+        if first or float(torch.rand((), generator=self.generator)) < self.p_reset:
+            idx = torch.arange(self.n_comp) if first else self._sample(self.b)
+            loss, grads = self._grads_at(closure, idx)
+            for p in params:
+                self.state[p]["g_est"] = grads[p]
+        else:
+            idx = self._sample(self.b_small)
+            loss, g_new = self._grads_at(closure, idx)
+            current = [p.detach().clone() for p in params]
+            for p in params:
+                p.copy_(self.state[p]["x_prev"])
+            _, g_old = self._grads_at(closure, idx)
+            for p, c in zip(params, current, strict=True):
+                p.copy_(c)
+                self.state[p]["g_est"] = self.state[p]["g_est"] + g_new[p] - g_old[p]
+        for p in params:
+            self.state[p]["x_prev"] = p.detach().clone()
+        self._update_all({p: self.state[p]["g_est"] for p in params})
+        return loss

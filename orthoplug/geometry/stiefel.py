@@ -1,0 +1,119 @@
+"""Stiefel ``St(n, p) = {X : XᵀX = I_p}`` and Grassmann (orthonormal representatives) geometry.
+
+Same API as :mod:`orthoplug.geometry.manifolds` so the shared run loop can measure stationarity
+and feasibility for OBCD, RSDM and RSSM. The metric is Euclidean (as pymanopt's ``Stiefel`` and
+geoopt's ``EuclideanStiefel``): ``grad f = G − X sym(XᵀG)``. For Grassmann the representative is
+an orthonormal basis, the cost must satisfy ``f(XQ) = f(X)`` for orthogonal Q, and the
+(horizontal) gradient is ``G − X XᵀG``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._linalg import fro_inner, sym
+from .manifolds import InfeasiblePointError
+
+__all__ = ["StiefelGeometry", "GrassmannGeometry", "polar", "qf"]
+
+
+def qf(a: torch.Tensor) -> torch.Tensor:
+    """Q factor of the thin QR with ``diag(R) > 0``."""
+    q, r = torch.linalg.qr(a)
+    d = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))
+    return q * torch.where(d == 0, torch.ones_like(d), d)[..., None, :]
+
+
+def polar(a: torch.Tensor) -> torch.Tensor:
+    """Orthogonal polar factor ``U Wᵀ`` of the thin SVD ``A = U Σ Wᵀ``."""
+    u, _, wt = torch.linalg.svd(a, full_matrices=False)
+    return u @ wt
+
+
+class StiefelGeometry:
+    """St(n, p) with the Euclidean metric and a QR (default) or polar retraction."""
+
+    name = "Stiefel"
+    retractions = ("qr", "polar")
+
+    def __init__(self, n: int, p: int, *, retraction: str = "qr"):
+        if not (isinstance(n, int) and isinstance(p, int) and 1 <= p <= n):
+            raise ValueError(f"{self.name}: need integers 1 <= p <= n, got n={n!r}, p={p!r}")
+        if retraction not in self.retractions:
+            raise ValueError(f"{self.name}: unsupported retraction {retraction!r}; "
+                             f"choose from {self.retractions}")
+        self.n, self.p, self.retraction = n, p, retraction
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.p)
+
+    @property
+    def dim(self) -> int:
+        return self.n * self.p - self.p * (self.p + 1) // 2
+
+    def gram_error(self, x: torch.Tensor) -> torch.Tensor:
+        g = x.mT @ x
+        return g - torch.eye(self.p, dtype=x.dtype, device=x.device)
+
+    def violation(self, x: torch.Tensor) -> torch.Tensor:
+        """``‖XᵀX − I‖_F``."""
+        return torch.linalg.matrix_norm(self.gram_error(x))
+
+    relative_violation = violation
+
+    def check_shape(self, x: torch.Tensor, what: str = "point") -> None:
+        if x.ndim < 2 or tuple(x.shape[-2:]) != self.shape:
+            raise ValueError(f"{self.name}: {what} must have shape (..., {self.n}, {self.p}), "
+                             f"got {tuple(x.shape)}")
+
+    def check_point(self, x: torch.Tensor, tol: float | None = None) -> None:
+        self.check_shape(x)
+        if not torch.isfinite(x).all():
+            raise InfeasiblePointError(f"{self.name}: point has non-finite entries")
+        tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
+        v = self.violation(x).max().item()
+        if not v <= tol:
+            raise InfeasiblePointError(
+                f"{self.name}: point is infeasible: ‖XᵀX − I‖_F = {v:.3e} > {tol:.1e}")
+
+    def inner(self, x, u, v, keepdim=False):
+        return fro_inner(u, v, keepdim=keepdim)
+
+    def proj(self, x, u):
+        return u - x @ sym(x.mT @ u)
+
+    egrad2rgrad = proj
+
+    def retr(self, x, u):
+        return qf(x + u) if self.retraction == "qr" else polar(x + u)
+
+    def projx(self, x):
+        return polar(x)
+
+    def random_point(self, batch=(), *, dtype=torch.float64, device=None, generator=None):
+        g = torch.randn(*batch, self.n, self.p, dtype=dtype, device=device, generator=generator)
+        return qf(g)
+
+    def __repr__(self) -> str:
+        return f"{self.name}(n={self.n}, p={self.p})"
+
+
+class GrassmannGeometry(StiefelGeometry):
+    """Gr(n, p) through orthonormal representatives; horizontal gradient ``G − X XᵀG``."""
+
+    name = "Grassmann"
+
+    @property
+    def dim(self) -> int:
+        return self.p * (self.n - self.p)
+
+    def proj(self, x, u):
+        return u - x @ (x.mT @ u)
+
+    egrad2rgrad = proj
+
+    def distance(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Largest principal angle between the column spaces of X and Y."""
+        s = torch.linalg.svdvals(x.mT @ y).clamp(-1.0, 1.0)
+        return torch.arccos(s.min(dim=-1).values)

@@ -1,0 +1,285 @@
+r"""The oracle interface every solver is written against.
+
+An :class:`Oracle` describes the smooth objective ``f``: its value and Euclidean gradient, and
+optionally structure the block methods exploit. During a run, a solver works through a
+:class:`Tracker` (``oracle.track(X)``): it owns the current iterate and keeps whatever caches
+make row-block updates cheap.
+
+* :class:`FunctionOracle` — value and gradient callables (pymanopt problems, torch closures).
+  Its tracker recomputes the gradient lazily after a change (one evaluation per iteration).
+* :class:`QuadraticOracle` — ``f(X) = s·tr(Xᵀ C X D)`` with symmetric C, D. Its tracker keeps
+  ``Y = C X`` and updates it in ``O(n k |B|)`` after a change of rows ``B``: the fast path, with
+  gradient rows ``2 s Y[B] D`` and the exact block curvature of JOBCD/OBCD.
+* :class:`FiniteSumOracle` — ``f = (1/N) Σ f_i`` with minibatch gradients (VR-J-JOBCD, stochastic
+  RSDM); ``component_gradient(X, idx)`` returns the mean gradient over ``idx``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+__all__ = [
+    "Oracle",
+    "FunctionOracle",
+    "QuadraticOracle",
+    "FiniteSumOracle",
+    "Tracker",
+    "NonFiniteError",
+]
+
+
+class NonFiniteError(FloatingPointError):
+    """The cost or gradient evaluated to NaN or ±inf."""
+
+
+def _finite(t: torch.Tensor, what: str) -> torch.Tensor:
+    if not bool(torch.isfinite(t).all()):
+        raise NonFiniteError(f"non-finite {what}")
+    return t
+
+
+class Oracle:
+    """Smooth objective ``f``: subclasses implement :meth:`value` and :meth:`gradient`."""
+
+    #: ``None`` unless the objective is ``s·tr(XᵀCXD)`` (then a :class:`QuadraticOracle`).
+    quadratic: QuadraticOracle | None = None
+    #: Lipschitz constant of ∇f in the Frobenius norm if known (used for safe scalar curvature).
+    lipschitz: float | None = None
+
+    def value(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def gradient(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def value_and_gradient(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.value(x), self.gradient(x)
+
+    def track(self, x: torch.Tensor) -> Tracker:
+        return Tracker(self, x)
+
+
+class FunctionOracle(Oracle):
+    """An oracle from callables ``value(X) -> scalar`` and ``gradient(X) -> ∇f(X)``.
+
+    Args:
+        value: the cost.
+        gradient: its Euclidean gradient.
+        lipschitz: optional Lipschitz constant of the gradient.
+    """
+
+    def __init__(self, value: Callable, gradient: Callable, *, lipschitz: float | None = None):
+        self._value, self._gradient = value, gradient
+        self.lipschitz = lipschitz
+
+    def value(self, x):
+        return _finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
+
+    def gradient(self, x):
+        return _finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
+                       "gradient")
+
+
+class QuadraticOracle(Oracle):
+    """``f(X) = scale · tr(Xᵀ C X D)`` with symmetric ``C`` (n×n) and ``D`` (k×k, default I).
+
+    ``∇f = 2·scale·C X D`` and the Hessian is ``H = 2·scale·(D ⊗ C)`` (column-major vec), so the
+    block curvature for a row block ``B`` with ``Z = X[B]`` is
+    ``Q̲ = 2·scale·(Z D Zᵀ) ⊗ C_BB`` (exact model: ``f(X⁺)`` equals it for any row change).
+    """
+
+    def __init__(self, c: torch.Tensor, d: torch.Tensor | None = None, scale: float = 1.0):
+        c = torch.as_tensor(c)
+        if c.ndim != 2 or c.shape[0] != c.shape[1]:
+            raise ValueError(f"C must be a square matrix, got shape {tuple(c.shape)}")
+        if not torch.allclose(c, c.mT, atol=1e-12 * float(c.abs().max()) + 1e-300):
+            raise ValueError("C must be symmetric")
+        if d is not None:
+            d = torch.as_tensor(d, dtype=c.dtype, device=c.device)
+            if d.ndim != 2 or d.shape[0] != d.shape[1] or not torch.allclose(d, d.mT):
+                raise ValueError(f"D must be a symmetric square matrix, got {tuple(d.shape)}")
+        self.c, self.d, self.scale = c, d, float(scale)
+        self.quadratic = self
+        lam = torch.linalg.eigvalsh(c)
+        lam_d = torch.ones(1) if d is None else torch.linalg.eigvalsh(d)
+        self.lipschitz = 2.0 * abs(self.scale) * float(lam.abs().max() * lam_d.abs().max())
+        # Q̲ = 2s (Z D Zᵀ) ⊗ C_BB is PSD for every block iff s·C and D are both PSD or both NSD
+        self.curvature_is_psd = bool(
+            (self.scale >= 0 and lam.min() >= 0 and lam_d.min() >= 0)
+            or (self.scale <= 0 and lam.max() <= 0 and lam_d.min() >= 0)
+        )
+
+    def _cd(self, x):
+        c = self.c.to(x)
+        return c, (None if self.d is None else self.d.to(x))
+
+    def value(self, x):
+        c, d = self._cd(x)
+        cx = c @ x
+        return self.scale * ((x * cx).sum() if d is None else (x * (cx @ d)).sum())
+
+    def gradient(self, x):
+        c, d = self._cd(x)
+        g = c @ x
+        return 2.0 * self.scale * (g if d is None else g @ d)
+
+    def track(self, x):
+        return QuadraticTracker(self, x)
+
+
+class FiniteSumOracle(Oracle):
+    """``f(X) = (1/N) Σ_i f_i(X)`` given a minibatch gradient ``component_gradient(X, idx)``.
+
+    Args:
+        num_components: N.
+        component_value: ``(X, idx) -> mean of f_i(X) over idx`` (a LongTensor of indices).
+        component_gradient: ``(X, idx) -> mean of ∇f_i(X) over idx``.
+        lipschitz: optional Lipschitz constant of ∇f.
+    """
+
+    def __init__(self, num_components: int, component_value: Callable,
+                 component_gradient: Callable, *, lipschitz: float | None = None):
+        if num_components < 1:
+            raise ValueError(f"num_components must be >= 1, got {num_components}")
+        self.num_components = int(num_components)
+        self._cv, self._cg = component_value, component_gradient
+        self.lipschitz = lipschitz
+
+    def _all(self, x):
+        return torch.arange(self.num_components, device=x.device)
+
+    def value(self, x):
+        return _finite(torch.as_tensor(self._cv(x, self._all(x)), dtype=x.dtype), "cost")
+
+    def gradient(self, x):
+        return self.component_gradient(x, self._all(x))
+
+    def component_gradient(self, x, idx):
+        return _finite(torch.as_tensor(self._cg(x, idx), dtype=x.dtype), "gradient")
+
+
+class Tracker:
+    """The current iterate of a run plus lazily computed value and gradient.
+
+    Solvers read ``x``, call :meth:`gradient_rows` / :meth:`gradient` / :meth:`value`, and
+    write through :meth:`set_rows` (or :meth:`set_point`), which invalidates the caches.
+    """
+
+    def __init__(self, oracle: Oracle, x: torch.Tensor):
+        self.oracle = oracle
+        self.x = x.clone()
+        self._value: torch.Tensor | None = None
+        self._grad: torch.Tensor | None = None
+        self.gradient_evaluations = 0
+
+    def value(self) -> torch.Tensor:
+        if self._value is None:
+            self._value = self.oracle.value(self.x)
+        return self._value
+
+    def gradient(self) -> torch.Tensor:
+        if self._grad is None:
+            self._grad = self.oracle.gradient(self.x)
+            self.gradient_evaluations += 1
+        return self._grad
+
+    def gradient_rows(self, rows: torch.Tensor) -> torch.Tensor:
+        """Rows ``rows`` (any index shape) of ∇f at the current point."""
+        return self.gradient()[rows]
+
+    def set_rows(self, rows: torch.Tensor, new_rows: torch.Tensor) -> None:
+        """``X[rows] = new_rows`` (rows must be distinct)."""
+        self.x[rows] = new_rows
+        self._value = None
+        self._grad = None
+
+    def set_point(self, x: torch.Tensor) -> None:
+        self.x = x.clone()
+        self._value = None
+        self._grad = None
+
+    def add_low_rank(self, u: torch.Tensor, v: torch.Tensor) -> None:
+        """``X ← X + U V`` (U: n×r, V: r×k), e.g. RSDM-O's rotation ``X + P(r)ᵀ(Y − I)P(r)X``."""
+        self.x = self.x + u @ v
+        self._value = None
+        self._grad = None
+
+    def block_curvature(self, rows: torch.Tensor, z: torch.Tensor, *,
+                        psd: bool = True) -> torch.Tensor | None:
+        """Exact ``Q̲`` for row blocks, or ``None`` when the objective has no such structure."""
+        return None
+
+
+class QuadraticTracker(Tracker):
+    """Keeps ``Y = C X`` and ``f`` current under row changes: ``O(n k |B|)`` per change."""
+
+    def __init__(self, oracle: QuadraticOracle, x: torch.Tensor):
+        super().__init__(oracle, x)
+        self.c, self.d = oracle._cd(self.x)
+        self.s = oracle.scale
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute ``Y`` and ``f`` from scratch (drift control)."""
+        self.y = self.c @ self.x
+        self._value = self.oracle.value(self.x)
+
+    def _times_d(self, a):
+        return a if self.d is None else a @ self.d
+
+    def value(self):
+        return self._value
+
+    def gradient(self):
+        self.gradient_evaluations += 1
+        return 2.0 * self.s * self._times_d(self.y)
+
+    def gradient_rows(self, rows):
+        return 2.0 * self.s * self._times_d(self.y[rows])
+
+    def set_rows(self, rows, new_rows):
+        rows = rows.reshape(-1)
+        new_rows = new_rows.reshape(rows.numel(), -1)
+        delta = new_rows - self.x[rows]
+        # f(X+Δ) − f(X) = s(2⟨Δ, Y[B] D⟩ + ⟨Δ, C_BB Δ D⟩) with Δ supported on rows B
+        c_bb = self.c[rows][:, rows]
+        dv = 2.0 * (delta * self._times_d(self.y[rows])).sum()
+        dv = dv + (delta * self._times_d(c_bb @ delta)).sum()
+        self._value = self._value + self.s * dv
+        self.x[rows] = new_rows
+        self.y += self.c[:, rows] @ delta
+
+    def set_point(self, x):
+        self.x = x.clone()
+        self.refresh()
+
+    def add_low_rank(self, u, v):
+        """``X ← X + U V`` keeping ``Y`` and ``f`` current: ``O(n² r + n r k)``."""
+        cu_v = (self.c @ u) @ v
+        delta = u @ v
+        dv = 2.0 * (delta * self._times_d(self.y)).sum() + (delta * self._times_d(cu_v)).sum()
+        self._value = self._value + self.s * dv
+        self.x = self.x + delta
+        self.y = self.y + cu_v
+
+    def block_curvature(self, rows, z, *, psd=True):
+        """``2s (Z D Zᵀ) ⊗ C_BB`` per block; rows: (K, 2), z: (K, 2, k) → (K, 4, 4).
+
+        ``psd=True`` (default) returns its PSD part (JOBCD's majoriser); ``psd=False`` the exact,
+        possibly indefinite or negative semidefinite ``Q̲`` (OBCD's exact subproblem).
+        """
+        zdz = z @ self._times_d(z).mT if self.d is not None else z @ z.mT
+        c_bb = self.c[rows[:, :, None], rows[:, None, :]]
+        q = 2.0 * self.s * _kron2(zdz, c_bb)
+        if psd and not self.oracle.curvature_is_psd:  # indefinite model: keep its PSD part
+            lam, v = torch.linalg.eigh(q)
+            q = (v * lam.clamp_min(0)[..., None, :]) @ v.mT
+        return q
+
+
+def _kron2(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Batched Kronecker product of 2×2 matrices: (K,2,2)⊗(K,2,2) → (K,4,4)."""
+    k = a.shape[0]
+    return (a[:, :, None, :, None] * b[:, None, :, None, :]).reshape(k, 4, 4)
