@@ -143,3 +143,5 @@ for _name, _desc in (("GSJOBCD", "Gauss–Seidel JOBCD: one exact 2×2 row-pair 
                      ("VRJJOBCD", "variance-reduced (PAGE) Jacobi JOBCD for finite sums")):
     register(_name, "solver", pymanopt=f"{_PM}:{_name}", geoopt=f"{_GO}:{_name}",
              description=_desc)
+register("OBCD", "solver", pymanopt=f"{_PM}:OBCD", geoopt=f"{_GO}:OBCD",
+         description="block coordinate descent for f + h on Stiefel, exact k = 2 breakpoint search")

@@ -16,8 +16,9 @@ from orthoplug.geometry.manifolds import InfeasiblePointError
 
 def test_builtins_listed_and_loadable():
     assert {"JOrthogonal", "IndefiniteStiefel"} <= set(registry.names("manifold"))
-    assert {"GSJOBCD", "JJOBCD", "VRJJOBCD"} <= set(registry.names("solver"))
-    for name in ("GSJOBCD", "JJOBCD", "VRJJOBCD"):
+    solvers = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD")
+    assert set(solvers) <= set(registry.names("solver"))
+    for name in solvers:
         assert registry.get(name, "pymanopt").__name__ == name
         assert registry.get(name, "geoopt").__name__ == name
     assert registry.get("JOrthogonal", "pymanopt") is pm.JOrthogonal

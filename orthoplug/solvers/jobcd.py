@@ -37,7 +37,9 @@ __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "random_matching"]
 
 
 def _spectral_sq(z: torch.Tensor) -> torch.Tensor:
-    """``‖Z_i‖₂²`` for (..., 2, k) blocks: the largest eigenvalue of the 2×2 Gram ``Z Zᵀ``."""
+    """``‖Z_i‖₂²`` for (..., m, k) row blocks; for m = 2 in closed form from the 2×2 Gram."""
+    if z.shape[-2] != 2:
+        return torch.linalg.matrix_norm(z, ord=2) ** 2
     g = z @ z.mT
     a, b, c = g[..., 0, 0], g[..., 0, 1], g[..., 1, 1]
     return 0.5 * (a + c) + torch.sqrt((0.5 * (a - c)) ** 2 + b * b)

@@ -1,0 +1,353 @@
+r"""OBCD: row-block coordinate descent for ``min f(X) + h(X)`` over St(n, r).
+
+Each iteration picks ``k`` distinct rows ``B``, ``Z = X[B]`` (k×r), and sets ``X[B] ← V Z`` with
+``V ∈ O(k)``, which keeps ``XᵀX`` unchanged. ``V`` minimises the surrogate
+
+    K(V) = ½ vec(V − I)ᵀ (Q + αI) vec(V − I) + ⟨V, G⟩ + h(V Z),   G = ∇f(X)[B] Zᵀ,
+
+which majorises ``F(X⁺(V)) = f(X⁺) + h(X⁺)`` up to a constant with equality at ``V = I``
+whenever ``Q ⪰ Q̲`` (the exact block curvature). Hence ``F(X⁺) ≤ F(X) − α/2 ‖V − I‖²_F``: the
+objective never increases (α > 0, default 1e-5 as in the paper).
+
+* ``Q``: ``curvature="exact"`` uses ``Q = Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` for quadratic
+  ``f = s·tr(XᵀCXD)`` (:class:`~orthoplug.solvers.oracle.QuadraticOracle`; any inertia, so for
+  SPCA the step is an exact block minimisation of ``F`` plus the tiny prox) when ``k = 2``;
+  otherwise ``Q = ς I`` with ``ς = σ ‖Z‖₂²`` and σ ≥ max(0, λ_max(∇²f)) — 0 for concave quadratic
+  ``f``, the oracle's Lipschitz constant otherwise, or (unknown) a local estimate doubled until
+  ``f(X⁺) ≤ f(X) + ⟨V − I, G⟩ + ς/2‖V − I‖²`` holds.
+* Subproblem: ``k = 2`` — the exact global solver :func:`~orthoplug.subproblems.o2.solve_o2`
+  (``O(r log r)``); ``k > 2, h = 0`` (scalar Q) — the closed form ``V = −polar(G − (ς+α)I)``;
+  ``k > 2, h ≠ 0`` — a local method: sweeps of exact 2×2 rotations/reflections of pairs of the
+  ``k`` rows inside the block, each the global minimiser of ``K`` over its pair, started from
+  ``V = I``, so ``K(V̄) ≤ K(I)`` (the paper's fallback requirement) holds by construction.
+* Working sets: ``"random"`` (uniform k-subset each iteration, the theory's choice), ``"cyclic"``
+  (all k-subsets in lexicographic order) or ``"jacobi"`` (``k = 2``: a fresh random perfect
+  matching, ⌊n/2⌋ disjoint pairs updated from the same X in one batched solve). Jacobi needs the
+  scalar curvature and separable ``h``: with ``ς_j = σ‖Z_j‖₂²`` and σ ≥ max(0, λ_max(∇²f)) the
+  joint surrogate separates over the pairs and majorises ``F`` (per-pair exact curvatures do not:
+  ``∇²f`` couples pairs). Not in the paper.
+* Fast path (quadratic f): only the k gradient rows ``2s(CX)[B]D`` are read and ``CX`` is updated
+  in ``O(n k r)`` after each change (:class:`~orthoplug.solvers.oracle.QuadraticTracker`),
+  recomputed every ``refresh_every`` iterations against drift. Per iteration (k = 2):
+  ``O(n r)`` + ``O(r log r)`` for the subproblem, versus ``O(n² r)`` for a full gradient. A
+  Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
+
+After each update, entries of the new rows with modulus ``< 1e-12`` are set to 0 (for h ≠ 0): the
+subproblem solver merges knots at that size and a negative residue would make ``V = I``
+infeasible for the nonnegativity indicator.
+
+The run's cost is ``F = f + h``; the history records ``h`` separately (``history["h"]``) and
+``info`` holds the final ``f`` and ``h``. The reported gradient norm is
+``‖Ĝ − X sym(XᵀĜ)‖_F`` for ``Ĝ = ∇f(X) + s_h(X)``, ``s_h`` the term's fixed subgradient rule —
+for ``h = 0`` the Riemannian gradient norm, otherwise an upper bound on the distance of
+``∂F`` from criticality, not a convergence test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.nonsmooth import SeparableTerm, Zero
+from orthoplug.subproblems.o2 import solve_o2, solve_polar
+
+from .base import IterativeSolver
+from .jobcd import _spectral_sq, random_matching
+from .oracle import NonFiniteError, Tracker
+
+__all__ = ["OBCD", "safe_sigma", "local_block_solve"]
+
+_SNAP = 1e-12
+
+
+def safe_sigma(oracle) -> float | None:
+    """A σ with ``σ ≥ max(0, λ_max(∇²f))``: 0 for concave quadratic f, else the Lipschitz constant.
+
+    ``None`` when nothing is known (the solver then estimates σ and backtracks).
+    """
+    q = oracle.quadratic
+    if q is not None:
+        lam_c = torch.linalg.eigvalsh(q.c)
+        lam_d = torch.ones(1, dtype=q.c.dtype) if q.d is None else torch.linalg.eigvalsh(q.d)
+        if float(lam_d.min()) >= 0 and q.scale * float(lam_c.max() if q.scale >= 0
+                                                       else lam_c.min()) <= 0:
+            return 0.0  # s·C ⪯ 0 and D ⪰ 0: f is concave
+    return oracle.lipschitz
+
+
+def _snap(u: torch.Tensor) -> torch.Tensor:
+    return torch.where(u.abs() < _SNAP, torch.zeros_like(u), u)
+
+
+def local_block_solve(p: torch.Tensor, z: torch.Tensor, h: SeparableTerm,
+                      sweeps: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Approximate ``argmin_{V ∈ O(k)} ⟨V, P⟩ + h(V Z)`` with ``K(V) ≤ K(I)`` guaranteed.
+
+    Starting at ``V = I``, each of ``sweeps`` sweeps visits every pair ``(i, j)`` of the k rows
+    and replaces ``V`` by ``R V`` with ``R`` the exact global minimiser over O(2) acting on rows
+    ``(i, j)``: ``⟨R V, P⟩ = ⟨R, P Vᵀ⟩`` and ``h(R V Z)`` only changes on those rows, so each pair
+    subproblem is a :func:`~orthoplug.subproblems.o2.solve_o2` instance with ``Qt = 0`` and never
+    increases K. Cost: ``sweeps · k(k−1)/2`` 2×2 solves, ``O(k² r log r)``. Returns
+    ``(V, V Z)`` (the latter snapped, see the module notes).
+    """
+    k = p.shape[-1]
+    v = torch.eye(k, dtype=p.dtype, device=p.device)
+    u = z.clone()
+    for _ in range(sweeps):
+        for i, j in itertools.combinations(range(k), 2):
+            b = torch.tensor([i, j], device=p.device)
+            m = (p @ v.mT)[b][:, b]
+            r2 = solve_o2(m, u[b], h, s=0.0)
+            if torch.equal(r2, torch.eye(2, dtype=r2.dtype, device=r2.device)):
+                continue
+            v[b] = r2 @ v[b]
+            u[b] = _snap(r2 @ u[b])
+    return v, u
+
+
+class OBCD(IterativeSolver):
+    """OBCD for ``f + h`` on St(n, r) (see the module docstring for the method).
+
+    Args:
+        h: separable nonsmooth term (:mod:`orthoplug.nonsmooth`; default :class:`Zero`).
+        k: block size, ``2 ≤ k ≤ n`` (default 2: exact subproblems for every h).
+        working_set: ``"random"`` (default), ``"cyclic"`` or ``"jacobi"`` (k = 2 only).
+        curvature: ``"exact"`` (default: ``Q̲`` when f is quadratic and k = 2) or ``"scalar"``.
+        alpha: proximal weight α > 0 (default 1e-5).
+        sigma: σ of the scalar curvature ``ς = σ‖Z‖₂²``; default :func:`safe_sigma`, else
+            estimated with backtracking.
+        sweeps: pair sweeps of the local method (k > 2, h ≠ 0).
+        refresh_every: recompute the fast path's ``CX`` every this many iterations.
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
+            ``seed``, ``eval_every`` — default min(1000, C(n, 2)) block steps, 1 for Jacobi).
+
+    Raises:
+        ValueError: invalid options; at run time: a manifold other than St(n, r), ``k > n``, an
+            initial point where ``h`` is infinite (e.g. negative entries for NonNegative).
+    """
+
+    name = "OBCD"
+    working_sets = ("random", "cyclic", "jacobi")
+
+    def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
+                 working_set: str = "random", curvature: str = "exact", alpha: float = 1e-5,
+                 sigma: float | None = None, sweeps: int = 2, refresh_every: int = 10_000,
+                 **kwargs):
+        super().__init__(**kwargs)
+        h = Zero() if h is None else h
+        if not isinstance(h, SeparableTerm):
+            raise ValueError(f"OBCD needs a separable term from orthoplug.nonsmooth (the exact "
+                             f"subproblem and the Jacobi variant rely on it), got {h!r}")
+        if not (isinstance(k, int) and k >= 2):
+            raise ValueError(f"block size k must be an integer >= 2, got {k!r}")
+        if working_set not in self.working_sets:
+            raise ValueError(f"unknown working_set {working_set!r}; choose from "
+                             f"{self.working_sets}")
+        if working_set == "jacobi" and k != 2:
+            raise ValueError("the Jacobi working set updates disjoint pairs: it needs k = 2")
+        if curvature not in ("exact", "scalar"):
+            raise ValueError(f"curvature must be 'exact' or 'scalar', got {curvature!r}")
+        if not (isinstance(alpha, (int, float)) and alpha > 0):
+            raise ValueError(f"alpha must be > 0 (it makes F decrease strictly), got {alpha!r}")
+        if sigma is not None and not sigma >= 0:
+            raise ValueError(f"sigma must be >= 0, got {sigma}")
+        if sweeps < 1:
+            raise ValueError(f"sweeps must be >= 1, got {sweeps}")
+        self.h, self.k, self.working_set = h, k, working_set
+        self.curvature, self.alpha, self.sigma_user = curvature, float(alpha), sigma
+        self.sweeps, self.refresh_every = sweeps, refresh_every
+        self._h_log: list[float] = []
+
+    # ---- the run ------------------------------------------------------------------------
+    def run(self, oracle, x0, geometry):
+        """As :meth:`IterativeSolver.run`; ``history["h"]`` and ``info["f"], info["h"]`` added."""
+        if not isinstance(geometry, StiefelGeometry):
+            raise ValueError(f"OBCD runs on the Stiefel manifold St(n, r) (or O(n)), got "
+                             f"{getattr(geometry, 'name', type(geometry).__name__)}")
+        x0 = torch.as_tensor(x0)
+        geometry.check_point(x0)
+        if x0.ndim != 2:
+            raise ValueError(f"OBCD optimises one n × r matrix, got shape {tuple(x0.shape)}")
+        if self.k > x0.shape[0]:
+            raise ValueError(f"block size k = {self.k} exceeds n = {x0.shape[0]}")
+        h0 = float(self.h.value(x0))
+        if not math.isfinite(h0):
+            what = ("has negative entries" if self.h.is_indicator else "gives h = inf")
+            raise ValueError(f"infeasible initial point for {self.h!r}: it {what}")
+        self._h_log = []
+        res = super().run(oracle, x0, geometry)
+        if self.log_verbosity >= 1:
+            res.history["h"] = self._h_log[: len(res.history["cost"])]
+        hv = float(self.h.value(res.point))
+        res.info.update(h=hv, f=res.cost - hv)
+        return res
+
+    def measure(self, tracker: Tracker, geometry):
+        x = tracker.x
+        hv = float(self.h.value(x))
+        cost = float(tracker.value()) + hv
+        g = tracker.gradient()
+        if not isinstance(self.h, Zero):
+            g = g + self.h.subgradient(x)
+        rg = geometry.egrad2rgrad(x, g)
+        self._h_log.append(hv)
+        return cost, float(torch.linalg.norm(rg)), float(geometry.violation(x).max())
+
+    def default_eval_every(self, tracker):
+        if self.working_set == "jacobi":
+            return 1
+        n = tracker.x.shape[-2]
+        return max(1, min(1000, math.comb(n, self.k)))
+
+    def setup(self, tracker, geometry, generator):
+        x = tracker.x
+        n = x.shape[0]
+        self.dev, self.dtype = x.device, x.dtype
+        try:
+            quadratic = tracker.block_curvature(
+                torch.zeros(1, 2, dtype=torch.long, device=self.dev), x[:2][None], psd=False
+            ) is not None
+        except TypeError:  # a tracker without the exact (indefinite) curvature
+            quadratic = False
+        self.exact = (self.curvature == "exact" and self.k == 2 and quadratic
+                      and self.working_set != "jacobi")
+        self.sigma = self.sigma_user if self.sigma_user is not None else safe_sigma(
+            tracker.oracle)
+        self.backtrack = not self.exact and self.sigma is None
+        if self.sigma is None:
+            self.sigma = self._estimate_lipschitz(tracker, generator)
+        self.snap = not isinstance(self.h, Zero)
+        self.eye2 = torch.eye(2, dtype=self.dtype, device=self.dev)
+        self.eye4 = torch.eye(4, dtype=self.dtype, device=self.dev)
+        self.eyek = torch.eye(self.k, dtype=self.dtype, device=self.dev)
+        self.count = 0
+        self.backtracks = 0
+        self.last_step = 0.0
+        if self.working_set == "cyclic":
+            if self.k == 2:
+                self.cycle = torch.triu_indices(n, n, 1, device=self.dev).T.contiguous()
+            else:
+                self._combos = itertools.cycle(itertools.combinations(range(n), self.k))
+
+    @staticmethod
+    def _estimate_lipschitz(tracker: Tracker, generator) -> float:
+        x = tracker.x
+        e = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
+        eps = 1e-4 * float(torch.linalg.norm(x)) / float(torch.linalg.norm(e))
+        g1 = tracker.oracle.gradient(x + eps * e)
+        est = float(torch.linalg.norm(g1 - tracker.gradient())) / (eps * float(
+            torch.linalg.norm(e)))
+        return max(est, 1e-12)
+
+    def _block(self, n, generator) -> torch.Tensor:
+        if self.working_set == "cyclic":
+            if self.k == 2:
+                return self.cycle[self.count % self.cycle.shape[0]]
+            return torch.tensor(next(self._combos), device=self.dev)
+        if self.k == 2:
+            i = int(torch.randint(n, (1,), generator=generator))
+            j = int(torch.randint(n - 1, (1,), generator=generator))
+            return torch.tensor([i, j + (j >= i)], device=self.dev)
+        return torch.randperm(n, generator=generator, device=generator.device)[: self.k].to(
+            self.dev)
+
+    # ---- steps --------------------------------------------------------------------------
+    def step(self, tracker, geometry, generator):
+        if self.working_set == "jacobi":
+            self._jacobi_step(tracker, generator)
+        else:
+            self._block_step(tracker, generator)
+        self.count += 1
+        if self.count % self.refresh_every == 0 and hasattr(tracker, "refresh"):
+            tracker.refresh()
+
+    def _solve_scalar(self, g, z, sig):
+        """(V, V Z) for the scalar curvature ``ς = sig`` (one block, k rows)."""
+        s = sig + self.alpha
+        p = g - s * self.eyek
+        if self.k == 2:
+            v = solve_o2(p, z, self.h, s=s)
+            return v, v @ z
+        if isinstance(self.h, Zero):
+            v = solve_polar(p)
+            return v, v @ z
+        return local_block_solve(p, z, self.h, self.sweeps)
+
+    def _block_step(self, tracker, generator):
+        x = tracker.x
+        rows = self._block(x.shape[0], generator)
+        z = x[rows]
+        g = tracker.gradient_rows(rows) @ z.mT
+        if self.exact:
+            q = tracker.block_curvature(rows[None], z[None], psd=False)[0]
+            qt = q + self.alpha * self.eye4
+            p = g - (qt @ self.eye2.reshape(4)).reshape(2, 2).mT  # G − mat(Qt vec I)
+            v = solve_o2(p, z, self.h, Qt=qt)
+            new = v @ z
+        else:
+            zz = float(_spectral_sq(z))
+            while True:
+                v, new = self._solve_scalar(g, z, self.sigma * zz)
+                if not self.backtrack:
+                    break
+                w = v - self.eyek
+                pred = float((w * g).sum()) + 0.5 * self.sigma * zz * float((w * w).sum())
+                trial = x.clone()
+                trial[rows] = new
+                f0 = float(tracker.value())
+                if float(tracker.oracle.value(trial)) <= f0 + pred + 1e-12 * max(1.0, abs(f0)):
+                    break
+                self.sigma *= 2.0
+                self.backtracks += 1
+                if self.backtracks > 200:
+                    raise NonFiniteError("curvature estimate diverged during backtracking")
+        self._apply(tracker, rows, v, new)
+
+    def _apply(self, tracker, rows, v, new):
+        if self.snap:
+            new = _snap(new)
+        if not bool(torch.isfinite(new).all()):
+            raise NonFiniteError("non-finite block update")
+        self.last_step = float(torch.linalg.norm(v - torch.eye(v.shape[-1], dtype=v.dtype,
+                                                               device=v.device)))
+        tracker.set_rows(rows.reshape(-1), new.reshape(-1, new.shape[-1]))
+
+    def _jacobi_step(self, tracker, generator):
+        x = tracker.x
+        n = x.shape[0]
+        pairs = random_matching(n, generator, self.dev)  # (m, 2)
+        z = x[pairs]  # (m, 2, r)
+        g = tracker.gradient()[pairs] @ z.mT
+        zz = _spectral_sq(z)
+        while True:
+            s = self.sigma * zz + self.alpha
+            v = solve_o2(g - s[:, None, None] * self.eye2, z, self.h, s=s)
+            new = v @ z
+            if self.snap:
+                new = _snap(new)
+            if not bool(torch.isfinite(new).all()):
+                raise NonFiniteError("non-finite block update")
+            trial = x.clone()
+            trial[pairs.reshape(-1)] = new.reshape(-1, x.shape[1])
+            if not self.backtrack:
+                break
+            w = v - self.eye2
+            pred = float((w * g).sum() + 0.5 * self.sigma * (zz * (w * w).sum((-2, -1))).sum())
+            f0 = float(tracker.value())
+            if float(tracker.oracle.value(trial)) <= f0 + pred + 1e-12 * max(1.0, abs(f0)):
+                break
+            self.sigma *= 2.0
+            self.backtracks += 1
+            if self.backtracks > 200:
+                raise NonFiniteError("curvature estimate diverged during backtracking")
+        self.last_step = float(torch.linalg.norm(v - self.eye2))
+        tracker.set_point(trial)
+
+    def info(self):
+        return {"h_term": repr(self.h), "k": self.k, "working_set": self.working_set,
+                "curvature": "exact" if getattr(self, "exact", False) else "scalar",
+                "alpha": self.alpha, "sigma": getattr(self, "sigma", self.sigma_user),
+                "backtracks": getattr(self, "backtracks", 0)}
