@@ -47,6 +47,25 @@ CASES = [
 ]
 
 
+def _stiefel_point(n: int, p: int, seed: int) -> torch.Tensor:
+    from orthoplug.geometry.stiefel import qf
+
+    return qf(torch.randn(n, p, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)))
+
+
+# Submanifold blocks of St(n, p) (RSSM): columns C variable, the others fixed.
+_BLOCK_X = _stiefel_point(8, 5, 11)
+_BLOCK_SQUARE = _stiefel_point(6, 6, 12)
+CASES += [
+    Case("StiefelBlock-8x5-C13",
+         lambda: pm_adapters.StiefelBlock(_BLOCK_X.numpy(), [1, 3]),
+         lambda: go_adapters.StiefelBlock(_BLOCK_X, [1, 3]), False),
+    Case("StiefelBlock-square-6x6-C025",
+         lambda: pm_adapters.StiefelBlock(_BLOCK_SQUARE.numpy(), [0, 2, 5]),
+         lambda: go_adapters.StiefelBlock(_BLOCK_SQUARE, [0, 2, 5]), False),
+]
+
+
 def smooth_cost(x: torch.Tensor) -> torch.Tensor:
     """A smooth non-quadratic cost, summed over batch dimensions."""
     n = x.shape[-2]

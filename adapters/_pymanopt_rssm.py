@@ -1,0 +1,121 @@
+"""pymanopt front-ends for RSSM: the ``RSSM`` optimizer and the ``StiefelBlock`` manifold.
+
+``RSSM`` runs :class:`orthoplug.solvers.rssm.RSSM` on a ``pymanopt.Problem`` over pymanopt's
+``Stiefel`` (or ``Grassmann`` representatives / ``SpecialOrthogonalGroup``)::
+
+    import autograd.numpy as anp, pymanopt
+    from orthoplug.adapters.pymanopt import RSSM
+
+    manifold = pymanopt.manifolds.Stiefel(n, p)
+    @pymanopt.function.autograd(manifold)
+    def cost(X):                       # ℓ1 objective: autograd gives sign(·) with sign(0) = 0
+        return anp.sum(anp.abs(Y.T @ X)) / m
+    result = RSSM(num_blocks=8, schedule="geometric", max_iterations=5000).run(
+        pymanopt.Problem(manifold, cost))
+
+The problem's autodiff gradient is used as the subgradient (valid for piecewise-smooth costs:
+autograd and torch differentiate ``abs`` as ``sign`` with ``sign(0) = 0``). For ``f + h`` give a
+smooth cost and ``RSSM(nonsmooth=orthoplug.nonsmooth.L1(mu))``; for the cheap column oracles of
+:mod:`orthoplug.problems.nonsmooth_problems` pass ``run(problem, oracle=...)``.
+
+``StiefelBlock(X, columns)`` is the submanifold block ``{Y ∈ St(n, |C|) : X_Rᵀ Y = 0}``: the
+columns C of the Stiefel point X as the variable, the other columns fixed. Any pymanopt optimizer
+then optimises one block with the rest frozen::
+
+    block = StiefelBlock(X, columns=[0, 3, 4])
+    @pymanopt.function.autograd(block)
+    def cost(Y):
+        return full_cost(block.assemble(Y))     # assemble: autograd-friendly
+    Y = pymanopt.optimizers.ConjugateGradient().run(
+        pymanopt.Problem(block, cost), initial_point=block.initial_point()).point
+    X_new = block.assemble(Y)                   # still on St(n, p); X[:, R] bit-for-bit kept
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.geometry.stiefel_block import StiefelBlockGeometry
+from orthoplug.solvers import rssm as _rssm
+
+from .pymanopt import SolverOptimizer, _GeometryManifold, _n, _t
+
+__all__ = ["RSSM", "StiefelBlock"]
+
+
+class RSSM(SolverOptimizer):
+    """RSSM (randomized submanifold subgradient method) as a pymanopt optimizer.
+
+    Options (see :class:`orthoplug.solvers.rssm.RSSM`): ``num_blocks`` (ℓ, default
+    ``min(4, p)``) or ``blocks`` (explicit partition), ``step_size`` (γ₀ or ``"auto"``, the
+    default: first step of Frobenius length 0.5), ``schedule="constant"|"diminishing"|"geometric"``
+    (default diminishing ``γ₀/√(k+1)``), ``decay`` (geometric β per iteration; default
+    ``0.98^(2/ℓ)``), ``nonsmooth`` (a term of :mod:`orthoplug.nonsmooth`), ``return_best``,
+    ``reorthogonalize``. The result carries ``solver_result`` (history with ``best_cost``; info
+    with ``best_cost``, ``best_iteration``) and ``violation``.
+    """
+
+    solver_class = _rssm.RSSM
+    geometries = (StiefelGeometry,)
+
+    def oracle_for(self, problem):
+        return _rssm.ColumnOracle(lambda x: problem.cost(_n(x)),
+                                  lambda x: _t(problem.euclidean_gradient(_n(x))))
+
+
+class StiefelBlock(_GeometryManifold):
+    """A submanifold block of St(n, p): columns C of ``point`` variable, the others fixed.
+
+    Args:
+        point: a point X of St(n, p) (numpy array).
+        columns: the variable columns C.
+
+    Points are n × |C| arrays Y with ``YᵀY = I`` and ``X_RᵀY = 0``; the metric is Euclidean,
+    the retraction the polar projection onto the block (with re-orthogonalisation against the
+    fixed columns); the Riemannian Hessian is exact (TrustRegions works). See
+    :class:`orthoplug.geometry.stiefel_block.StiefelBlockGeometry`.
+    """
+
+    def __init__(self, point, columns):
+        geometry = StiefelBlockGeometry(_t(point), columns)
+        super().__init__(geometry, 1.0)
+        p = geometry.p
+        sel = np.zeros((geometry.q, p))
+        sel[np.arange(geometry.q), geometry.columns.numpy()] = 1.0
+        self._select = sel
+        full = np.zeros((geometry.n, p))
+        full[:, geometry.rest.numpy()] = geometry.fixed.numpy()
+        self._fixed_full = full
+
+    @property
+    def columns(self) -> np.ndarray:
+        return self.geometry.columns.numpy().copy()
+
+    @property
+    def typical_dist(self) -> float:
+        return math.sqrt(self.geometry.q)
+
+    def initial_point(self) -> np.ndarray:
+        """The columns C of the point given at construction."""
+        return _n(self.geometry.initial_point)
+
+    def assemble(self, y):
+        """The full n × p point with ``y`` in columns C (works inside autograd costs).
+
+        numpy/autograd input: ``y S + X_fixed`` with a 0/1 selection matrix S (``O(n |C| p)``);
+        torch input: indexed assembly (differentiable).
+        """
+        if isinstance(y, torch.Tensor):
+            return self.geometry.assemble(y)
+        return y @ self._select + self._fixed_full
+
+    def exp(self, point, tangent_vector):
+        raise NotImplementedError("StiefelBlock: no exponential map; use retraction")
+
+    def violation(self, point) -> float:
+        """``(‖YᵀY − I‖_F² + 2‖X_RᵀY‖_F²)^{1/2}``."""
+        return float(self.geometry.violation(_t(point)))

@@ -1,0 +1,52 @@
+r"""RSubGrad: the full Riemannian subgradient method on St(n, p) with the polar retraction.
+
+Li, Chen, Deng, Qu, Zhu, So, "Weakly convex optimization over Stiefel manifold using Riemannian
+subgradient-type methods" (SIAM J. Optim. 2021). Iteration k, with ``G ∈ ∂f(X)`` one full
+Euclidean (Clarke) subgradient:
+
+    ξ = G − X sym(XᵀG),        X ← polar(X − γ_k ξ),
+
+with the step rules of RSSM (:class:`~orthoplug.solvers.rssm.StepSchedule`: constant,
+``γ₀/√(k+1)``, ``γ₀βᵏ``). Cost per iteration: the full subgradient plus ``O(n p²)`` (two
+``n × p × p`` products and a polar factor of an ``n × p`` matrix). It is RSSM with a single block
+(ℓ = 2 in the paper's pair notation), the baseline RSSM has to beat.
+"""
+
+from __future__ import annotations
+
+from orthoplug.geometry._linalg import sym
+from orthoplug.geometry.stiefel_block import polar_tall
+from orthoplug.solvers.oracle import NonFiniteError
+from orthoplug.solvers.rssm import SubgradientSolver, all_finite
+
+__all__ = ["RSubGrad"]
+
+
+class RSubGrad(SubgradientSolver):
+    """Riemannian subgradient method with polar retraction (full gradient each iteration).
+
+    Args:
+        step_size, schedule, decay: step sizes (see :class:`~orthoplug.solvers.rssm.StepSchedule`;
+            geometric default β = 0.98 per iteration).
+        nonsmooth, return_best: see :class:`~orthoplug.solvers.rssm.SubgradientSolver`.
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (``eval_every``
+            default 1: the evaluation reuses the subgradient the next step needs).
+    """
+
+    name = "RSubGrad"
+
+    def setup(self, tracker, geometry, generator):
+        if tracker.x.ndim != 2:
+            raise ValueError(f"RSubGrad optimises one n × p matrix, got {tuple(tracker.x.shape)}")
+        self.schedule = self.make_schedule(tracker, geometry)
+        self.k = 0
+
+    def update(self, tracker, geometry, generator):
+        x = tracker.x
+        g = tracker.gradient()
+        xi = g - x @ sym(x.mT @ g)
+        new = polar_tall(x - self.schedule(self.k) * xi)
+        if not all_finite(new):
+            raise NonFiniteError("non-finite update")
+        tracker.set_point(new)
+        self.k += 1

@@ -1,0 +1,559 @@
+r"""RSSM: randomized submanifold subgradient method on St(n, p) (Cheung, Wang, Yue, So 2024).
+
+Problem: ``min f(X)`` over ``X ∈ St(n, p)``, ``f`` weakly convex and Lipschitz, possibly
+nonsmooth (robust subspace recovery, orthogonal dictionary learning, ℓ1 sparse PCA), or
+``f + h`` with a smooth ``f`` and a separable nonsmooth term ``h`` from
+:mod:`orthoplug.nonsmooth`.
+
+Fix a partition ``C_1, …, C_ℓ`` of the p columns (``ℓ ≥ 2``; balanced by default). Iteration k:
+
+1. draw an unordered pair ``{i, j}`` uniformly from the ``ℓ(ℓ−1)/2`` pairs; ``C = C_i ∪ C_j``,
+   ``R`` the other columns;
+2. ``G = ∂^C f(X)``: columns C of one Euclidean (Clarke) subgradient — only those columns when
+   the oracle can give them (``gradient_columns``), otherwise the full subgradient is sliced;
+3. ``ξ = X_C skew(X_CᵀG) + (I − XXᵀ) G`` (formula (15), the partial Riemannian subgradient);
+4. ``X_C ← P_M(X_C − γ_k ξ) = polar((I − X_R X_Rᵀ)(X_C − γ_k ξ))`` (formula (16) with the
+   re-orthogonalisation of Lemma 3.2, see :func:`~orthoplug.geometry.stiefel_block.block_update`);
+   ``X_R`` is not touched (bit for bit).
+
+Cost per iteration ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` plus the partial
+subgradient; memory ``O(n p)``; no ``n × n`` matrix. ``ℓ = 2`` is the full polar Riemannian
+subgradient method (:class:`orthoplug.baselines.rsubgrad.RSubGrad`).
+
+Step sizes (``step_size = γ₀``): ``"constant"`` ``γ₀``; ``"diminishing"`` ``γ₀/√(k+1)``
+(Thm 4.9b); ``"geometric"`` ``γ₀ βᵏ`` (for sharp problems such as DPCP; outside the RSSM
+theory). The theory needs ``γ_k < 1/L`` (L the Lipschitz constant of f).
+
+Subgradient methods are not monotone: every evaluation also records the best cost so far
+(``history["best_cost"]``, ``info["best_cost"]``, ``result.best_point``); ``return_best=True``
+returns the best evaluated point instead of the last iterate.
+
+Oracles with column access
+--------------------------
+A tracker may provide ``gradient_columns(cols)`` (columns ``cols`` of the subgradient at its
+point) and ``set_columns(cols, new)`` (write ``X[:, cols] = new`` and update its caches).
+:class:`ColumnOracle` (callables) and :class:`CompositeOracle` (``f + h``) provide them; so do the
+problems in :mod:`orthoplug.problems.nonsmooth_problems`, whose trackers cache ``YᵀX`` and
+refresh only the changed columns. Any other :class:`~orthoplug.solvers.oracle.Oracle` works too
+(full subgradient per iteration, sliced).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.geometry.stiefel_block import (
+    block_update,
+    complement,
+    partition_columns,
+    put_columns,
+    take_columns,
+)
+
+from .base import IterativeSolver
+from .oracle import FunctionOracle, NonFiniteError, Oracle, Tracker
+
+__all__ = [
+    "RSSM",
+    "StepSchedule",
+    "ColumnTracker",
+    "ColumnOracle",
+    "CompositeOracle",
+    "partial_subgradient",
+    "write_columns",
+]
+
+SCHEDULES = ("constant", "diminishing", "geometric")
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every entry is finite: one reduction (a NaN or ±inf makes the sum non-finite;
+    the exact check runs only then, so finite entries whose sum overflows still pass)."""
+    if math.isfinite(float(t.sum())):
+        return True
+    return bool(torch.isfinite(t).all())
+
+
+def _finite(t: torch.Tensor, what: str) -> torch.Tensor:
+    if not all_finite(t):
+        raise NonFiniteError(f"non-finite {what}")
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# Step sizes
+# ---------------------------------------------------------------------------------------------
+
+
+class StepSchedule:
+    r"""Step sizes ``γ_k`` (k = 0, 1, …) of a subgradient method.
+
+    Args:
+        step_size: ``γ₀ > 0``.
+        schedule: ``"constant"`` (``γ₀``), ``"diminishing"`` (``γ₀/√(k+1)``), ``"geometric"``
+            (``γ₀ βᵏ``), or a callable ``k -> γ_k`` (then ``step_size`` is ignored).
+        decay: ``β ∈ (0, 1)`` of the geometric schedule.
+
+    Raises:
+        ValueError: unknown schedule, ``step_size ≤ 0`` or not finite, ``decay ∉ (0, 1)``.
+    """
+
+    def __init__(self, step_size: float, schedule: str | Callable = "diminishing",
+                 decay: float = 0.99):
+        if callable(schedule):
+            self.kind, self.fn = "callable", schedule
+        elif schedule in SCHEDULES:
+            self.kind, self.fn = schedule, None
+        else:
+            raise ValueError(f"unknown step-size schedule {schedule!r}; choose from {SCHEDULES} "
+                             "or pass a callable k -> step")
+        if self.fn is None:
+            if isinstance(step_size, bool) or not isinstance(step_size, int | float) or not (
+                    math.isfinite(step_size) and step_size > 0):
+                raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+            if self.kind == "geometric" and not 0 < decay < 1:
+                raise ValueError(f"decay must lie in (0, 1) for the geometric schedule, got "
+                                 f"{decay!r}")
+        self.step_size, self.decay = float(step_size), float(decay)
+
+    def __call__(self, k: int) -> float:
+        if self.fn is not None:
+            g = float(self.fn(k))
+            if not (math.isfinite(g) and g > 0):
+                raise ValueError(f"the step-size callable returned {g!r} at k = {k}; need > 0")
+            return g
+        if self.kind == "constant":
+            return self.step_size
+        if self.kind == "diminishing":
+            return self.step_size / math.sqrt(k + 1)
+        return self.step_size * self.decay ** k
+
+    def info(self) -> dict:
+        return {"step_size": self.step_size, "schedule": self.kind,
+                "decay": self.decay if self.kind == "geometric" else None}
+
+
+# ---------------------------------------------------------------------------------------------
+# Column-capable oracles
+# ---------------------------------------------------------------------------------------------
+
+
+class ColumnTracker(Tracker):
+    """A :class:`Tracker` with column access (``gradient_columns``, ``set_columns``).
+
+    ``gradient_columns(cols)`` calls the oracle's ``gradient_columns(x, cols)`` when it has
+    one (only those columns are computed), else slices the (cached) full gradient.
+    ``column_evaluations`` counts the columns computed that way.
+    """
+
+    def __init__(self, oracle: Oracle, x: torch.Tensor):
+        super().__init__(oracle, x)
+        self.column_evaluations = 0
+
+    def gradient_columns(self, cols: torch.Tensor) -> torch.Tensor:
+        if self._grad is not None:
+            return take_columns(self._grad, cols)
+        fn = getattr(self.oracle, "gradient_columns", None)
+        if fn is None:
+            return self.gradient()[..., cols]
+        self.column_evaluations += int(cols.numel())
+        return _finite(fn(self.x, cols), "subgradient")
+
+    def set_columns(self, cols: torch.Tensor, new: torch.Tensor) -> None:
+        """``X[:, cols] = new`` (in place) and drop the cached value and gradient."""
+        put_columns(self.x, cols, new)
+        self._value = None
+        self._grad = None
+
+
+class ColumnOracle(FunctionOracle):
+    """A :class:`FunctionOracle` whose tracker has column access.
+
+    Args:
+        value: ``X -> f(X)``.
+        gradient: ``X -> ∂f(X)`` (a Euclidean (sub)gradient, chosen by a rule depending only
+            on X — e.g. autodiff of ``‖·‖₁`` with ``sign(0) = 0``).
+        gradient_columns: optional ``(X, cols) -> ∂f(X)[:, cols]`` computing only those
+            columns; default: slice of ``gradient``.
+    """
+
+    def __init__(self, value: Callable, gradient: Callable,
+                 gradient_columns: Callable | None = None, *, lipschitz: float | None = None):
+        super().__init__(value, gradient, lipschitz=lipschitz)
+        self._gcols = gradient_columns
+
+    def gradient_columns(self, x, cols):
+        if self._gcols is None:
+            return self.gradient(x)[..., cols]
+        return torch.as_tensor(self._gcols(x, cols), dtype=x.dtype, device=x.device)
+
+    def track(self, x):
+        return ColumnTracker(self, x)
+
+
+class CompositeOracle(Oracle):
+    r"""``F = f + h``: a smooth (or weakly convex) oracle ``f`` plus a separable term ``h``.
+
+    ``h`` is any object with ``value(X)`` and ``subgradient(X)`` (the terms of
+    :mod:`orthoplug.nonsmooth`: ``L1``, ``CappedL1``, …). The subgradient is
+    ``∇f(X) + ∂h(X)``; since h is separable, its columns C are ``∂h(X_C)`` (``O(n p_C)``).
+    The tracker wraps ``f``'s tracker, so its caches (e.g. a factored ``BX``) are kept.
+    """
+
+    def __init__(self, smooth: Oracle, nonsmooth):
+        if not (hasattr(nonsmooth, "value") and hasattr(nonsmooth, "subgradient")):
+            raise ValueError("nonsmooth must have value(X) and subgradient(X) (e.g. "
+                             "orthoplug.nonsmooth.L1)")
+        self.smooth, self.nonsmooth = smooth, nonsmooth
+        self.lipschitz = None
+
+    def _h(self, x):
+        return torch.as_tensor(self.nonsmooth.value(x), dtype=x.dtype, device=x.device)
+
+    def value(self, x):
+        return _finite(self.smooth.value(x) + self._h(x), "cost")
+
+    def gradient(self, x):
+        return _finite(self.smooth.gradient(x) + self.nonsmooth.subgradient(x), "subgradient")
+
+    def gradient_columns(self, x, cols):
+        fn = getattr(self.smooth, "gradient_columns", None)
+        g = fn(x, cols) if fn is not None else self.smooth.gradient(x)[..., cols]
+        return _finite(g + self.nonsmooth.subgradient(x[..., cols]), "subgradient")
+
+    def track(self, x):
+        return CompositeTracker(self, x)
+
+
+class CompositeTracker(ColumnTracker):
+    """Tracker of :class:`CompositeOracle`: delegates ``f`` to the smooth oracle's tracker."""
+
+    def __init__(self, oracle: CompositeOracle, x: torch.Tensor):  # noqa: D107
+        self.oracle = oracle
+        self.inner = oracle.smooth.track(x)
+        self.h = oracle.nonsmooth
+        self._value = None
+        self._grad = None
+        self.column_evaluations = 0
+
+    @property
+    def x(self) -> torch.Tensor:  # type: ignore[override]
+        return self.inner.x
+
+    @property
+    def gradient_evaluations(self) -> int:  # type: ignore[override]
+        return self.inner.gradient_evaluations
+
+    def value(self):
+        if self._value is None:
+            x = self.inner.x
+            self._value = _finite(self.inner.value() + self.oracle._h(x), "cost")
+        return self._value
+
+    def gradient(self):
+        if self._grad is None:
+            self._grad = _finite(self.inner.gradient() + self.h.subgradient(self.inner.x),
+                                 "subgradient")
+        return self._grad
+
+    def gradient_rows(self, rows):
+        return self.gradient()[rows]
+
+    def gradient_columns(self, cols):
+        if self._grad is not None:
+            return self._grad[..., cols]
+        self.column_evaluations += int(cols.numel())
+        g = partial_subgradient(self.inner, cols)
+        return _finite(g + self.h.subgradient(self.inner.x[..., cols]), "subgradient")
+
+    def _invalidate(self):
+        self._value = None
+        self._grad = None
+
+    def set_columns(self, cols, new):
+        write_columns(self.inner, cols, new)
+        self._invalidate()
+
+    def set_rows(self, rows, new_rows):
+        self.inner.set_rows(rows, new_rows)
+        self._invalidate()
+
+    def set_point(self, x):
+        self.inner.set_point(x)
+        self._invalidate()
+
+
+def partial_subgradient(tracker, cols: torch.Tensor) -> torch.Tensor:
+    """Columns ``cols`` of the tracker's subgradient: ``gradient_columns`` if available."""
+    fn = getattr(tracker, "gradient_columns", None)
+    if fn is not None:
+        return fn(cols)
+    return tracker.gradient()[..., cols]
+
+
+def write_columns(tracker, cols: torch.Tensor, new: torch.Tensor) -> None:
+    """``X[:, cols] = new`` through ``set_columns`` if available, else ``set_point``."""
+    fn = getattr(tracker, "set_columns", None)
+    if fn is not None:
+        fn(cols, new)
+        return
+    x = tracker.x.clone()
+    put_columns(x, cols, new)
+    tracker.set_point(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Solvers
+# ---------------------------------------------------------------------------------------------
+
+
+class SubgradientSolver(IterativeSolver):
+    """Shared parts of RSSM and RSubGrad: step schedule, ``f + h``, best-so-far tracking.
+
+    Args:
+        step_size: ``γ₀ > 0``, or ``"auto"`` (default): ``γ₀ = 0.5 / ‖grad f(X₀)‖_F`` with
+            ``grad f(X₀)`` the Riemannian subgradient at the start, i.e. a first full step
+            moves X by about 0.5 in Frobenius norm. Scale-free, so it works on normalized and
+            unnormalized data alike (on DPCP with unit-norm points it gives γ₀ ≈ 10); for a
+            smooth problem started near a critical point give ``step_size`` explicitly.
+        schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``) or
+            ``"geometric"`` (``γ₀βᵏ``), or a callable ``k -> γ_k``.
+        decay: β of the geometric schedule (default: 0.98 per full-subgradient step; RSSM
+            converts it per iteration, see :class:`RSSM`).
+        nonsmooth: optional separable term h (``orthoplug.nonsmooth.L1(lam)`` etc.); the
+            objective becomes ``f + h`` with subgradient ``∇f + ∂h``.
+        return_best: return the best evaluated point (and its cost) instead of the last one.
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options.
+    """
+
+    default_decay = 0.98
+    #: Frobenius length of the first step under ``step_size="auto"``.
+    auto_move = 0.5
+
+    def __init__(self, *, step_size: float | str = "auto",
+                 schedule: str | Callable = "diminishing", decay: float | None = None,
+                 nonsmooth=None, return_best: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(step_size, str) and step_size != "auto":
+            raise ValueError(f"step_size must be a number > 0 or 'auto', got {step_size!r}")
+        self.schedule_spec = (step_size, schedule, decay)
+        StepSchedule(1.0 if step_size == "auto" else step_size, schedule,
+                     self.default_decay if decay is None else decay)
+        if nonsmooth is not None and not (hasattr(nonsmooth, "value")
+                                          and hasattr(nonsmooth, "subgradient")):
+            raise ValueError("nonsmooth must have value(X) and subgradient(X) (e.g. "
+                             "orthoplug.nonsmooth.L1)")
+        self.nonsmooth = nonsmooth
+        self.return_best = bool(return_best)
+
+    def make_schedule(self, tracker, geometry) -> StepSchedule:
+        step_size, schedule, decay = self.schedule_spec
+        if step_size == "auto":
+            x = tracker.x
+            xi = geometry.egrad2rgrad(x, tracker.gradient())
+            norm = float(torch.linalg.matrix_norm(xi))
+            step_size = self.auto_move / norm if norm > 0 else 1.0
+        return StepSchedule(step_size, schedule,
+                            self.resolve_decay(tracker) if decay is None else decay)
+
+    def resolve_decay(self, tracker) -> float:
+        return self.default_decay
+
+    def check_geometry(self, geometry) -> None:
+        if not isinstance(geometry, StiefelGeometry):
+            raise ValueError(f"{self.name} runs on the Stiefel manifold (or Grassmann "
+                             f"representatives); got {geometry!r}")
+
+    def measure(self, tracker, geometry):
+        cost, gnorm, viol = super().measure(tracker, geometry)
+        if cost < self._best_cost:
+            self._best_cost = cost
+            self._best_point = tracker.x.clone()
+            self._best_iteration = self._iteration
+        return cost, gnorm, viol
+
+    def run(self, oracle: Oracle, x0: torch.Tensor, geometry):
+        """Minimise ``oracle`` (``+ nonsmooth``) over ``geometry`` from the feasible ``x0``.
+
+        Raises:
+            ValueError: unsupported geometry, bad options for this problem size, infeasible or
+                misshapen ``x0`` (the message gives the violation), non-finite initial cost.
+        """
+        self.check_geometry(geometry)
+        if self.nonsmooth is not None:
+            oracle = CompositeOracle(oracle, self.nonsmooth)
+        self._best_cost, self._best_point, self._best_iteration = math.inf, None, 0
+        self._iteration = 0
+        res = super().run(oracle, x0, geometry)
+        res.point = res.point.contiguous()
+        hist = res.history
+        if hist.get("cost"):
+            hist["best_cost"] = np.minimum.accumulate(np.asarray(hist["cost"])).tolist()
+        if self._best_point is None or not res.cost > self._best_cost:
+            best, best_cost, best_it = res.point, res.cost, res.iterations
+        else:
+            best, best_cost, best_it = self._best_point, self._best_cost, self._best_iteration
+        res.best_point = best = best.contiguous()
+        res.info.update(best_cost=best_cost, best_iteration=best_it)
+        if self.return_best and best_it != res.iterations:
+            tracker = oracle.track(best)
+            res.cost, res.gradient_norm, res.violation = IterativeSolver.measure(
+                self, tracker, geometry)
+            res.point = best
+            res.stop_reason += f"; returning the best point (iteration {best_it})"
+        self._best_point = None
+        return res
+
+    def iterate(self, oracle: Oracle, x0: torch.Tensor, geometry):
+        """Yield the tracker after every iteration, forever: no stopping test, evaluation or
+        logging (for benchmarks that time the iterations alone, and custom loops).
+
+        ``tracker.x`` is the current iterate (do not modify it). Same validation, seeding and
+        step sizes as :meth:`run`.
+        """
+        self.check_geometry(geometry)
+        if self.nonsmooth is not None:
+            oracle = CompositeOracle(oracle, self.nonsmooth)
+        geometry.check_point(x0)
+        generator = torch.Generator(device=x0.device)
+        generator.manual_seed(self.seed if self.seed is not None
+                              else int(torch.randint(2**62, (1,)).item()))
+        tracker = oracle.track(x0)
+        self._best_cost, self._best_point, self._best_iteration = math.inf, None, 0
+        self._iteration = 0
+        self.setup(tracker, geometry, generator)
+        while True:
+            self.step(tracker, geometry, generator)
+            yield tracker
+
+    def step(self, tracker, geometry, generator):
+        self._iteration += 1
+        self.update(tracker, geometry, generator)
+
+    def update(self, tracker, geometry, generator):
+        raise NotImplementedError
+
+    def info(self) -> dict:
+        sched = getattr(self, "schedule", None)
+        if sched is None:
+            step_size, schedule, decay = self.schedule_spec
+            return {"step_size": step_size, "schedule": str(schedule), "decay": decay}
+        return {**sched.info(), "nonsmooth": repr(self.nonsmooth) if self.nonsmooth else None}
+
+
+class RSSM(SubgradientSolver):
+    r"""Randomized submanifold subgradient method (Algorithm 1 of Cheung et al. 2024).
+
+    Args:
+        num_blocks: ℓ ∈ [2, p], the number of column blocks of the balanced partition
+            (default ``min(4, p)``); ignored when ``blocks`` is given.
+        blocks: an explicit partition of ``range(p)`` (list of index lists, ≥ 2 blocks).
+        step_size, schedule, decay: step sizes (see :class:`StepSchedule`); the geometric
+            default β is ``0.98^(2/ℓ)`` per iteration, i.e. 0.98 per ``ℓ/2`` iterations (after
+            which every column has been updated once in expectation) — the same decay per
+            column update as RSubGrad's default.
+        reorthogonalize: project the step onto the block, ``(I − X_R X_Rᵀ)Ξ``, before the
+            polar factor (default True; keeps ``‖X_RᵀX_C‖`` at round-off every step).
+        refresh_every: re-orthonormalise the whole iterate (``polar(X)``) every this many
+            iterations (0, the default, never; useful in float32 with large ℓ).
+        nonsmooth, return_best: see :class:`SubgradientSolver`.
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
+            ``seed``, ``eval_every`` — default ``max(10, ℓ(ℓ−1)/2)`` iterations).
+
+    ``info()`` reports the partition sizes and the number of partial-subgradient columns
+    computed (``gradient_columns``; divide by p for full-subgradient equivalents).
+    """
+
+    name = "RSSM"
+
+    def __init__(self, *, num_blocks: int | None = None, blocks=None,
+                 reorthogonalize: bool = True, refresh_every: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        if num_blocks is not None and (isinstance(num_blocks, bool)
+                                       or not isinstance(num_blocks, int) or num_blocks < 2):
+            raise ValueError(f"num_blocks must be an integer >= 2, got {num_blocks!r}")
+        if refresh_every < 0:
+            raise ValueError(f"refresh_every must be >= 0, got {refresh_every}")
+        if blocks is not None:
+            partition_columns(sum(len(b) for b in blocks), blocks=blocks)  # validate now
+        self.num_blocks, self.blocks_user = num_blocks, blocks
+        self.reorthogonalize, self.refresh_every = bool(reorthogonalize), int(refresh_every)
+        self.blocks: list[torch.Tensor] | None = None
+        self._pair_list: list[tuple[int, int]] | None = None
+
+    def _partition(self, p: int) -> list[torch.Tensor]:
+        if self.blocks_user is not None:
+            return partition_columns(p, blocks=self.blocks_user)
+        if p < 2:
+            raise ValueError("RSSM needs p >= 2 columns (it updates a pair of column blocks)")
+        return partition_columns(p, self.num_blocks if self.num_blocks is not None
+                                 else min(4, p))
+
+    def resolve_decay(self, tracker) -> float:
+        ell = len(self._partition(tracker.x.shape[-1]))
+        return self.default_decay ** (2.0 / ell)
+
+    def default_eval_every(self, tracker):
+        ell = len(self._partition(tracker.x.shape[-1]))
+        return max(10, ell * (ell - 1) // 2)
+
+    def check_geometry(self, geometry):
+        super().check_geometry(geometry)
+        self._partition(geometry.p)  # raises on bad num_blocks / blocks for this p
+
+    def setup(self, tracker, geometry, generator):
+        x = tracker.x
+        if x.ndim != 2:
+            raise ValueError(f"RSSM optimises one n × p matrix, got shape {tuple(x.shape)}")
+        self.blocks = [b.to(x.device) for b in self._partition(x.shape[-1])]
+        if x.stride(-2) != 1:  # column-major storage: gathering/writing columns is contiguous
+            tracker.set_point(x.mT.contiguous().mT)
+        self.schedule = self.make_schedule(tracker, geometry)
+        self.k = 0
+        self._pairs: dict = {}
+        self._tracker = tracker
+
+    def _pair(self, i: int, j: int, p: int):
+        key = (min(i, j), max(i, j))
+        hit = self._pairs.get(key)
+        if hit is None:
+            cols = torch.cat([self.blocks[key[0]], self.blocks[key[1]]])
+            hit = self._pairs[key] = (cols, complement(cols, p))
+        return hit
+
+    def draw_pair(self, generator) -> tuple[int, int]:
+        """A uniformly random unordered pair ``i < j`` of block indices (one of ℓ(ℓ−1)/2)."""
+        ell = len(self.blocks)
+        pairs = self._pair_list
+        if pairs is None or len(pairs) != ell * (ell - 1) // 2:
+            pairs = self._pair_list = [(i, j) for i in range(ell) for j in range(i + 1, ell)]
+        return pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+
+    def update(self, tracker, geometry, generator):
+        x = tracker.x
+        i, j = self.draw_pair(generator)
+        cols, rest = self._pair(i, j, x.shape[-1])
+        g = partial_subgradient(tracker, cols)
+        gamma = self.schedule(self.k)
+        new = block_update(x, cols, g, gamma, rest, reorthogonalize=self.reorthogonalize)
+        if not all_finite(new):
+            raise NonFiniteError("non-finite block update")
+        write_columns(tracker, cols, new)
+        self.k += 1
+        if self.refresh_every and self.k % self.refresh_every == 0:
+            from orthoplug.geometry.stiefel_block import polar_tall
+
+            tracker.set_point(polar_tall(tracker.x))
+
+    def info(self):
+        blocks = self.blocks if self.blocks is not None else []
+        tracker = getattr(self, "_tracker", None)
+        return {**super().info(), "num_blocks": len(blocks),
+                "gradient_columns": getattr(tracker, "column_evaluations", None),
+                "block_sizes": [int(b.numel()) for b in blocks],
+                "reorthogonalize": self.reorthogonalize, "refresh_every": self.refresh_every}
