@@ -224,7 +224,7 @@ class QuadraticTracker(Tracker):
     def refresh(self) -> None:
         """Recompute ``Y`` and ``f`` from scratch (drift control)."""
         self.y = self.c @ self.x
-        self._value = self.oracle.value(self.x)
+        self._value = self.s * (self.x * self._times_d(self.y)).sum()
 
     def _times_d(self, a):
         return a if self.d is None else a @ self.d
@@ -249,7 +249,7 @@ class QuadraticTracker(Tracker):
         dv = dv + (delta * self._times_d(c_bb @ delta)).sum()
         self._value = self._value + self.s * dv
         self.x[rows] = new_rows
-        self.y += self.c[:, rows] @ delta
+        self.y += self.c[rows].mT @ delta  # C symmetric: contiguous rows instead of columns
 
     def set_point(self, x):
         self.x = x.clone()
