@@ -145,3 +145,7 @@ for _name, _desc in (("GSJOBCD", "Gauss–Seidel JOBCD: one exact 2×2 row-pair 
              description=_desc)
 register("OBCD", "solver", pymanopt=f"{_PM}:OBCD", geoopt=f"{_GO}:OBCD",
          description="block coordinate descent for f + h on Stiefel, exact k = 2 breakpoint search")
+register("RSSM", "solver", pymanopt=f"{_PM}:RSSM", geoopt=f"{_GO}:RSSM",
+         description="randomized submanifold subgradient method (random column-block pairs)")
+register("StiefelBlock", "manifold", pymanopt=f"{_PM}:StiefelBlock", geoopt=f"{_GO}:StiefelBlock",
+         description="columns C of a Stiefel point, the other columns fixed")

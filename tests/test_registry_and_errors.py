@@ -16,7 +16,8 @@ from orthoplug.geometry.manifolds import InfeasiblePointError
 
 def test_builtins_listed_and_loadable():
     assert {"JOrthogonal", "IndefiniteStiefel"} <= set(registry.names("manifold"))
-    solvers = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD")
+    solvers = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "RSSM")
+    assert registry.get("StiefelBlock", "geoopt").__name__ == "StiefelBlock"
     assert set(solvers) <= set(registry.names("solver"))
     for name in solvers:
         assert registry.get(name, "pymanopt").__name__ == name
