@@ -149,3 +149,5 @@ register("RSSM", "solver", pymanopt=f"{_PM}:RSSM", geoopt=f"{_GO}:RSSM",
          description="randomized submanifold subgradient method (random column-block pairs)")
 register("StiefelBlock", "manifold", pymanopt=f"{_PM}:StiefelBlock", geoopt=f"{_GO}:StiefelBlock",
          description="columns C of a Stiefel point, the other columns fixed")
+register("RSDM", "solver", pymanopt=f"{_PM}:RSDM", geoopt=f"{_GO}:RSDM",
+         description="randomized Riemannian submanifold descent (permutation / Haar sampling)")

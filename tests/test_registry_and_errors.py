@@ -16,7 +16,7 @@ from orthoplug.geometry.manifolds import InfeasiblePointError
 
 def test_builtins_listed_and_loadable():
     assert {"JOrthogonal", "IndefiniteStiefel"} <= set(registry.names("manifold"))
-    solvers = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "RSSM")
+    solvers = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "RSSM", "RSDM")
     assert registry.get("StiefelBlock", "geoopt").__name__ == "StiefelBlock"
     assert set(solvers) <= set(registry.names("solver"))
     for name in solvers:

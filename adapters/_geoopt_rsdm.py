@@ -1,0 +1,197 @@
+r"""RSDM as a torch optimizer for geoopt Stiefel ``ManifoldParameter``\ s (drop-in RiemannianSGD).
+
+Usage (the only change from RiemannianSGD is the class and ``r``)::
+
+    import geoopt, torch
+    from orthoplug.adapters.geoopt import RSDM
+
+    W = geoopt.ManifoldParameter(geoopt.EuclideanStiefel().random(256, 64),
+                                 manifold=geoopt.EuclideanStiefel())
+    opt = RSDM(model.parameters(), lr=0.5, r=64)     # instead of RiemannianSGD(..., lr=...)
+    loss.backward(); opt.step()
+
+For each parameter on ``geoopt.Stiefel`` / ``EuclideanStiefel`` / ``CanonicalStiefel`` /
+``EuclideanStiefelExact`` (shape ``(..., n, p)``, columns orthonormal; leading dimensions are
+independent matrices, each with its own random slice) one RSDM step is taken from the Euclidean
+gradient ``G = p.grad`` (see :mod:`orthoplug.solvers.rsdm`):
+
+    X ← U(Y) X,  Y = Retr_{I_r}(−lr · skew(P(r)G (P(r)X)ᵀ)),
+
+RSDM-P (``sampling="permutation"``, O(pr² + r³) per matrix besides backprop) or RSDM-O
+(``"orthogonal"``, O(npr + nr²)). The step only depends on the O(n) gradient ``skew(GXᵀ)``, so
+the Stiefel metric (Euclidean or canonical) plays no role. Every other parameter (plain tensors,
+``geoopt.Euclidean``) gets exactly RiemannianSGD's update (weight decay, momentum, dampening,
+Nesterov); manifold parameters take plain RSDM steps (momentum and weight decay do not apply to
+them: ``skew(XXᵀ) = 0``, so weight decay would be a no-op anyway). Parameters on other manifolds
+are rejected. ``stabilize=k`` replaces each Stiefel parameter by its ``projx`` every k steps
+(default 1000, unlike RiemannianSGD, whose QR retraction re-orthonormalises at every step).
+
+Randomness comes from one ``torch.Generator`` per device, seeded with ``seed`` (random if
+``None``); its state is part of :meth:`state_dict`, so a restored optimizer continues with the
+same slices.
+"""
+
+from __future__ import annotations
+
+import geoopt
+import torch
+from geoopt.optim.mixin import OptimMixin
+
+from orthoplug.geometry.submanifold import (
+    RETRACTIONS,
+    SAMPLINGS,
+    retract_identity,
+    sample_submanifold,
+    submanifold_gradient,
+)
+
+__all__ = ["RSDM"]
+
+_STATE_KEY = "rsdm_generators"
+
+
+def _is_stiefel(p) -> bool:
+    return isinstance(getattr(p, "manifold", None), geoopt.Stiefel)
+
+
+def _is_euclidean(p) -> bool:
+    manifold = getattr(p, "manifold", None)
+    return manifold is None or isinstance(manifold, geoopt.Euclidean)
+
+
+class RSDM(OptimMixin, torch.optim.Optimizer):
+    """Riemannian random submanifold descent with RiemannianSGD's interface.
+
+    Args:
+        params: parameters or parameter groups (groups may override every option below).
+        lr: step size η > 0 (for Stiefel parameters the RSDM step, for the others SGD's).
+        r: slice dimension, ``2 ≤ r ≤ n`` for every Stiefel parameter of the group.
+        sampling: ``"permutation"`` (RSDM-P, default) or ``"orthogonal"`` (RSDM-O).
+        retraction: on O(r): ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
+        momentum, dampening, weight_decay, nesterov: RiemannianSGD's, for non-manifold
+            parameters.
+        stabilize: project Stiefel parameters back (``projx``, O(np²)) every this many steps
+            (default 1000; ``None``: never). RSDM multiplies by orthogonal matrices and never
+            corrects round-off: in float32 ‖XᵀX − I‖ random-walks (≈5e-5 after 10³ steps).
+        seed: seed of the slice sampling (random if None).
+
+    Raises:
+        ValueError: bad options, ``r`` out of range for a parameter, or a parameter on a
+            manifold other than Stiefel / Euclidean.
+    """
+
+    def __init__(self, params, lr: float, r: int, *, sampling: str = "permutation",
+                 retraction: str = "qr", momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, stabilize: int | None = 1000,
+                 seed: int | None = None):
+        defaults = dict(lr=lr, r=r, sampling=sampling, retraction=retraction, momentum=momentum,
+                        dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
+        self._seed = int(torch.randint(2**62, (1,)).item()) if seed is None else int(seed)
+        self._generators: dict[str, torch.Generator] = {}
+        super().__init__(params, defaults, stabilize=stabilize)
+
+    # ---- validation ----------------------------------------------------------------------------
+    def add_param_group(self, param_group: dict):
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        lr, r = group["lr"], group["r"]
+        if not (isinstance(lr, (int, float)) and lr > 0):
+            raise ValueError(f"lr must be > 0, got {lr!r}")
+        if isinstance(r, bool) or not isinstance(r, int) or r < 2:
+            raise ValueError(f"r must be an integer >= 2, got {r!r}")
+        if group["sampling"] not in SAMPLINGS:
+            raise ValueError(f"unknown sampling {group['sampling']!r}; choose from {SAMPLINGS}")
+        if group["retraction"] not in RETRACTIONS:
+            raise ValueError(f"unknown retraction {group['retraction']!r}; "
+                             f"choose from {RETRACTIONS}")
+        if group["momentum"] < 0 or group["weight_decay"] < 0:
+            raise ValueError("momentum and weight_decay must be >= 0")
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        for p in group["params"]:
+            if _is_stiefel(p):
+                n = p.shape[-2]
+                if r > n:
+                    raise ValueError(f"r = {r} exceeds n = {n} for a Stiefel parameter of shape "
+                                     f"{tuple(p.shape)}; give that parameter its own group "
+                                     f"with 2 <= r <= n")
+            elif not _is_euclidean(p):
+                raise ValueError(f"RSDM supports Stiefel manifold parameters (and Euclidean "
+                                 f"ones), got {p.manifold!r}")
+
+    # ---- randomness -------------------------------------------------------------------------
+    def _generator(self, device: torch.device) -> torch.Generator:
+        key = str(device)
+        gen = self._generators.get(key)
+        if gen is None:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(self._seed)
+            self._generators[key] = gen
+        return gen
+
+    def state_dict(self):
+        out = super().state_dict()
+        out[_STATE_KEY] = {k: g.get_state() for k, g in self._generators.items()}
+        out[_STATE_KEY + "_seed"] = self._seed
+        return out
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        gens = state_dict.pop(_STATE_KEY, {})
+        self._seed = state_dict.pop(_STATE_KEY + "_seed", self._seed)
+        super().load_state_dict(state_dict)
+        self._generators = {}
+        for key, st in gens.items():
+            self._generator(torch.device(key)).set_state(st)
+
+    # ---- the step -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            group["step"] = group.get("step", 0) + 1
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("RSDM does not support sparse gradients")
+                if _is_stiefel(p):
+                    self._rsdm_step(p, group)
+                else:
+                    self._sgd_step(p, group)
+            if group["stabilize"] is not None and group["step"] % group["stabilize"] == 0:
+                self.stabilize_group(group)
+        return loss
+
+    def _rsdm_step(self, p, group):
+        x = p.data
+        sub = sample_submanifold(group["sampling"], x.shape[-2], group["r"],
+                                 batch=tuple(x.shape[:-2]), dtype=x.dtype, device=x.device,
+                                 generator=self._generator(x.device))
+        c = sub.restrict(x)
+        gamma = submanifold_gradient(sub.restrict(p.grad), c)
+        y = retract_identity(-group["lr"] * gamma, group["retraction"])
+        sub.apply_(x, y, c)
+
+    def _sgd_step(self, p, group):
+        """RiemannianSGD's update on the Euclidean manifold, step for step."""
+        grad = p.grad
+        state = self.state[p]
+        momentum = group["momentum"]
+        if len(state) == 0 and momentum > 0:
+            state["momentum_buffer"] = grad.clone()
+        grad = grad.add(p, alpha=group["weight_decay"])
+        if momentum > 0:
+            buf = state["momentum_buffer"]
+            buf.mul_(momentum).add_(grad, alpha=1 - group["dampening"])
+            grad = grad.add_(buf, alpha=momentum) if group["nesterov"] else buf
+        p.add_(-group["lr"] * grad)  # RiemannianSGD's retr(x, −lr·g) = x + (−lr·g), bit for bit
+
+    @torch.no_grad()
+    def stabilize_group(self, group):
+        for p in group["params"]:
+            if _is_stiefel(p):
+                p.copy_(p.manifold.projx(p))

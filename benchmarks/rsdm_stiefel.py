@@ -1,0 +1,443 @@
+"""RSDM vs pymanopt / geoopt / Landing on the paper's PCA and Procrustes settings (issue #5).
+
+    python benchmarks/rsdm_stiefel.py                    # paper sizes (long on a CPU)
+    python benchmarks/rsdm_stiefel.py --quick            # n = 400: a few minutes
+    python benchmarks/rsdm_stiefel.py --out results.json --threads 1
+
+For each problem every method runs from the same ``X0 = qf(randn(n, p))`` (seed 42) until the
+relative gap ``|F − F*|/|F*|`` (closed-form F*) is ≤ ``--gap`` (default 1e-6), and the wall time
+to that point is reported, with each method's time divided by the best RSDM time. Methods:
+
+* RSDM-P, RSDM-O (orthoplug; fixed step, QR retraction on O(r));
+* pymanopt SteepestDescent and ConjugateGradient (their own Armijo line searches, QR
+  retraction of pymanopt's Stiefel);
+* geoopt RiemannianSGD and RiemannianAdam on ``EuclideanStiefel`` (QR retraction);
+* Landing (orthoplug.baselines; infeasible, its gap is measured on X as is).
+
+Every method gets the same hand-written gradient, each cost/gradient pair computed from one
+product (pymanopt: memoised on the point; geoopt: the gradient is set from the same product as
+the loss), and checks the gap on values it has anyway (pymanopt and geoopt evaluate the cost
+every iteration; RSDM reads the value its oracle keeps: incrementally updated for PCA, O(np)
+for Procrustes). Procrustes uses the linear form ``F = s(‖A‖² + ‖B‖² − 2⟨X, BAᵀ⟩)`` for the
+feasible methods (equal to ``s‖XA − B‖²`` on St(n, p), as the paper notes) and the quadratic
+form for Landing. Data: PCA ``A = Q diag(λ) Qᵀ``, ``λ_i = 10·1000^{−(i−1)/(n−1)}``,
+``F = −½ tr(XᵀAX)``; Procrustes A, B i.i.d. N(0, 1), ``F = ‖XA − B‖²/(2p)``.
+
+Step sizes were tuned on the paper's grid {0.01, 0.05, 0.1, 0.5, 1, 1.5, 2} (RAdam: {1e-3,
+3e-3, 1e-2, 3e-2}; Landing's penalty on {0.1, 0.5, 1, 1.5, 2}) with ``--tune`` (best gap after
+``--tune-time`` seconds); the defaults below are those results. A method that has not reached
+the gap after ``min(--max-time, --cap-factor × best RSDM time)`` is reported as ``> cap``
+(so its ratio is a lower bound). The scaling part times RSDM-P/RSDM-O iterations and one
+Riemannian gradient step (QR retraction) on PCA with p = 3n/4 at fixed r.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from orthoplug.geometry.stiefel import StiefelGeometry, qf
+from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
+from orthoplug.solvers.rsdm import RSDM
+
+SIZES = {
+    "paper": {"pca": (2000, 1500, 700), "procrustes": (2000, 2000, 900),
+              "scaling": ((1000, 2000, 4000), 700)},
+    "quick": {"pca": (400, 300, 140), "procrustes": (400, 400, 180),
+              "scaling": ((200, 400, 800), 140)},
+}
+# tuned step sizes (see the module docstring); keys: problem -> method -> options
+DEFAULTS = {
+    "pca": {"RSDM-P": {"step_size": 1.5}, "RSDM-O": {"step_size": 1.5},
+            "geoopt-RSGD": {"lr": 0.1}, "geoopt-RAdam": {"lr": 0.01},
+            "Landing": {"step_size": 0.1, "penalty": 1.0}},
+    "procrustes": {"RSDM-P": {"step_size": 1.0}, "RSDM-O": {"step_size": 1.0},
+                   "geoopt-RSGD": {"lr": 0.5}, "geoopt-RAdam": {"lr": 0.01},
+                   "Landing": {"step_size": 0.5, "penalty": 1.0}},
+}
+GRIDS = {
+    "RSDM-P": [{"step_size": s} for s in (0.1, 0.5, 1.0, 1.5, 2.0)],
+    "RSDM-O": [{"step_size": s} for s in (0.1, 0.5, 1.0, 1.5, 2.0)],
+    "geoopt-RSGD": [{"lr": s} for s in (0.01, 0.05, 0.1, 0.5, 1.0, 1.5, 2.0)],
+    "geoopt-RAdam": [{"lr": s} for s in (1e-3, 3e-3, 1e-2, 3e-2)],
+    "Landing": [{"step_size": s, "penalty": lam} for s in (0.05, 0.1, 0.5, 1.0)
+                for lam in (0.1, 0.5, 1.0, 2.0)],
+}
+METHODS = ("RSDM-P", "RSDM-O", "pymanopt-SD", "pymanopt-CG", "geoopt-RSGD", "geoopt-RAdam",
+           "Landing")
+
+
+class Reached(Exception):
+    """Raised inside a run once the target gap is reached (stops pymanopt mid-run)."""
+
+
+@dataclass
+class Outcome:
+    method: str
+    options: dict
+    time: float | None  # seconds to the target gap; None if not reached
+    iterations: int
+    best_gap: float
+    violation: float | None = None
+    times_to_gap: dict = field(default_factory=dict)
+    note: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+class Monitor:
+    """Times to each decade of the relative gap (1e-1, 1e-2, ...) down to the target."""
+
+    def __init__(self, bench, target: float, cap: float):
+        self.bench, self.target, self.cap = bench, target, cap
+        self.levels = [10.0 ** -k for k in range(1, 17) if 10.0 ** -k >= target * 0.999]
+        self.reached: dict[str, float] = {}
+        self.best = math.inf
+        self.start = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def done(self, value: float) -> bool:
+        """Record ``value``; True once the target is reached, the cap passed, or NaN met."""
+        gap = self.bench.gap(value)
+        t = self.elapsed()
+        if gap < self.best:
+            self.best = gap
+            for level in self.levels:
+                if gap <= level and f"{level:.0e}" not in self.reached:
+                    self.reached[f"{level:.0e}"] = t
+        return gap <= self.target or t > self.cap or not math.isfinite(gap)
+
+    @property
+    def time(self) -> float | None:
+        return self.reached.get(f"{self.levels[-1]:.0e}") if self.best <= self.target else None
+
+
+# ---------------------------------------------------------------------------------------------
+# problems: one product per (value, gradient) pair
+# ---------------------------------------------------------------------------------------------
+
+
+class Bench:
+    """A problem with the value-and-gradient function every method uses, and its optimum."""
+
+    def __init__(self, kind: str, n: int, p: int, r: int, seed: int = 42):
+        self.kind, self.n, self.p, self.r = kind, n, p, r
+        if kind == "pca":
+            self.problem = PCAProblem.make(n, p, cond=1000.0, top=10.0, scale=0.5, seed=seed)
+            a = self.problem.a
+
+            def vg(x):
+                y = a @ x
+                return -0.5 * float((x * y).sum()), -y
+
+            self.value_and_gradient = vg
+            self.feasible_value_and_gradient = vg
+            self.rsdm_oracle = self.problem.oracle  # rows of AX cached: O(nrp) per step
+        else:
+            self.problem = ProcrustesProblem.make(n, p, seed=seed)
+            pr = self.problem
+            grad_lin = pr.linear_gradient(torch.zeros(1, dtype=torch.float64))
+
+            def vg_lin(x):
+                return float(pr.linear_cost(x)), grad_lin
+
+            def vg_quad(x):
+                res = x @ pr.a - pr.b
+                return pr.scale * float((res * res).sum()), (2.0 * pr.scale) * (res @ pr.a.mT)
+
+            self.value_and_gradient = vg_quad
+            self.feasible_value_and_gradient = vg_lin
+            self.rsdm_oracle = lambda: pr.oracle("linear")  # gradient rows O(rp)
+        self.optimum = self.problem.optimum
+        gen = torch.Generator().manual_seed(seed)
+        self.x0 = qf(torch.randn(n, p, dtype=torch.float64, generator=gen))
+
+    def gap(self, value: float) -> float:
+        return abs(value - self.optimum) / abs(self.optimum)
+
+
+# ---------------------------------------------------------------------------------------------
+# drivers
+# ---------------------------------------------------------------------------------------------
+
+
+def run_rsdm(bench: Bench, sampling: str, options: dict, target: float, cap: float) -> Outcome:
+    """RSDM's own step loop, checking the value its tracker keeps after every iteration."""
+    name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
+    solver = RSDM(bench.r, sampling=sampling, max_iterations=10**9, seed=0, **options)
+    geometry = StiefelGeometry(bench.n, bench.p)
+    gen = torch.Generator().manual_seed(0)
+    mon = Monitor(bench, target, cap)
+    tracker = bench.rsdm_oracle().track(bench.x0)  # timed: the first AX is part of the run
+    solver.setup(tracker, geometry, gen)
+    it = 0
+    while True:
+        solver.step(tracker, geometry, gen)
+        it += 1
+        if mon.done(float(tracker.value())):
+            break
+    exact = bench.gap(float(bench.problem.cost(tracker.x)))
+    return Outcome(name, options, mon.time, it, mon.best, float(geometry.violation(tracker.x)),
+                   mon.reached, extra={"final_gap_recomputed": exact})
+
+
+def run_landing(bench: Bench, options: dict, target: float, cap: float) -> Outcome:
+    from orthoplug.baselines.landing import Landing
+    from orthoplug.solvers.oracle import FunctionOracle
+
+    cache = {}
+
+    def vg(x):
+        if cache.get("x") is not x:
+            cache["x"], cache["vg"] = x, bench.value_and_gradient(x)
+        return cache["vg"]
+
+    oracle = FunctionOracle(lambda x: vg(x)[0], lambda x: vg(x)[1])
+    solver = Landing(max_iterations=10**9, **options)
+    geometry = StiefelGeometry(bench.n, bench.p)
+    gen = torch.Generator().manual_seed(0)
+    mon = Monitor(bench, target, cap)
+    tracker = oracle.track(bench.x0)
+    solver.setup(tracker, geometry, gen)
+    it = 0
+    while True:
+        solver.step(tracker, geometry, gen)
+        it += 1
+        # the value shares its product with the next step's gradient (memoised)
+        if mon.done(float(tracker.value())):
+            break
+    return Outcome("Landing", options, mon.time, it, mon.best,
+                   float(geometry.violation(tracker.x)), mon.reached)
+
+
+def run_pymanopt(bench: Bench, which: str, target: float, cap: float) -> Outcome:
+    import pymanopt
+    from pymanopt.manifolds import Stiefel
+
+    manifold = Stiefel(bench.n, bench.p)
+    memo = {"x": None, "vg": None}
+    state = {"evals": 0}
+    mon = None
+
+    def vg(x):
+        if memo["x"] is not x:
+            v, g = bench.feasible_value_and_gradient(torch.from_numpy(x))
+            memo["x"], memo["vg"] = x, (v, g.numpy())
+        return memo["vg"]
+
+    @pymanopt.function.numpy(manifold)
+    def cost(x):
+        value = vg(x)[0]
+        state["evals"] += 1
+        if mon.done(value) and mon.best <= target:
+            raise Reached
+        return value
+
+    @pymanopt.function.numpy(manifold)
+    def grad(x):
+        return vg(x)[1]
+
+    problem = pymanopt.Problem(manifold, cost, euclidean_gradient=grad)
+    cls = (pymanopt.optimizers.SteepestDescent if which == "SD"
+           else pymanopt.optimizers.ConjugateGradient)
+    opt = cls(max_time=cap, max_iterations=10**9, min_gradient_norm=0.0, min_step_size=0.0,
+              max_cost_evaluations=10**9, verbosity=0)
+    mon = Monitor(bench, target, cap)
+    try:
+        opt.run(problem, initial_point=bench.x0.numpy().copy())
+        note = "stopped by pymanopt or the cap"
+    except Reached:
+        note = ""
+    return Outcome(f"pymanopt-{which}", {}, mon.time, state["evals"], mon.best,
+                   times_to_gap=mon.reached, note=note + " (iterations = cost evaluations)")
+
+
+def run_geoopt(bench: Bench, which: str, options: dict, target: float, cap: float) -> Outcome:
+    import geoopt
+
+    manifold = geoopt.EuclideanStiefel()
+    w = geoopt.ManifoldParameter(bench.x0.clone(), manifold=manifold)
+    cls = geoopt.optim.RiemannianSGD if which == "RSGD" else geoopt.optim.RiemannianAdam
+    opt = cls([w], **options)
+    mon = Monitor(bench, target, cap)
+    it = 0
+    while True:
+        with torch.no_grad():
+            value, grad = bench.feasible_value_and_gradient(w.data)
+        if mon.done(value):
+            break
+        w.grad = grad.clone()
+        opt.step()
+        it += 1
+    viol = float(StiefelGeometry(bench.n, bench.p).violation(w.detach()))
+    return Outcome(f"geoopt-{which}", options, mon.time, it, mon.best, viol, mon.reached)
+
+
+def run_method(bench, method, options, target, cap) -> Outcome:
+    if method == "RSDM-P":
+        return run_rsdm(bench, "permutation", options, target, cap)
+    if method == "RSDM-O":
+        return run_rsdm(bench, "orthogonal", options, target, cap)
+    if method.startswith("pymanopt-"):
+        return run_pymanopt(bench, method.split("-")[1], target, cap)
+    if method.startswith("geoopt-"):
+        return run_geoopt(bench, method.split("-")[1], options, target, cap)
+    if method == "Landing":
+        return run_landing(bench, options, target, cap)
+    raise ValueError(method)
+
+
+def tune(bench, method, seconds) -> dict:
+    """Best option set on the grid by the gap reached after ``seconds`` (target 0)."""
+    best, best_gap = None, math.inf
+    for options in GRIDS[method]:
+        out = run_method(bench, method, options, 0.0, seconds)
+        print(f"    tune {method} {options}: gap {out.best_gap:.2e}", flush=True)
+        if out.best_gap < best_gap:
+            best, best_gap = options, out.best_gap
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
+# scaling of the time per iteration with n
+# ---------------------------------------------------------------------------------------------
+
+
+def scaling(ns, r, iterations=5) -> list[dict]:
+    rows = []
+    for n in ns:
+        p = 3 * n // 4
+        bench = Bench("pca", n, p, r)
+        geometry = StiefelGeometry(n, p)
+        row = {"n": n, "p": p, "r": r}
+        for sampling in ("permutation", "orthogonal"):
+            solver = RSDM(r, sampling=sampling, step_size=1.0, seed=0)
+            tracker = bench.rsdm_oracle().track(bench.x0)
+            gen = torch.Generator().manual_seed(0)
+            solver.setup(tracker, geometry, gen)
+            solver.step(tracker, geometry, gen)  # warm-up
+            start = time.perf_counter()
+            for _ in range(iterations):
+                solver.step(tracker, geometry, gen)
+            row[solver.name] = (time.perf_counter() - start) / iterations
+        x = bench.x0
+        start = time.perf_counter()
+        for _ in range(max(1, iterations // 2)):
+            _, g = bench.value_and_gradient(x)
+            rg = g - x @ (0.5 * (x.mT @ g + g.mT @ x))
+            x = qf(x - 0.1 * rg)
+        row["RGD-QR"] = (time.perf_counter() - start) / max(1, iterations // 2)
+        print(f"  n={n} p={p} r={r}: " + "  ".join(f"{k} {row[k]:.3f}s"
+                                                   for k in ("RSDM-P", "RSDM-O", "RGD-QR")),
+              flush=True)
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (n = 400)")
+    parser.add_argument("--problems", nargs="+", default=["pca", "procrustes"],
+                        choices=["pca", "procrustes"])
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--gap", type=float, default=1e-6)
+    parser.add_argument("--max-time", type=float, default=1800.0,
+                        help="cap per method in seconds")
+    parser.add_argument("--cap-factor", type=float, default=5.0,
+                        help="stop a baseline after this many times the best RSDM time")
+    parser.add_argument("--tune", action="store_true", help="grid-search step sizes first")
+    parser.add_argument("--tune-time", type=float, default=20.0)
+    parser.add_argument("--no-scaling", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="BLAS/torch threads for every method (torch and numpy)")
+    parser.add_argument("--out", default=None, help="write the results as JSON")
+    args = parser.parse_args(argv)
+
+    if args.threads:  # torch's pool and numpy's BLAS (pymanopt) alike
+        torch.set_num_threads(args.threads)
+        try:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(args.threads)
+        except ImportError:
+            print("threadpoolctl not installed: numpy's BLAS threads are not limited",
+                  file=sys.stderr)
+    sizes = SIZES["quick" if args.quick else "paper"]
+    report = {"args": vars(args), "torch": torch.__version__, "numpy": np.__version__,
+              "threads": torch.get_num_threads(), "machine": platform.platform(),
+              "python": sys.version.split()[0], "problems": {}}
+
+    def save():
+        if args.out:
+            with open(args.out, "w") as fh:
+                json.dump(report, fh, indent=1, default=str)
+
+    for kind in args.problems:
+        n, p, r = sizes[kind]
+        print(f"\n== {kind}: n={n} p={p} r={r}, target relative gap {args.gap:g} ==", flush=True)
+        bench = Bench(kind, n, p, r)
+        entry = report["problems"][kind] = {"n": n, "p": p, "r": r, "optimum": bench.optimum,
+                                            "results": []}
+        rsdm_times = []
+        for method in args.methods:
+            options = dict(DEFAULTS[kind].get(method, {}))
+            if args.tune and method in GRIDS:
+                options = tune(bench, method, args.tune_time)
+            is_rsdm = method.startswith("RSDM")
+            cap = args.max_time
+            if not is_rsdm and rsdm_times:
+                cap = min(cap, args.cap_factor * min(rsdm_times))
+            out = run_method(bench, method, options, args.gap, cap)
+            if is_rsdm and out.time is not None:
+                rsdm_times.append(out.time)
+            shown = f"{out.time:9.2f} s" if out.time is not None else f"  > {cap:.0f} s"
+            print(f"  {method:13s} {shown}  iterations {out.iterations:7d}  best gap "
+                  f"{out.best_gap:.2e}  options {out.options}", flush=True)
+            entry["results"].append({**out.__dict__, "cap": cap})
+            save()
+        best_rsdm = min(rsdm_times) if rsdm_times else None
+        others = [(o["time"] if o["time"] is not None else o["cap"], o["time"] is None)
+                  for o in entry["results"] if not o["method"].startswith("RSDM")]
+        if best_rsdm and others:
+            fastest, censored = min(others)
+            entry["speedup_vs_fastest_other"] = fastest / best_rsdm
+            entry["speedup_is_lower_bound"] = censored
+        print(f"  {'method':13s} {'time':>11s}  ratio to best RSDM")
+        for o in entry["results"]:
+            t = o["time"]
+            ratio = ((t if t is not None else o["cap"]) / best_rsdm) if best_rsdm else math.nan
+            shown = f"{t:.2f} s" if t is not None else f"> {o['cap']:.0f} s"
+            print(f"  {o['method']:13s} {shown:>11s}  {'>' if t is None else ' '}{ratio:6.2f}×")
+        levels = [f"{10.0 ** -k:.0e}" for k in range(2, 17, 2) if 10.0 ** -k >= args.gap * 0.999]
+        print("  seconds to relative gap: " + "  ".join(f"{lv:>8s}" for lv in levels))
+        for o in entry["results"]:
+            cells = [o["times_to_gap"].get(lv) for lv in levels]
+            print(f"  {o['method']:24s} " + "  ".join(f"{c:8.2f}" if c is not None else
+                                                      f"{'-':>8s}" for c in cells))
+        if best_rsdm and others:
+            print(f"  best RSDM is {entry['speedup_vs_fastest_other']:.2f}× faster than the "
+                  f"fastest other method{' (lower bound)' if censored else ''}")
+        save()
+
+    if not args.no_scaling:
+        ns, r = sizes["scaling"]
+        print(f"\n== time per iteration vs n (PCA, p = 3n/4, r = {r}) ==", flush=True)
+        report["scaling"] = scaling(ns, r)
+        save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,418 @@
+r"""RSDM: Riemannian random submanifold descent on St(n, p) and Gr(n, p).
+
+Each iteration moves the iterate by a rotation restricted to a random r-dimensional slice of O(n)
+(:mod:`orthoplug.geometry.submanifold`):
+
+    X⁺ = U(Y) X = X + P(r)ᵀ (Y − I_r) P(r) X,     Y = Retr_{I_r}(−η Γ),
+    Γ = skew(B Cᵀ),  B = P(r) ∇F(X),  C = P(r) X     (formula (4): Γ = P(r) skew(∇F Xᵀ) P(r)ᵀ).
+
+``U(Y)`` is orthogonal, so ``XᵀX`` is preserved exactly up to round-off (never corrected: start
+from an orthonormal ``X0``; in float32/16 the iterate is re-orthonormalised every
+``reorthonormalize_every`` iterations). For Grassmann (``F(XQ) = F(X)``) nothing changes but the
+representation (any orthonormal basis) and the stationarity measure the run loop reports (the
+horizontal gradient ``G − XXᵀG``); the same holds for SO(n) = St(n, n) with ``det = +1``, which
+every retraction here preserves.
+
+Per-iteration cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a full gradient,
+``T_rows`` = r rows of it):
+
+=============  ==============================================================================
+RSDM-P         sampling O(n); ``B`` = r gradient rows (``T_rows``; a tracker without row
+               access computes ``T_g`` and gathers); ``Γ`` O(r²p); retraction O(r³);
+               update O(r²p).  Total O(pr² + r³) + ``T_rows``. Quadratic ``s·tr(XᵀCXD)``
+               (:class:`~orthoplug.solvers.oracle.QuadraticOracle`): ``T_rows`` = O(rp) from the
+               cached ``CX``, whose update costs O(nrp); Procrustes: O(rp²) or O(rp) (linear
+               form), see :mod:`orthoplug.problems.stiefel_problems`.
+RSDM-O         sampling O(nr²) (QR); ``B, C`` O(npr) + ``T_g``; retraction O(r³); update
+               O(npr) (rank-r).  Total O(npr + nr²) + ``T_g`` (quadratic: the cached ``CX``
+               is updated in O(n²r + npr)).
+stochastic     as above with ``T_g`` = one minibatch gradient.
+Armijo         + one cost evaluation per trial step (quadratic trackers: O(nrp) per trial).
+=============  ==============================================================================
+
+Step size: fixed η (the paper's choice; RSDM tolerates much larger η than Riemannian gradient
+descent since only a slice moves), or Armijo backtracking on the slice
+(``line_search="armijo"``): accept ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`` (``−‖Γ‖²`` is the
+slope of ``F(U(Retr(−tΓ))X)`` at ``t = 0``), shrinking ``η ← βη``; the first trial of the next
+iteration is ``2η`` after a first-trial acceptance, else ``η``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.geometry.submanifold import (
+    RETRACTIONS,
+    SAMPLINGS,
+    Submanifold,
+    retract_identity,
+    sample_submanifold,
+    submanifold_gradient,
+)
+
+from .base import IterativeSolver
+from .oracle import FiniteSumOracle, NonFiniteError, Oracle, Tracker, _finite
+
+__all__ = ["RSDM", "StochasticRSDM", "RowGradientOracle", "StochasticOracle"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Oracles with the extra access RSDM can use
+# ---------------------------------------------------------------------------------------------
+
+
+class RowGradientOracle(Oracle):
+    """An oracle that can also return chosen rows of ∇F without the full gradient.
+
+    Args:
+        value: ``X -> F(X)``.
+        gradient: ``X -> ∇F(X)``.
+        gradient_rows: ``(X, rows) -> ∇F(X)[rows]`` (rows: a LongTensor of distinct indices).
+        lipschitz: optional Lipschitz constant of ∇F.
+
+    RSDM-P reads only ``∇F(X)[idx]`` for its r sampled rows, so a cheap ``gradient_rows`` (e.g.
+    ``2(X[idx]AAᵀ − (BAᵀ)[idx])`` for Procrustes, O(rp²) instead of O(np²)) is used as is.
+    """
+
+    def __init__(self, value: Callable, gradient: Callable, gradient_rows: Callable, *,
+                 lipschitz: float | None = None):
+        self._value, self._gradient, self._rows = value, gradient, gradient_rows
+        self.lipschitz = lipschitz
+
+    def value(self, x):
+        return _finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
+
+    def gradient(self, x):
+        return _finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
+                       "gradient")
+
+    def gradient_rows(self, x, rows):
+        # not checked here: RSDM checks the update these rows produce before writing it
+        return self._rows(x, rows)
+
+    def track(self, x):
+        return RowGradientTracker(self, x)
+
+
+class RowGradientTracker(Tracker):
+    """Tracker whose :meth:`gradient_rows` asks the oracle for the rows only."""
+
+    def gradient_rows(self, rows):
+        if self._grad is not None:
+            return self._grad[rows]
+        return self.oracle.gradient_rows(self.x, rows)
+
+
+class StochasticOracle(Oracle):
+    """``F(X) = E_ξ f(X; ξ)`` through a sampler of minibatch gradients (streamed data).
+
+    Args:
+        sample_gradient: ``(X, batch_size, generator) -> (1/B) Σ_b ∇f(X; ξ_b)`` with fresh
+            samples ξ_b drawn with ``generator``.
+        value, gradient: optional exact (population) ``F`` and ``∇F``, used only to monitor the
+            run (cost, gradient norm, ``target_cost``); without them those are reported as NaN.
+    """
+
+    def __init__(self, sample_gradient: Callable, value: Callable | None = None,
+                 gradient: Callable | None = None):
+        self._sample, self._value, self._gradient = sample_gradient, value, gradient
+
+    def sample_gradient(self, x, batch_size, generator):
+        return _finite(torch.as_tensor(self._sample(x, batch_size, generator), dtype=x.dtype,
+                                       device=x.device), "stochastic gradient")
+
+    def value(self, x):
+        if self._value is None:
+            raise NotImplementedError("StochasticOracle without a population value")
+        return _finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
+
+    def gradient(self, x):
+        if self._gradient is None:
+            raise NotImplementedError("StochasticOracle without a population gradient")
+        return _finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
+                       "gradient")
+
+
+# ---------------------------------------------------------------------------------------------
+# Solvers
+# ---------------------------------------------------------------------------------------------
+
+
+def _all_finite(a: torch.Tensor) -> bool:
+    """No NaN/inf in ``a`` (one reduction: a sum of finite, bounded rows of X is finite)."""
+    return math.isfinite(float(a.sum()))
+
+
+def _check_positive(name, value):
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+class RSDM(IterativeSolver):
+    r"""Riemannian random submanifold descent (RSDM-P / RSDM-O) on Stiefel and Grassmann.
+
+    Args:
+        r: slice dimension, ``2 ≤ r ≤ n`` (r = 2 with permutation sampling is Riemannian
+            coordinate descent with Givens rotations; r = n with orthogonal sampling is a
+            full rotation step).
+        sampling: ``"permutation"`` (RSDM-P, default: r random rows, all by indexing) or
+            ``"orthogonal"`` (RSDM-O: Haar-distributed r×n orthonormal rows).
+        step_size: the fixed step η > 0; with ``line_search="armijo"`` the first trial step.
+        retraction: on O(r) at ``I_r``: ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
+        line_search: ``None`` (fixed step, default) or ``"armijo"`` (backtracking on the slice).
+        contraction: Armijo's β ∈ (0, 1) (default 0.5).
+        sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4).
+        max_backtracks: trials per iteration before the step is skipped (default 30).
+        reorthonormalize_every: replace X by its polar factor every this many iterations
+            (O(np²)); default: never in float64, every 1000 iterations in lower precision.
+        refresh_every: recompute a quadratic oracle's cached ``CX`` every this many iterations
+            (drift control, O(n²p)); default 10 000.
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
+            ``seed``, ``eval_every`` — default ``⌈1/ρ⌉`` iterations clamped to [10, 1000],
+            ``ρ = r(r−1)/(n(n−1))`` the fraction of the O(n) gradient one slice sees).
+
+    The run's ``info`` holds the options, ``backtracks`` and ``skipped_steps`` (Armijo), and
+    ``row_gradient_evaluations`` (RSDM-P reads of r gradient rows).
+    """
+
+    def __init__(self, r: int, *, sampling: str = "permutation", step_size: float = 1.0,
+                 retraction: str = "qr", line_search: str | None = None,
+                 contraction: float = 0.5, sufficient_decrease: float = 1e-4,
+                 max_backtracks: int = 30, reorthonormalize_every: int | None = None,
+                 refresh_every: int = 10_000, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(r, bool) or not isinstance(r, int) or r < 2:
+            raise ValueError(f"r must be an integer >= 2 (for r = 1 the step is identically "
+                             f"zero), got {r!r}")
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"unknown sampling {sampling!r}; choose from {SAMPLINGS}")
+        if retraction not in RETRACTIONS:
+            raise ValueError(f"unknown retraction {retraction!r}; choose from {RETRACTIONS}")
+        if line_search not in (None, "armijo"):
+            raise ValueError(f"line_search must be None or 'armijo', got {line_search!r}")
+        _check_positive("step_size", step_size)
+        if not 0 < contraction < 1:
+            raise ValueError(f"contraction must be in (0, 1), got {contraction!r}")
+        if not 0 < sufficient_decrease < 1:
+            raise ValueError(f"sufficient_decrease must be in (0, 1), got {sufficient_decrease!r}")
+        if not (isinstance(max_backtracks, int) and max_backtracks >= 0):
+            raise ValueError(f"max_backtracks must be an integer >= 0, got {max_backtracks!r}")
+        for key, val in (("reorthonormalize_every", reorthonormalize_every),
+                         ("refresh_every", refresh_every)):
+            if val is not None and not (isinstance(val, int) and val >= 0):
+                raise ValueError(f"{key} must be an integer >= 0 (0 = never), got {val!r}")
+        self.r, self.sampling, self.retraction = r, sampling, retraction
+        self.step_size, self.line_search = float(step_size), line_search
+        self.contraction, self.sufficient_decrease = float(contraction), float(sufficient_decrease)
+        self.max_backtracks = max_backtracks
+        self.reorthonormalize_every, self.refresh_every = reorthonormalize_every, refresh_every
+        self.name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
+
+    # ---- run hooks ---------------------------------------------------------------------------
+    def default_eval_every(self, tracker):
+        n = tracker.x.shape[-2]
+        rho = self.r * (self.r - 1) / (n * (n - 1))
+        return int(min(1000, max(10, math.ceil(1.0 / rho))))
+
+    def setup(self, tracker, geometry, generator):
+        if not isinstance(geometry, StiefelGeometry):
+            raise ValueError(f"{self.name} supports Stiefel and Grassmann manifolds (and SO(n) "
+                             f"as St(n, n)), got {geometry!r}")
+        x = tracker.x
+        if x.ndim != 2:
+            raise ValueError(f"{self.name}: the solver takes one n×p matrix, got shape "
+                             f"{tuple(x.shape)} (use the geoopt optimizer for batches)")
+        n = x.shape[-2]
+        if self.r > n:
+            raise ValueError(f"r = {self.r} exceeds n = {n}: choose 2 <= r <= n")
+        reorth = self.reorthonormalize_every
+        self._reorth = (0 if x.dtype == torch.float64 else 1000) if reorth is None else reorth
+        self._refresh = self.refresh_every if hasattr(tracker, "refresh") else 0
+        self._eta_trial = self.step_size
+        self.count = 0
+        self.backtracks = 0
+        self.skipped_steps = 0
+        self.row_reads = 0
+
+    def info(self):
+        out = {"r": self.r, "sampling": self.sampling, "step_size": self.step_size,
+               "retraction": self.retraction, "line_search": self.line_search}
+        if hasattr(self, "count"):
+            out.update(backtracks=self.backtracks, skipped_steps=self.skipped_steps,
+                       row_gradient_evaluations=self.row_reads)
+        return out
+
+    # ---- one iteration -----------------------------------------------------------------------
+    def _sample(self, x, generator) -> Submanifold:
+        return sample_submanifold(self.sampling, x.shape[-2], self.r, dtype=x.dtype,
+                                  device=x.device, generator=generator)
+
+    def _restricted_gradient(self, tracker, sub: Submanifold) -> torch.Tensor:
+        """``B = P(r) ∇F(X)``: r gradient rows (RSDM-P) or a projection of the full gradient."""
+        if sub.rows is not None:
+            self.row_reads += 1
+            return tracker.gradient_rows(sub.rows)
+        return sub.restrict(tracker.gradient())
+
+    def _step_size(self) -> float:
+        return self.step_size
+
+    def step(self, tracker, geometry, generator):
+        sub = self._sample(tracker.x, generator)
+        c = sub.restrict(tracker.x)
+        b = self._restricted_gradient(tracker, sub)
+        gamma = submanifold_gradient(b, c)
+        if self.line_search == "armijo":
+            self._armijo(tracker, sub, c, gamma)
+        else:
+            self._commit(tracker, sub, c, retract_identity(-self._step_size() * gamma,
+                                                           self.retraction))
+        self.count += 1
+        if self._refresh and self.count % self._refresh == 0:
+            tracker.refresh()
+        if self._reorth and self.count % self._reorth == 0:
+            tracker.set_point(geometry.projx(tracker.x))
+
+    def _commit(self, tracker, sub: Submanifold, c, y) -> None:
+        """``X ← U(Y) X`` through the tracker (rows: ``set_rows``; Haar: a rank-r update)."""
+        if sub.rows is not None:
+            new = y @ c
+            if not _all_finite(new):
+                raise NonFiniteError("non-finite RSDM update")
+            tracker.set_rows(sub.rows, new)
+        else:
+            w = y @ c - c
+            if not _all_finite(w):
+                raise NonFiniteError("non-finite RSDM update")
+            tracker.add_low_rank(sub.basis.mT, w)
+
+    def _armijo(self, tracker, sub: Submanifold, c, gamma) -> None:
+        f0 = float(tracker.value())
+        slope = float((gamma * gamma).sum())
+        if slope == 0.0:
+            return
+        eta = self._eta_trial
+        for trial in range(self.max_backtracks + 1):
+            y = retract_identity(-eta * gamma, self.retraction)
+            if self._try(tracker, sub, c, y, f0 - self.sufficient_decrease * eta * slope):
+                self._eta_trial = 2.0 * eta if trial == 0 else eta
+                return
+            self.backtracks += 1
+            eta *= self.contraction
+        self.skipped_steps += 1
+        self._eta_trial = eta
+
+    def _try(self, tracker, sub: Submanifold, c, y, bound: float) -> bool:
+        """Move to ``U(Y)X`` if its cost is ≤ bound (and finite); else leave X unchanged."""
+        if sub.rows is not None:
+            new = y @ c
+            if not _all_finite(new):
+                return False
+            tracker.set_rows(sub.rows, new)
+            try:
+                ok = float(tracker.value()) <= bound
+            except NonFiniteError:
+                ok = False
+            if not ok:
+                tracker.set_rows(sub.rows, c)
+            return ok
+        w = y @ c - c
+        if not _all_finite(w):
+            return False
+        try:
+            ok = float(tracker.oracle.value(tracker.x + sub.basis.mT @ w)) <= bound
+        except NonFiniteError:
+            ok = False
+        if ok:
+            tracker.add_low_rank(sub.basis.mT, w)
+        return ok
+
+
+class StochasticRSDM(RSDM):
+    r"""Stochastic / mini-batch RSDM for ``F = E f(X; ξ)`` or ``F = (1/N) Σ f_i``.
+
+    Each iteration replaces ∇F by a minibatch mean: ``oracle.sample_gradient(X, B, gen)`` for a
+    :class:`StochasticOracle` (fresh streamed samples), or ``component_gradient(X, idx)`` with
+    ``idx`` B indices drawn without replacement for a
+    :class:`~orthoplug.solvers.oracle.FiniteSumOracle`. Everything else is RSDM (the variance σ²
+    of the gradient becomes σ²/B in the bounds). The step is ``η_k = η·s(k)``:
+
+    * ``schedule="constant"``: ``s = 1`` (theory: ``η = min{1/L, √(Δ0/L)/(σ√K)}`` for K steps);
+    * ``"inverse"``: ``s = 1/(1 + k/t0)``; ``"inverse_sqrt"``: ``s = 1/√(1 + k/t0)``;
+    * or a callable ``k -> s``.
+
+    Args:
+        r, sampling, step_size, retraction, reorthonormalize_every: as :class:`RSDM`.
+        batch_size: B ≥ 1 (default 1).
+        schedule: as above; ``decay_time``: t0 > 0 (default 1000).
+
+    Cost per iteration: one minibatch gradient plus the RSDM step of the chosen sampling. No
+    line search (it would need exact costs). ``info["samples"]`` counts the samples drawn.
+    """
+
+    _SCHEDULES = ("constant", "inverse", "inverse_sqrt")
+
+    def __init__(self, r: int, *, batch_size: int = 1, schedule="constant",
+                 decay_time: float = 1000.0, **kwargs):
+        if kwargs.get("line_search") is not None:
+            raise ValueError("StochasticRSDM has no line search (costs are only estimated)")
+        super().__init__(r, **kwargs)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        if not (callable(schedule) or schedule in self._SCHEDULES):
+            raise ValueError(f"schedule must be a callable or one of {self._SCHEDULES}, "
+                             f"got {schedule!r}")
+        _check_positive("decay_time", decay_time)
+        self.batch_size, self.schedule, self.decay_time = batch_size, schedule, float(decay_time)
+        self.name = "S" + self.name
+
+    def setup(self, tracker, geometry, generator):
+        oracle = tracker.oracle
+        if isinstance(oracle, FiniteSumOracle):
+            if self.batch_size > oracle.num_components:
+                raise ValueError(f"batch_size = {self.batch_size} exceeds the number of "
+                                 f"components N = {oracle.num_components}")
+        elif not hasattr(oracle, "sample_gradient"):
+            raise ValueError("StochasticRSDM needs a StochasticOracle or a FiniteSumOracle")
+        super().setup(tracker, geometry, generator)
+        self.samples = 0
+        self._generator = generator
+
+    def measure(self, tracker, geometry):
+        try:
+            return super().measure(tracker, geometry)
+        except NotImplementedError:
+            return math.nan, math.nan, float(geometry.violation(tracker.x).max())
+
+    def info(self):
+        out = {**super().info(), "batch_size": self.batch_size,
+               "schedule": self.schedule if isinstance(self.schedule, str) else "callable",
+               "decay_time": self.decay_time}
+        if hasattr(self, "samples"):
+            out["samples"] = self.samples
+        return out
+
+    def _step_size(self) -> float:
+        k = self.count
+        if callable(self.schedule):
+            return self.step_size * float(self.schedule(k))
+        if self.schedule == "inverse":
+            return self.step_size / (1.0 + k / self.decay_time)
+        if self.schedule == "inverse_sqrt":
+            return self.step_size / math.sqrt(1.0 + k / self.decay_time)
+        return self.step_size
+
+    def _restricted_gradient(self, tracker, sub):
+        oracle, x = tracker.oracle, tracker.x
+        if isinstance(oracle, FiniteSumOracle):
+            idx = torch.randperm(oracle.num_components, generator=self._generator,
+                                 device=x.device)[: self.batch_size]
+            g = oracle.component_gradient(x, idx)
+        else:
+            g = oracle.sample_gradient(x, self.batch_size, self._generator)
+        self.samples += self.batch_size
+        return sub.restrict(g)
