@@ -14,11 +14,30 @@ from . import jorthogonal as jo
 from ._linalg import fro_inner
 from .signature import Signature, make_signature
 
-__all__ = ["JOrthogonalGeometry", "IndefiniteStiefelGeometry", "InfeasiblePointError"]
+__all__ = [
+    "JOrthogonalGeometry",
+    "IndefiniteStiefelGeometry",
+    "InfeasiblePointError",
+    "require_feasible",
+]
 
 
 class InfeasiblePointError(ValueError):
     """A point that should lie on the manifold does not (the message gives the violation)."""
+
+
+def require_feasible(name: str, x: torch.Tensor, violation, label: str,
+                     tol: float | None = None) -> None:
+    """Raise :class:`InfeasiblePointError` unless ``x`` is finite and ``max violation(x) ≤ tol``.
+
+    ``label`` names the measure in the message; ``tol`` defaults to 1e-8 (float64) / 1e-4.
+    """
+    if not torch.isfinite(x).all():
+        raise InfeasiblePointError(f"{name}: point has non-finite entries")
+    tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
+    v = violation(x).max().item()
+    if not v <= tol:
+        raise InfeasiblePointError(f"{name}: point is infeasible: {label} = {v:.3e} > {tol:.1e}")
 
 
 class _JGeometry:
@@ -61,15 +80,7 @@ class _JGeometry:
     def check_point(self, x: torch.Tensor, tol: float | None = None) -> None:
         """Raise :class:`InfeasiblePointError` unless ``‖XᵀJX − J‖_F / ‖X‖_F² ≤ tol``."""
         self.check_shape(x)
-        if not torch.isfinite(x).all():
-            raise InfeasiblePointError(f"{self.name}: point has non-finite entries")
-        tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
-        rv = self.relative_violation(x).max().item()
-        if not rv <= tol:
-            raise InfeasiblePointError(
-                f"{self.name}: point is infeasible: ‖XᵀJX − J‖_F/‖X‖_F² = {rv:.3e} > {tol:.1e} "
-                f"(mean |XᵀJX − J| = {self.violation(x).max().item():.3e})"
-            )
+        require_feasible(self.name, x, self.relative_violation, "‖XᵀJX − J‖_F/‖X‖_F²", tol)
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
         """Feasibility restoration for nearly feasible points (see :func:`jorthogonal.refine`)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ._linalg import fro_inner, sym
-from .manifolds import InfeasiblePointError
+from .manifolds import require_feasible
 
 __all__ = ["StiefelGeometry", "GrassmannGeometry", "polar", "qf"]
 
@@ -69,13 +69,7 @@ class StiefelGeometry:
 
     def check_point(self, x: torch.Tensor, tol: float | None = None) -> None:
         self.check_shape(x)
-        if not torch.isfinite(x).all():
-            raise InfeasiblePointError(f"{self.name}: point has non-finite entries")
-        tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
-        v = self.violation(x).max().item()
-        if not v <= tol:
-            raise InfeasiblePointError(
-                f"{self.name}: point is infeasible: ‖XᵀX − I‖_F = {v:.3e} > {tol:.1e}")
+        require_feasible(self.name, x, self.violation, "‖XᵀX − I‖_F", tol)
 
     def inner(self, x, u, v, keepdim=False):
         return fro_inner(u, v, keepdim=keepdim)

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 import torch
 
 from ._linalg import fro_inner, sym
-from .manifolds import InfeasiblePointError
+from .manifolds import InfeasiblePointError, require_feasible
 
 __all__ = [
     "StiefelBlockGeometry",
@@ -315,14 +315,7 @@ class StiefelBlockGeometry:
     def check_point(self, x: torch.Tensor, tol: float | None = None) -> None:
         """Raise :class:`InfeasiblePointError` unless the violation is ≤ ``tol``."""
         self.check_shape(x)
-        if not torch.isfinite(x).all():
-            raise InfeasiblePointError(f"{self.name}: point has non-finite entries")
-        tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
-        v = self.violation(x).max().item()
-        if not v <= tol:
-            raise InfeasiblePointError(
-                f"{self.name}: point is infeasible: (‖YᵀY − I‖² + 2‖X_RᵀY‖²)^½ = {v:.3e} > "
-                f"{tol:.1e}")
+        require_feasible(self.name, x, self.violation, "(‖YᵀY − I‖² + 2‖X_RᵀY‖²)^½", tol)
 
     def tangent_residual(self, x: torch.Tensor, u: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:
