@@ -1,10 +1,11 @@
 """RSDM on PCA: the top-p eigenspace of an SPD matrix, checked against the eigenvalue sum.
 
-    python examples/rsdm_pca.py                      # n = 1000, p = 100, r = 300
-    python examples/rsdm_pca.py --sampling orthogonal --n 500
+    python examples/rsdm_pca.py                      # n = 500, p = 50, r = 150
+    python examples/rsdm_pca.py --sampling orthogonal
 
-RSDM-P reads only r rows of the gradient per iteration: with the quadratic oracle the rows of
-AX are cached and updated in O(nrp), so no iteration touches an n×n or n×p-sized product.
+RSDM-P reads only r rows of the gradient per iteration: with the quadratic oracle AX is cached
+and updated in O(nrp) after each step, so no iteration computes a full gradient, a retraction on
+St(n, p) or any n×n matrix.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from orthoplug.problems.stiefel_problems import PCAProblem
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=1000)
-    parser.add_argument("--p", type=int, default=100)
-    parser.add_argument("--r", type=int, default=300)
+    parser.add_argument("--n", type=int, default=500)
+    parser.add_argument("--p", type=int, default=50)
+    parser.add_argument("--r", type=int, default=150)
     parser.add_argument("--sampling", choices=["permutation", "orthogonal"], default="permutation")
     parser.add_argument("--step-size", type=float, default=5.0)
     parser.add_argument("--iterations", type=int, default=20_000)
