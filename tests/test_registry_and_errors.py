@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import numpy as np
 import pytest
 import torch
@@ -32,45 +30,24 @@ def test_builtins_listed_and_loadable():
         registry.register("JOrthogonal", "manifold", pymanopt=object)
 
 
-def _install_plugin(tmp_path, monkeypatch, body: str, ep_value: str):
-    (tmp_path / "dummy_orthoplug_plugin.py").write_text(textwrap.dedent(body))
-    dist = tmp_path / "dummy_orthoplug_plugin-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: dummy-orthoplug-plugin\n"
-                                   "Version: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[orthoplug.solvers]\n{ep_value}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    registry.reload_entry_points()
-
-
-def test_entry_point_solver_is_discovered(tmp_path, monkeypatch):
-    _install_plugin(tmp_path, monkeypatch, """
+def test_entry_point_solver_is_discovered(install_plugin):
+    install_plugin("""
         class DummySolver:
             pass
         SOLVER = {"pymanopt": DummySolver, "description": "a test plug-in"}
     """, "dummy-solver = dummy_orthoplug_plugin:SOLVER")
-    try:
-        assert "dummy-solver" in registry.names("solver", frontend="pymanopt")
-        assert "dummy-solver" not in registry.names("solver", frontend="geoopt")
-        cls = registry.get("dummy-solver", "pymanopt")
-        assert cls.__name__ == "DummySolver"
-        entry = [e for e in registry.entries("solver") if e.name == "dummy-solver"][0]
-        assert entry.description == "a test plug-in" and "entry point" in entry.source
-    finally:
-        monkeypatch.undo()
-        registry.reload_entry_points()
-    assert "dummy-solver" not in registry.names()
+    assert "dummy-solver" in registry.names("solver", frontend="pymanopt")
+    assert "dummy-solver" not in registry.names("solver", frontend="geoopt")
+    cls = registry.get("dummy-solver", "pymanopt")
+    assert cls.__name__ == "DummySolver"
+    entry = [e for e in registry.entries("solver") if e.name == "dummy-solver"][0]
+    assert entry.description == "a test plug-in" and "entry point" in entry.source
 
 
-def test_broken_entry_point_is_skipped_with_warning(tmp_path, monkeypatch, caplog):
-    _install_plugin(tmp_path, monkeypatch, "SOLVER = None\n",
-                    "broken = dummy_orthoplug_plugin:MISSING")
-    try:
-        assert "broken" not in registry.names()
-        assert "skipping entry point broken" in caplog.text
-    finally:
-        monkeypatch.undo()
-        registry.reload_entry_points()
+def test_broken_entry_point_is_skipped_with_warning(install_plugin, caplog):
+    install_plugin("SOLVER = None\n", "broken = dummy_orthoplug_plugin:MISSING")
+    assert "broken" not in registry.names()
+    assert "skipping entry point broken" in caplog.text
 
 
 @pytest.mark.parametrize("make,match", [

@@ -1,0 +1,5 @@
+import sys
+
+from orthoplug.bench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Benchmark suites, one module per paper; each defines ``EXPERIMENTS`` (Experiment instances)."""
