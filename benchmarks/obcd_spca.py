@@ -26,50 +26,35 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 
-import numpy as np
 import torch
 
 from orthoplug.baselines.manpg import ManPG
 from orthoplug.baselines.rsubgrad import RSubGrad
+from orthoplug.bench.suites.obcd import sparsepca_loadings, spca_datasets, spca_lambda
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
-
-
-def datasets(quick: bool):
-    out = {"digits": spca.digits_data(), "gauss300": spca.gaussian_data(500, 300, seed=0)}
-    if not quick:
-        out["patches768"] = spca.image_patches(16, 3000, seed=0)
-        out["gauss1000"] = spca.gaussian_data(500, 1000, seed=1)
-    return out
 
 
 def _trace(res):
     return list(zip(res.history["time"], res.history["cost"], strict=True))
 
 
-def run_sparsepca(a, lam, r, budget):
-    try:
-        import sparsepca
-    except ImportError:
-        return None
-    a = np.asarray(a, dtype=float) / np.linalg.norm(a)
+def run_sparsepca(a, lam, r):
     t0 = time.perf_counter()
-    out = sparsepca.spca(a, lam * np.ones((r, 1)), np.inf, k=r, normalize=False,
-                         maxiter=500, tol=1e-10)
-    elapsed = time.perf_counter() - t0
-    return out["loadings"], out["iter"], elapsed
+    out = sparsepca_loadings(a, lam, r)
+    if out is None:
+        return None
+    return *out, time.perf_counter() - t0
 
 
 def one(name, a, kind, r, budget, seed=0):
     c = spca.covariance(a)
     n = c.shape[0]
-    lam1 = float(torch.linalg.eigvalsh(c)[-1])
-    lam = 0.5 * lam1 / (math.sqrt(n) if kind == "l1" else n)
+    lam = spca_lambda(c, kind)
     prob = spca.l1_spca(c, r, lam) if kind == "l1" else spca.l0_spca(c, r, lam)
     geo = StiefelGeometry(n, r)
     x_id, x_rnd = prob.initial_point("identity"), prob.initial_point("random", seed)
@@ -90,7 +75,7 @@ def one(name, a, kind, r, budget, seed=0):
                          rate=res.iterations / max(res.time, 1e-12), trace=_trace(res),
                          violation=res.violation))
     if kind == "l1":
-        sp = run_sparsepca(a, lam, r, budget)
+        sp = run_sparsepca(a, lam, r)
         if sp is not None:
             y, iters, el = sp
             x = polar(torch.as_tensor(y))
@@ -116,7 +101,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     budget = args.time or (2.0 if args.quick else 20.0)
     results = []
-    for name, a in datasets(args.quick).items():
+    for name, a in spca_datasets("quick" if args.quick else "paper").items():
         for kind in ("l1", "l0"):
             res = one(name, a, kind, min(args.r, a.shape[1]), budget)
             results.append(res)

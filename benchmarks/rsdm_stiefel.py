@@ -25,10 +25,12 @@ form for Landing. Data: PCA ``A = Q diag(λ) Qᵀ``, ``λ_i = 10·1000^{−(i−
 
 Step sizes were tuned with ``--tune --quick`` (best gap after ``--tune-time`` = 5 seconds) on the
 paper's grid {0.01, 0.05, 0.1, 0.5, 1, 1.5, 2}, extended by {3, 5} for RSDM (RAdam: {1e-3 ...
-0.3}; Landing: step {0.05, 0.1, 0.5, 1} × penalty {0.1, 0.5, 1, 2}); the defaults below are
-those results, used unchanged at the paper sizes (too slow to tune there on a CPU). A method that has not reached
-the gap after ``min(--max-time, --cap-factor × best RSDM time)`` is reported as ``> cap``
-(so its ratio is a lower bound). The scaling part times RSDM-P/RSDM-O iterations and one
+0.3}; Landing: step {0.05, 0.1, 0.5, 1} × penalty {0.1, 0.5, 1, 2}); the defaults are those
+results, used unchanged at the paper sizes (too slow to tune there on a CPU). Sizes, defaults,
+grids and the problem data come from the benchmark suite ``orthoplug.bench.suites.rsdm``
+(``SIZES``, ``DEFAULTS``, ``GRIDS``, ``build``). A method that has not reached the gap after
+``min(--max-time, --cap-factor × best RSDM time)`` is reported as ``> cap`` (so its ratio is a
+lower bound). The scaling part times RSDM-P/RSDM-O iterations and one
 Riemannian gradient step (QR retraction) on PCA with p = 3n/4 at fixed r.
 """
 
@@ -45,33 +47,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from orthoplug.bench.suites.rsdm import DEFAULTS, GRIDS, SIZES, random_stiefel
+from orthoplug.bench.suites.rsdm import EXPERIMENTS as RSDM_EXPERIMENTS
 from orthoplug.geometry.stiefel import StiefelGeometry, qf
-from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.rsdm import RSDM
 
-SIZES = {
-    "paper": {"pca": (2000, 1500, 700), "procrustes": (2000, 2000, 900),
-              "scaling": ((1000, 2000, 4000), 700)},
-    "quick": {"pca": (400, 300, 140), "procrustes": (400, 400, 180),
-              "scaling": ((200, 400, 800), 140)},
-}
-# tuned step sizes (see the module docstring); keys: problem -> method -> options
-DEFAULTS = {
-    "pca": {"RSDM-P": {"step_size": 1.5}, "RSDM-O": {"step_size": 1.5},
-            "geoopt-RSGD": {"lr": 0.1}, "geoopt-RAdam": {"lr": 0.01},
-            "Landing": {"step_size": 0.1, "penalty": 1.0}},
-    "procrustes": {"RSDM-P": {"step_size": 1.0}, "RSDM-O": {"step_size": 1.0},
-                   "geoopt-RSGD": {"lr": 0.5}, "geoopt-RAdam": {"lr": 0.01},
-                   "Landing": {"step_size": 0.5, "penalty": 1.0}},
-}
-GRIDS = {
-    "RSDM-P": [{"step_size": s} for s in (0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)],
-    "RSDM-O": [{"step_size": s} for s in (0.1, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)],
-    "geoopt-RSGD": [{"lr": s} for s in (0.01, 0.05, 0.1, 0.5, 1.0, 1.5, 2.0)],
-    "geoopt-RAdam": [{"lr": s} for s in (1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)],
-    "Landing": [{"step_size": s, "penalty": lam} for s in (0.05, 0.1, 0.5, 1.0)
-                for lam in (0.1, 0.5, 1.0, 2.0)],
-}
+# sizes per scale (n, p, r), tuned step sizes and tuning grids: shared with the benchmark suite
+SCALING_SIZES = {"paper": ((1000, 2000, 4000), 700), "quick": ((200, 400, 800), 140)}
+EXPERIMENTS = {exp.name: exp for exp in RSDM_EXPERIMENTS}
 METHODS = ("RSDM-P", "RSDM-O", "pymanopt-SD", "pymanopt-CG", "geoopt-RSGD", "geoopt-RAdam",
            "Landing")
 
@@ -132,8 +115,10 @@ class Bench:
 
     def __init__(self, kind: str, n: int, p: int, r: int, seed: int = 42):
         self.kind, self.n, self.p, self.r = kind, n, p, r
+        experiment = EXPERIMENTS[kind]
+        self.problem = experiment.build(n, p, seed)
+        self.rsdm_oracle = lambda: experiment.feasible_oracle(self.problem)
         if kind == "pca":
-            self.problem = PCAProblem.make(n, p, cond=1000.0, top=10.0, scale=0.5, seed=seed)
             a = self.problem.a
 
             def vg(x):
@@ -142,9 +127,7 @@ class Bench:
 
             self.value_and_gradient = vg
             self.feasible_value_and_gradient = vg
-            self.rsdm_oracle = self.problem.oracle  # rows of AX cached: O(nrp) per step
         else:
-            self.problem = ProcrustesProblem.make(n, p, seed=seed)
             pr = self.problem
             grad_lin = pr.linear_gradient(torch.zeros(1, dtype=torch.float64))
 
@@ -157,10 +140,8 @@ class Bench:
 
             self.value_and_gradient = vg_quad
             self.feasible_value_and_gradient = vg_lin
-            self.rsdm_oracle = lambda: pr.oracle("linear")  # gradient rows O(rp)
         self.optimum = self.problem.optimum
-        gen = torch.Generator().manual_seed(seed)
-        self.x0 = qf(torch.randn(n, p, dtype=torch.float64, generator=gen))
+        self.x0 = random_stiefel(n, p, seed)
 
     def gap(self, value: float) -> float:
         return abs(value - self.optimum) / abs(self.optimum)
@@ -375,7 +356,8 @@ def main(argv=None) -> int:
         except ImportError:
             print("threadpoolctl not installed: numpy's BLAS threads are not limited",
                   file=sys.stderr)
-    sizes = SIZES["quick" if args.quick else "paper"]
+    scale = "quick" if args.quick else "paper"
+    sizes = SIZES[scale]
     report = {"args": vars(args), "torch": torch.__version__, "numpy": np.__version__,
               "threads": torch.get_num_threads(), "machine": platform.platform(),
               "python": sys.version.split()[0], "problems": {}}
@@ -433,7 +415,7 @@ def main(argv=None) -> int:
         save()
 
     if not args.no_scaling:
-        ns, r = sizes["scaling"]
+        ns, r = SCALING_SIZES[scale]
         print(f"\n== time per iteration vs n (PCA, p = 3n/4, r = {r}) ==", flush=True)
         report["scaling"] = scaling(ns, r)
         save()

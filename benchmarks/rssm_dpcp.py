@@ -32,7 +32,7 @@ import time
 
 import torch
 
-from orthoplug.baselines.rsubgrad import RSubGrad
+from orthoplug.bench.suites.rssm import dpcp_solver, epoch_length
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import (
     block_update,
@@ -42,7 +42,6 @@ from orthoplug.geometry.stiefel_block import (
     take_columns,
 )
 from orthoplug.problems.nonsmooth_problems import dpcp_instance
-from orthoplug.solvers.rssm import RSSM
 
 
 def time_to_target(solver, oracle, x0, geometry, prob, *, iters_per_check: int,
@@ -144,11 +143,9 @@ def main(argv=None) -> dict:
           f"target angle {args.target:g}, torch threads {args.threads}")
 
     results = {}
-    methods = [("RSubGrad", RSubGrad(schedule="geometric", decay=args.decay), 1)]
-    for ell in ells:
-        methods.append((f"RSSM-{ell}", RSSM(num_blocks=ell, schedule="geometric",
-                                            decay=args.decay ** (2.0 / ell), seed=args.seed),
-                        ell // 2 if ell % 2 == 0 else ell))
+    methods = [("RSubGrad" if ell is None else f"RSSM-{ell}",
+                dpcp_solver(ell, args.decay, args.seed), epoch_length(ell))
+               for ell in [None, *ells]]
     for name, solver, per_epoch in methods:
         res = time_to_target(solver, prob.oracle(), x0, geo, prob, iters_per_check=per_epoch,
                              max_epochs=args.max_epochs, target=args.target)

@@ -35,7 +35,9 @@ def _run_parser() -> argparse.ArgumentParser:
     ap.add_argument("--scale", choices=SCALES, default=None,
                     help="problem sizes and time limits (default: quick for --suite quick, "
                          "paper otherwise)")
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0], help="data/solver seeds")
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0],
+                    help="seeds of the start points and the solvers' randomness "
+                         "(the data use the first)")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="seconds per run (default: the experiment's for the scale)")
     ap.add_argument("--tune", action="store_true",
@@ -43,7 +45,7 @@ def _run_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", default="bench-out", help="output folder (default: bench-out)")
     ap.add_argument("--no-progress", action="store_true", help="log lines instead of a bar")
     ap.add_argument("--threads", type=int, default=1,
-                    help="torch threads (default 1: methods compare fairly on a shared box)")
+                    help="torch and BLAS threads (default 1: fair comparisons on a shared box)")
     return ap
 
 
@@ -76,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    try:  # numpy's BLAS pool too (pymanopt works in numpy)
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.threads)
+    except ImportError:
+        print("orthoplug-bench: threadpoolctl missing, numpy's BLAS threads not limited",
+              file=sys.stderr)
     scale = args.scale or ("quick" if args.suite == "quick" else "paper")
     try:
         plan = runner.plan(args.suite, problems=args.problems, solvers=args.solvers,

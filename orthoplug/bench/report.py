@@ -60,7 +60,8 @@ def _group(records: list[dict]) -> dict[str, dict[str, dict[str, list[dict]]]]:
 
 
 def markdown_tables(records: list[dict]) -> str:
-    """One Markdown table per experiment: rows (dataset, solver), the best objective bold."""
+    """One Markdown table per experiment: rows (dataset, solver); bold: the best objective
+    (and those within 1e-9 relative of it)."""
     runs = best_runs(records)
     parts = []
     for exp, datasets in _group(runs).items():
@@ -83,7 +84,8 @@ def markdown_tables(records: list[dict]) -> str:
             for solver, rs in solvers.items():
                 obj = _agg([r["objective"] for r in rs], ".8g")
                 objs = [r["objective"] for r in rs if r["objective"] is not None]
-                if objs and best is not None and statistics.fmean(objs) == best:
+                if objs and best is not None and \
+                        statistics.fmean(objs) <= best + 1e-9 * max(abs(best), 1.0):
                     obj = f"**{obj}**"
                 row = [f"{dataset} ({sizes})", solver, obj]
                 if certified:

@@ -136,6 +136,10 @@ def run_plan(p: Plan, out: str | Path, *, progress: bool = True, argv=None) -> l
             "seeds": p.seeds, "tune": p.tune, "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             **environment()}
     (out / "run.json").write_text(json.dumps(meta, indent=1))
+    import torch
+
+    # the first torch optimizer imports torch._dynamo (seconds): keep that out of every timing
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
     bar = _progress(p.runs(), progress)
     records = []
     with open(out / RESULTS, "w") as fh:

@@ -1,0 +1,117 @@
+"""The RSDM benchmark suite (``orthoplug.bench.suites.rsdm``): instances, methods, scoring."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from orthoplug.bench.core import Experiment, Instance, Method, run_method
+from orthoplug.bench.suites.rsdm import (
+    DEFAULTS,
+    EXPERIMENTS,
+    GRIDS,
+    SIZES,
+    PCAExperiment,
+    ProcrustesExperiment,
+)
+
+#: methods whose iterates leave St(n, p) (scored as is)
+INFEASIBLE = {"Landing", "PCAL"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def single_blas_thread():
+    """One OpenBLAS thread for numpy (pymanopt's QR): threads thrash on a busy 2-core machine."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):
+        yield
+
+
+@pytest.fixture(scope="module")
+def quick_instances() -> dict[str, list[Instance]]:
+    """Every experiment's quick-scale instances, built once."""
+    return {exp.name: exp.instances("quick", seed=0) for exp in EXPERIMENTS}
+
+
+def _method_cases() -> list[tuple[Experiment, Method]]:
+    return [(exp, m) for exp in EXPERIMENTS for m in exp.methods("quick")]
+
+
+def test_suite_layout():
+    assert {exp.name for exp in EXPERIMENTS} == {"procrustes", "pca"}
+    for exp in EXPERIMENTS:
+        assert exp.suite == "rsdm" and exp.title
+        names = [m.name for m in exp.methods("quick")]
+        assert len(names) == len(set(names)) == 10
+        assert set(DEFAULTS[exp.name]) <= set(names)
+        for m in exp.methods("paper"):
+            assert all(setting.keys() >= set(m.options) for setting in m.settings(tune=True))
+            if m.name in GRIDS:
+                assert m.grid == GRIDS[m.name]
+        r_paper = next(m for m in exp.methods("paper") if m.name == "RSDM-P").options["r"]
+        assert r_paper == SIZES["paper"][exp.name][2]
+
+
+def test_quick_instances_build(quick_instances):
+    for exp in EXPERIMENTS:
+        (inst,) = quick_instances[exp.name]
+        n, p, r = SIZES["quick"][exp.name]
+        assert inst.sizes == {"n": n, "p": p, "r": r}
+        assert inst.optimum is not None and math.isfinite(inst.optimum)
+        x0 = exp.initial_point(inst, seed=0)
+        assert x0.shape == (n, p)
+        np.testing.assert_allclose(x0.T @ x0, np.eye(p), atol=1e-12)
+        np.testing.assert_array_equal(x0, exp.initial_point(inst, seed=0))
+        scores = exp.evaluate(inst, x0)
+        assert scores["objective"] > inst.optimum and scores["violation"] < 1e-12
+
+
+@pytest.mark.parametrize(("exp", "method"), _method_cases(),
+                         ids=[f"{e.name}-{m.name}" for e, m in _method_cases()])
+def test_method_runs(exp, method, quick_instances):
+    inst = quick_instances[exp.name][0]
+    rec = run_method(exp, inst, method, method.options, seed=0, scale="quick", time_limit=0.3)
+    assert rec.status == "ok", rec.message
+    assert math.isfinite(rec.objective) and math.isfinite(rec.violation)
+    assert rec.iterations >= 1
+    if method.name not in INFEASIBLE:
+        assert rec.violation <= 1e-10
+        assert rec.objective >= inst.optimum - 1e-9 * abs(inst.optimum)
+
+
+@pytest.mark.parametrize("exp", EXPERIMENTS, ids=[e.name for e in EXPERIMENTS])
+def test_gap_zero_at_closed_form_optimum(exp, quick_instances):
+    inst = quick_instances[exp.name][0]
+    problem = inst.data
+    if isinstance(exp, ProcrustesExperiment):  # polar factor of BAᵀ
+        u, _, vt = torch.linalg.svd(problem.b @ problem.a.mT, full_matrices=False)
+        x_star = u @ vt
+    else:  # top-p eigenvectors of A
+        _, vecs = torch.linalg.eigh(problem.a)
+        x_star = vecs.flip(-1)[:, : problem.p]
+    scores = exp.evaluate(inst, x_star.numpy())
+    assert abs(scores["objective"] - inst.optimum) <= 1e-12 * abs(inst.optimum)
+    assert scores["violation"] <= 1e-12
+
+
+def test_pca_instance_matches_paper_recipe():
+    inst = PCAExperiment().instance(50, 20, 10, seed=1)
+    lam = torch.linalg.eigvalsh(inst.data.a)
+    assert float(lam.max() / lam.min()) == pytest.approx(1000.0, rel=1e-8)
+    assert float(lam.max()) == pytest.approx(10.0, rel=1e-10)
+
+
+def test_rsdm_p_reaches_target_on_small_procrustes():
+    exp = ProcrustesExperiment()
+    inst = exp.instance(40, 40, 30, seed=3)
+    method = next(m for m in exp.methods("quick") if m.name == "RSDM-P")
+    rec = run_method(exp, inst, method, {**method.options, "r": 30}, seed=0, scale="quick",
+                     time_limit=2.0)
+    assert rec.status == "ok", rec.message
+    assert rec.gap <= 1e-6
+    assert rec.time_to_target is not None and rec.time_to_target <= 2.0
+    assert rec.violation <= 1e-10
