@@ -10,7 +10,9 @@ whose global minimum is the certificate Σ|λ_i(JC)|. Data ``D`` (m × n):
 * ``digits`` — scikit-learn's 8×8 digits (n = 64, m = 1797),
 * ``gaussian`` — i.i.d. normal (n = 500, m = 2n);
 
-image and digit features are centred and scaled to unit mean variance, ε = 1e-2.
+image and digit features are centred and scaled to unit mean variance, ε = 1e-2. Data, sizes
+(``HEVP_SIZES``) and the solvers' default options (``SOLVERS``) come from
+:mod:`orthoplug.bench.suites.jobcd`, shared with ``orthoplug-bench``'s ``hevp-tracemin``.
 
 Methods, all from the same X₀ (cond 10): GS-JOBCD with the quadratic fast path
 (``QuadraticOracle``), J-JOBCD, pymanopt's SteepestDescent / ConjugateGradient / TrustRegions on
@@ -37,7 +39,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import math
 import pstats
 import sys
 import time
@@ -46,58 +47,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from orthoplug.baselines.admm import ADMM
-from orthoplug.baselines.csdm import CSDM
-from orthoplug.baselines.umcm import UMCM
+from orthoplug.bench.suites.jobcd import build_solver, make_c
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.problems.hevp import trace_min_certificate
-from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
+from orthoplug.solvers.jobcd import GSJOBCD
 from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
 
 JOBCD_METHODS = ("GS-JOBCD", "J-JOBCD")
 ALL_METHODS = ("GS-JOBCD", "J-JOBCD", "pymanopt-SD", "pymanopt-CG", "pymanopt-TR", "UMCM",
                "ADMM", "ADMM-fixed", "CSDM")
 VIOLATION_OK = 1e-8
-
-
-# ---- data ---------------------------------------------------------------------------------
-def _standardise(d: np.ndarray) -> np.ndarray:
-    d = d - d.mean(axis=0)
-    return d / math.sqrt(max((d * d).mean(axis=0).mean(), 1e-300))
-
-
-def image_patches(size: int, m: int, seed: int) -> np.ndarray:
-    """``m`` random ``size×size×3`` patches of the two bundled sample images, (m, 3·size²)."""
-    from sklearn.datasets import load_sample_images
-
-    images = [img.astype(np.float64) / 255.0 for img in load_sample_images().images]
-    rng = np.random.default_rng(seed)
-    out = np.empty((m, 3 * size * size))
-    for r in range(m):
-        img = images[r % len(images)]
-        i = rng.integers(0, img.shape[0] - size + 1)
-        j = rng.integers(0, img.shape[1] - size + 1)
-        out[r] = img[i:i + size, j:j + size].reshape(-1)
-    return out
-
-
-def make_c(dataset: str, quick: bool, seed: int, eps: float = 1e-2) -> tuple[np.ndarray, str]:
-    """``C = DᵀD/m + εI`` and a label ``name(m-n)``."""
-    rng = np.random.default_rng(seed)
-    if dataset == "gaussian":
-        n = 60 if quick else 500
-        d = rng.standard_normal((2 * n, n))
-    elif dataset == "images":
-        size = 4 if quick else 10
-        d = _standardise(image_patches(size, 500 if quick else 3000, seed))
-    elif dataset == "digits":
-        from sklearn.datasets import load_digits
-
-        d = _standardise(load_digits().data.astype(np.float64))
-    else:
-        raise ValueError(f"unknown dataset {dataset!r}")
-    m, n = d.shape
-    return d.T @ d / m + eps * np.eye(n), f"{dataset}({m}-{n}-{n // 2})"
 
 
 # ---- runners ------------------------------------------------------------------------------
@@ -112,22 +71,11 @@ def run_orthoplug(name, c, geo, x0, cert, args):
     n = geo.j.n
     oracle = QuadraticOracle(torch.from_numpy(c))
     target = cert * (1 + args.tol)
-    common = dict(max_time=args.time_limit, seed=args.seed, max_iterations=10**9)
-    if name == "GS-JOBCD":
-        solver = GSJOBCD(target_cost=target, eval_every=max(500, min(5000, n * n // 50)),
-                         **common)
-    elif name == "J-JOBCD":
-        solver = JJOBCD(target_cost=target, eval_every=10, **common)
-    elif name == "UMCM":
-        solver = UMCM(eval_every=50, **common)
-    elif name == "ADMM":
-        solver = ADMM(beta=1e2, eval_every=10, **common)
-    elif name == "ADMM-fixed":
-        solver = ADMM(beta={"beta0": oracle.lipschitz, "every": 0}, eval_every=10, **common)
-    elif name == "CSDM":
-        solver = CSDM(eval_every=50, **common)
-    else:
-        raise ValueError(name)
+    extra = {"GS-JOBCD": dict(target_cost=target,
+                              eval_every=max(500, min(5000, n * n // 50))),
+             "J-JOBCD": dict(target_cost=target)}.get(name, {})
+    solver = build_solver(name, oracle, max_time=args.time_limit, seed=args.seed,
+                          max_iterations=10**9, **extra)
     res = solver.run(oracle, x0, geo)
     return {"time_to_tol": first_time(res.history, cert, args.tol),
             "time_to_loose": first_time(res.history, cert, args.loose_tol), "cost": res.cost,
@@ -270,10 +218,11 @@ def main(argv=None) -> int:
     from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(args.threads)
+    scale = "quick" if args.quick else "paper"
     results: dict = {"settings": {k: v for k, v in vars(args).items()}, "hevp": {}}
     with threadpool_limits(args.threads):
         if args.profile:
-            c, label = make_c(datasets[0], args.quick, args.seed)
+            c, label = make_c(datasets[0], scale, args.seed)
             n = c.shape[0]
             geo = JOrthogonalGeometry(n, n // 2)
             x0 = geo.random_point(generator=torch.Generator().manual_seed(args.seed))
@@ -286,7 +235,7 @@ def main(argv=None) -> int:
             pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(20)
             return 0
         for ds in datasets:
-            c, label = make_c(ds, args.quick, args.seed)
+            c, label = make_c(ds, scale, args.seed)
             n = c.shape[0]
             geo = JOrthogonalGeometry(n, n // 2)
             x0 = geo.random_point(generator=torch.Generator().manual_seed(args.seed))

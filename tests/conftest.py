@@ -4,6 +4,7 @@ The suite works on small matrices, where torch's intra-op threads only add synch
 (and thrash badly when the 2-core CI machine is busy), so tests use one thread.
 """
 
+import sys
 import textwrap
 
 import pytest
@@ -26,8 +27,10 @@ def install_plugin(tmp_path, monkeypatch):
                                        "Version: 0.1\n")
         (dist / "entry_points.txt").write_text(f"[orthoplug.solvers]\n{ep_value}\n")
         monkeypatch.syspath_prepend(str(tmp_path))
+        monkeypatch.delitem(sys.modules, "dummy_orthoplug_plugin", raising=False)
         registry.reload_entry_points()
 
     yield install
+    sys.modules.pop("dummy_orthoplug_plugin", None)
     monkeypatch.undo()
     registry.reload_entry_points()

@@ -31,6 +31,10 @@ def single_blas_thread():
         yield
 
 
+#: the closed-form Stiefel experiments (QAP and the orthogonal MLP are tested at the end)
+STIEFEL = [exp for exp in EXPERIMENTS if exp.name in ("procrustes", "pca")]
+
+
 @pytest.fixture(scope="module")
 def quick_instances() -> dict[str, list[Instance]]:
     """Every experiment's quick-scale instances, built once."""
@@ -38,12 +42,12 @@ def quick_instances() -> dict[str, list[Instance]]:
 
 
 def _method_cases() -> list[tuple[Experiment, Method]]:
-    return [(exp, m) for exp in EXPERIMENTS for m in exp.methods("quick")]
+    return [(exp, m) for exp in STIEFEL for m in exp.methods("quick")]
 
 
 def test_suite_layout():
-    assert {exp.name for exp in EXPERIMENTS} == {"procrustes", "pca"}
-    for exp in EXPERIMENTS:
+    assert {exp.name for exp in EXPERIMENTS} == {"procrustes", "pca", "qap", "orthonet"}
+    for exp in STIEFEL:
         assert exp.suite == "rsdm" and exp.title
         names = [m.name for m in exp.methods("quick")]
         assert len(names) == len(set(names)) == 10
@@ -57,7 +61,7 @@ def test_suite_layout():
 
 
 def test_quick_instances_build(quick_instances):
-    for exp in EXPERIMENTS:
+    for exp in STIEFEL:
         (inst,) = quick_instances[exp.name]
         n, p, r = SIZES["quick"][exp.name]
         assert inst.sizes == {"n": n, "p": p, "r": r}
@@ -83,7 +87,7 @@ def test_method_runs(exp, method, quick_instances):
         assert rec.objective >= inst.optimum - 1e-9 * abs(inst.optimum)
 
 
-@pytest.mark.parametrize("exp", EXPERIMENTS, ids=[e.name for e in EXPERIMENTS])
+@pytest.mark.parametrize("exp", STIEFEL, ids=[e.name for e in STIEFEL])
 def test_gap_zero_at_closed_form_optimum(exp, quick_instances):
     inst = quick_instances[exp.name][0]
     problem = inst.data
@@ -115,3 +119,30 @@ def test_rsdm_p_reaches_target_on_small_procrustes():
     assert rec.gap <= 1e-6
     assert rec.time_to_target is not None and rec.time_to_target <= 2.0
     assert rec.violation <= 1e-10
+
+
+def test_qap_scores_the_planted_permutation_as_optimal(quick_instances):
+    from orthoplug.problems.qap import permutation_matrix
+
+    exp = next(e for e in EXPERIMENTS if e.name == "qap")
+    gauss, planted = quick_instances["qap"]
+    assert gauss.optimum is None and planted.optimum == planted.data.optimum
+    x_star = permutation_matrix(planted.data.permutation).numpy()
+    scores = exp.evaluate(planted, x_star)
+    assert abs(scores["objective"] - planted.optimum) <= 1e-12 * abs(planted.optimum)
+    assert scores["rounded_gap"] <= 1e-12 and scores["violation"] <= 1e-12
+    for method in exp.methods("quick"):
+        rec = run_method(exp, planted, method, method.options, seed=0, scale="quick",
+                         time_limit=0.3)
+        assert rec.status == "ok" and rec.violation <= 1e-10, (method.name, rec.message)
+        assert rec.objective >= planted.optimum * (1 + 1e-9)  # optimum is negative
+
+
+def test_orthonet_records_accuracy(quick_instances):
+    exp = next(e for e in EXPERIMENTS if e.name == "orthonet")
+    method = next(m for m in exp.methods("quick") if m.name == "RSDM-P")
+    rec = run_method(exp, quick_instances["orthonet"][0], method, method.options, seed=0,
+                     scale="quick", time_limit=1.0)
+    assert rec.status == "ok" and rec.feasible
+    assert rec.objective == pytest.approx(1 - rec.metrics["accuracy"])
+    assert 0.5 < rec.metrics["accuracy"] <= 1.0

@@ -29,11 +29,19 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in (ROOT / ".ci" / "run").read_text()
 
 
-def test_main_job_example_runs_small():
-    import importlib.util
+def test_main_job_is_the_quick_benchmark():
+    """The main job installs the bench extra and runs ``orthoplug-bench --suite quick``: the
+    console script is declared and the quick plan (every experiment's data) builds."""
+    import tomllib
 
-    spec = importlib.util.spec_from_file_location("hevp_example",
-                                                  ROOT / "examples" / "hevp_certificate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main(["--n", "8", "--seed", "3"]) == 0
+    from orthoplug.bench import runner
+
+    main_job = _blocks("bash")[0].strip()
+    assert main_job.endswith('pip install -e ".[bench]" && orthoplug-bench --suite quick')
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["orthoplug-bench"] == "orthoplug.bench.cli:main"
+    plan = runner.plan("quick", scale="quick")
+    assert {exp.name for exp, _, _ in plan.items} == {
+        "hevp-tracemin", "hevp-paper", "hspp", "ultrae", "l0-spca", "l1-spca", "nn-pca",
+        "procrustes", "pca", "qap", "orthonet", "dpcp", "l1-spca-rssm"}
+    assert all(instances for _, instances, _ in plan.items)

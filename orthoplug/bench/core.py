@@ -105,8 +105,8 @@ class Experiment:
     target_gap: float = 1e-6
     #: default time limit per run (seconds), per scale
     time_limits: dict[str, float] = {"quick": 2.0, "paper": 30.0}
-    #: objective is minimised (``False`` for maximised metrics such as accuracy)
-    minimize: bool = True
+    #: violation up to which a final point counts as feasible (only those can be "best")
+    feasibility_tol: float = 1e-6
 
     def instances(self, scale: str, seed: int) -> list[Instance]:
         raise NotImplementedError
@@ -154,6 +154,8 @@ class Record:
     time: float = 0.0
     target_gap: float | None = None
     time_to_target: float | None = None
+    feasible: bool | None = None
+    note: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     history: dict[str, list[float]] = field(default_factory=lambda: {"time": [], "objective": []})
     message: str = ""
@@ -190,23 +192,25 @@ def run_method(experiment: Experiment, instance: Instance, method: Method,
                     dataset=instance.dataset, sizes=dict(instance.sizes), solver=method.name,
                     family=method.family, options=dict(options), seed=seed, scale=scale,
                     time_limit=time_limit, status="ok", optimum=instance.optimum,
+                    note=instance.note,
                     target_gap=experiment.target_gap if instance.optimum is not None else None)
     start = time.perf_counter()
     try:
         outcome = method.runner(experiment, instance, seed=seed, time_limit=time_limit,
                                 **options)
+        record.time = time.perf_counter() - start
+        scores = experiment.evaluate(instance, outcome.point)
     except Exception as err:  # a failing solver is a result, not a crash of the benchmark
         record.status = "error"
         record.message = f"{type(err).__name__}: {err}"
         record.time = time.perf_counter() - start
         record.history = {"time": [], "objective": [], "traceback": [traceback.format_exc()]}
         return record
-    record.time = time.perf_counter() - start
     record.iterations = int(outcome.iterations)
     record.status, record.message = outcome.status, outcome.message
-    scores = experiment.evaluate(instance, outcome.point)
     record.objective = float(scores.pop("objective"))
     record.violation = float(scores.pop("violation"))
+    record.feasible = bool(record.violation <= experiment.feasibility_tol)
     record.metrics = {k: float(v) for k, v in scores.items()}
     record.gap = relative_gap(record.objective, instance.optimum)
     times = [float(t) for t, _ in outcome.history]

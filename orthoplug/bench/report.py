@@ -61,7 +61,7 @@ def _group(records: list[dict]) -> dict[str, dict[str, dict[str, list[dict]]]]:
 
 def markdown_tables(records: list[dict]) -> str:
     """One Markdown table per experiment: rows (dataset, solver); bold: the best objective
-    (and those within 1e-9 relative of it)."""
+    among feasible runs (and those within 1e-9 relative of it); then the data notes."""
     runs = best_runs(records)
     parts = []
     for exp, datasets in _group(runs).items():
@@ -77,14 +77,15 @@ def markdown_tables(records: list[dict]) -> str:
                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for dataset, solvers in datasets.items():
             finals = [statistics.fmean(v) for rs in solvers.values()
-                      if (v := [r["objective"] for r in rs if r["objective"] is not None])]
+                      if (v := [r["objective"] for r in rs
+                                if r["objective"] is not None and r["feasible"]])]
             best = min(finals) if finals else None
             sizes = ", ".join(f"{k}={v}" for k, v in
                               next(iter(solvers.values()))[0]["sizes"].items())
             for solver, rs in solvers.items():
                 obj = _agg([r["objective"] for r in rs], ".8g")
                 objs = [r["objective"] for r in rs if r["objective"] is not None]
-                if objs and best is not None and \
+                if objs and best is not None and all(r["feasible"] for r in rs) and \
                         statistics.fmean(objs) <= best + 1e-9 * max(abs(best), 1.0):
                     obj = f"**{obj}**"
                 row = [f"{dataset} ({sizes})", solver, obj]
@@ -97,6 +98,8 @@ def markdown_tables(records: list[dict]) -> str:
                         _agg([r["time"] for r in rs], ".3g"),
                         ", ".join(sorted({r["status"] for r in rs}))]
                 lines.append("| " + " | ".join(row) + " |")
+        notes = {ds: next(iter(rs.values()))[0]["note"] for ds, rs in datasets.items()}
+        lines += [f"\n- {ds}: {note}" for ds, note in notes.items() if note]
         errors = [r for ds in datasets.values() for rs in ds.values() for r in rs
                   if r["status"] == "error"]
         for r in errors:

@@ -75,17 +75,19 @@ from orthoplug.bench.core import (
     torch_method,
 )
 from orthoplug.geometry.stiefel import StiefelGeometry, qf
+from orthoplug.problems import qap
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.oracle import Oracle
 from orthoplug.solvers.rsdm import RSDM
 
 __all__ = ["SIZES", "DEFAULTS", "GRIDS", "EXPERIMENTS", "RSDMExperiment", "ProcrustesExperiment",
-           "PCAExperiment", "random_stiefel"]
+           "PCAExperiment", "QAPExperiment", "OrthonetExperiment", "random_stiefel"]
 
 #: (n, p, r) per scale and experiment; "paper" are the paper's sizes
 SIZES: dict[str, dict[str, tuple[int, int, int]]] = {
-    "paper": {"pca": (2000, 1500, 700), "procrustes": (2000, 2000, 900)},
-    "quick": {"pca": (400, 300, 140), "procrustes": (400, 400, 180)},
+    "paper": {"pca": (2000, 1500, 700), "procrustes": (2000, 2000, 900),
+              "qap": (1000, 1000, 400)},
+    "quick": {"pca": (400, 300, 140), "procrustes": (400, 400, 180), "qap": (100, 100, 40)},
 }
 #: tuned options per experiment and method (see the module docstring)
 DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
@@ -97,6 +99,9 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
                    "geoopt-RSGD": {"lr": 0.5}, "geoopt-RAdam": {"lr": 0.01},
                    "Landing": {"step_size": 0.5, "penalty": 1.0},
                    "PCAL": {"penalty": 2.0, "step_size": 0.02}, "RCD": {"step_size": 1.0}},
+    "qap": {"RSDM-P": {"step_size": 0.1, "line_search": "armijo"},
+            "RSDM-O": {"step_size": 0.1, "line_search": "armijo"},
+            "geoopt-RSGD": {"lr": 1e-3}, "geoopt-RAdam": {"lr": 0.01}},
 }
 _PAPER_STEPS = (0.01, 0.05, 0.1, 0.5, 1.0, 1.5, 2.0)
 _PENALTIES = (0.1, 0.5, 1.0, 1.5, 2.0)
@@ -138,7 +143,7 @@ def _solver_runner(solver_class: Callable, *, feasible: bool,
         solver = solver_class(**options, seed=seed, max_time=time_limit,
                               max_iterations=2**62, eval_every=eval_every)
         x0 = torch.from_numpy(experiment.initial_point(instance, seed))
-        result = solver.run(oracle, x0, StiefelGeometry(problem.n, problem.p))
+        result = solver.run(oracle, x0, StiefelGeometry(*x0.shape))
         diverged = result.stop_reason.startswith("stopped on")
         return Outcome(point=result.point.numpy(), iterations=result.iterations,
                        history=solver_history(result), status="diverged" if diverged else "ok",
@@ -226,7 +231,7 @@ class RSDMExperiment(Experiment):
         problem = instance.data
         x = torch.as_tensor(np.asarray(point), dtype=torch.float64)
         return {"objective": float(problem.cost(x)),
-                "violation": float(StiefelGeometry(problem.n, problem.p).violation(x))}
+                "violation": float(StiefelGeometry(*x.shape).violation(x))}
 
     def initial_point(self, instance: Instance, seed: int) -> np.ndarray:
         return random_stiefel(instance.sizes["n"], instance.sizes["p"], seed).numpy()
@@ -285,4 +290,115 @@ class PCAExperiment(RSDMExperiment):
         return instance.data.pymanopt_problem()
 
 
-EXPERIMENTS: list[Experiment] = [ProcrustesExperiment(), PCAExperiment()]
+class QAPExperiment(RSDMExperiment):
+    """Wen–Yin QAP relaxation ``min tr(Aᵀ(X⊙X)B(X⊙X)ᵀ)`` over St(n, n) (paper §7.3, Fig. 4).
+
+    The paper's instance (A, B i.i.d. Gaussian, n = 1000) has no known optimum (the paper takes
+    a long RGD run as reference), so its rows report F only; a planted instance
+    (``A = −P*BP*ᵀ``, optimum ``−‖B‖²`` certified, see :mod:`orthoplug.problems.qap`) adds a
+    gap column. Metric ``rounded_gap``: relative gap of the permutation rounded from ``X⊙X``
+    (planted only). Methods: the feasible ones; RSDM with Armijo backtracking (a fixed step
+    needs the unknown Lipschitz constant of this quartic cost).
+    """
+
+    name = "qap"
+    title = "Quadratic assignment, Wen–Yin relaxation on St(n, n) (RSDM paper, Fig. 4)"
+    metrics = ("rounded_gap",)
+
+    def instances(self, scale: str, seed: int) -> list[Instance]:
+        n, _, r = SIZES[scale]["qap"]
+        gauss = qap.QAPProblem.make(n, seed=seed)
+        planted = qap.QAPProblem.planted(n, seed=seed)
+        return [Instance(f"gauss-{n}", {"n": n, "r": r}, gauss,
+                         note="A, B i.i.d. N(0, 1) as in the paper: no certified optimum"),
+                Instance(f"planted-{n}", {"n": n, "r": r}, planted, optimum=planted.optimum,
+                         note="A = −P*BP*ᵀ: optimum −‖B‖²_F certified")]
+
+    def methods(self, scale: str) -> list[Method]:
+        r = SIZES[scale]["qap"][2]
+        tuned = DEFAULTS["qap"]
+        return [
+            custom_method(name, "orthoplug",
+                          _solver_runner(partial(RSDM, sampling=sampling), feasible=True),
+                          {"r": r, **tuned[name]})
+            for name, sampling in (("RSDM-P", "permutation"), ("RSDM-O", "orthogonal"))
+        ] + [
+            pymanopt_method("pymanopt-SD", "pymanopt", "pymanopt.optimizers:SteepestDescent"),
+            pymanopt_method("pymanopt-CG", "pymanopt", "pymanopt.optimizers:ConjugateGradient"),
+            torch_method("geoopt-RSGD", "geoopt", "geoopt.optim:RiemannianSGD",
+                         tuned["geoopt-RSGD"], [{"lr": s} for s in (1e-4, 3e-4, 1e-3, 3e-3)]),
+            torch_method("geoopt-RAdam", "geoopt", "geoopt.optim:RiemannianAdam",
+                         tuned["geoopt-RAdam"], GRIDS["geoopt-RAdam"]),
+        ]
+
+    def evaluate(self, instance: Instance, point) -> dict[str, float]:
+        out = super().evaluate(instance, point)
+        problem = instance.data
+        if problem.permutation is not None:
+            _, cost = problem.round(torch.as_tensor(np.asarray(point), dtype=torch.float64))
+            out["rounded_gap"] = problem.relative_gap(cost)
+        return out
+
+    def initial_point(self, instance: Instance, seed: int) -> np.ndarray:
+        return random_stiefel(instance.sizes["n"], instance.sizes["n"], seed).numpy()
+
+    def feasible_oracle(self, problem: qap.QAPProblem) -> Oracle:
+        return problem.oracle()
+
+    def feasible_cost(self, problem: qap.QAPProblem) -> Callable[[torch.Tensor], torch.Tensor]:
+        return problem.cost
+
+    def pymanopt_problem(self, instance: Instance):
+        return instance.data.pymanopt_problem()
+
+
+class OrthonetExperiment(Experiment):
+    """Orthogonal MLP on scikit-learn digits (paper §7.4 on MNIST/CIFAR, offline substitute).
+
+    Two hidden layers with column-orthonormal weights (geoopt ``EuclideanStiefel``), batch 16,
+    unconstrained parameters with SGD at 0.1 as in the paper; only the Stiefel learning rate
+    differs per optimizer. Objective: test error (1 − accuracy); metric ``accuracy``; violation
+    ``max ‖WᵀW − I‖_F`` (float32 training). MNIST and CIFAR10 are not reachable offline.
+    """
+
+    name = "orthonet"
+    suite = "rsdm"
+    title = "Orthogonal MLP on digits (RSDM paper §7.4, digits instead of MNIST/CIFAR10)"
+    objective_label = "test error"
+    metrics = ("accuracy",)
+    feasibility_tol = 1e-3  # float32 weights
+    time_limits = {"quick": 6.0, "paper": 60.0}
+    #: Stiefel learning rates (10 epochs, seed 0; RiemannianSGD best of {0.02, 0.05, 0.2})
+    LR = {"RSDM-P": 0.05, "geoopt-RSGD": 0.02, "geoopt-RAdam": 3e-3}
+
+    def instances(self, scale: str, seed: int) -> list[Instance]:
+        hidden = 64 if scale == "quick" else 128
+        return [Instance("digits", {"hidden": hidden, "layers": 2, "r": hidden // 2}, None,
+                         note="scikit-learn digits, 64-d, stratified 75/25 split")]
+
+    def methods(self, scale: str) -> list[Method]:
+        names = {"RSDM-P": "RSDM", "geoopt-RSGD": "RiemannianSGD",
+                 "geoopt-RAdam": "RiemannianAdam"}
+        return [custom_method(name, "orthoplug" if name == "RSDM-P" else "geoopt",
+                              partial(self._train, optimizer=opt), {"lr": self.LR[name]},
+                              [{"lr": lr} for lr in (0.01, 0.02, 0.05, 0.1, 0.2)])
+                for name, opt in names.items()]
+
+    @staticmethod
+    def _train(experiment, instance, *, seed, time_limit, optimizer, lr) -> Outcome:
+        from orthoplug.problems.orthonet import train_orthonet
+
+        sizes = instance.sizes
+        res = train_orthonet(optimizer, epochs=10**6, lr=lr, r=sizes["r"], seed=seed,
+                             time_limit=time_limit, hidden=sizes["hidden"],
+                             layers=sizes["layers"])
+        return Outcome(point=res, iterations=res.epochs,
+                       history=[(t, 1.0 - acc) for t, _, acc in res.history])
+
+    def evaluate(self, instance: Instance, point) -> dict[str, float]:
+        return {"objective": 1.0 - point.accuracy, "violation": point.violation,
+                "accuracy": point.accuracy}
+
+
+EXPERIMENTS: list[Experiment] = [ProcrustesExperiment(), PCAExperiment(), QAPExperiment(),
+                                 OrthonetExperiment()]
