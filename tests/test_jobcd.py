@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 
 import autograd.numpy as anp
 import geoopt
@@ -182,6 +183,21 @@ def test_nan_stops_and_keeps_last_good_point():
     assert "non-finite gradient" in res.stop_reason
     assert torch.isfinite(res.point).all() and res.violation < 1e-12
     assert res.iterations < 100
+
+
+def test_unbounded_quadratic_stops_on_overflow_with_a_finite_point():
+    """min −tr(XᵀCX) over O(J) is unbounded: the exact curvature's PSD part is zero, the
+    θ-proximal steps blow up, and GS-JOBCD must stop on the overflow, not crash in LAPACK."""
+    n = 10
+    geo = JOrthogonalGeometry(n, n // 2)
+    c = -torch.from_numpy(make_spd(n, seed=1))
+    x0 = geo.random_point(generator=torch.Generator().manual_seed(1))
+    res = GSJOBCD(seed=0, max_iterations=2000).run(QuadraticOracle(c), x0, geo)
+    assert "non-finite" in res.stop_reason
+    assert res.iterations < 2000
+    assert math.isfinite(res.cost) and res.cost < -1e100
+    assert torch.isfinite(res.point).all()
+    assert res.cost == pytest.approx(float((res.point * (c @ res.point)).sum()), rel=1e-6)
 
 
 def test_infeasible_start_and_bad_options_raise():

@@ -22,7 +22,8 @@ import torch
 
 from .oracle import NonFiniteError, Oracle, Tracker
 
-__all__ = ["StoppingCriteria", "SolverResult", "IterativeSolver", "NonFiniteError"]
+__all__ = ["StoppingCriteria", "SolverResult", "IterativeSolver", "ScalarCurvature",
+           "NonFiniteError"]
 
 _log = logging.getLogger("orthoplug")
 
@@ -222,3 +223,54 @@ class IterativeSolver:
                             time=elapsed, gradient_norm=gnorm, violation=viol,
                             gradient_evaluations=tracker.gradient_evaluations, history=history,
                             info={"solver": self.name, "seed": self.seed, **self.info()})
+
+
+class ScalarCurvature:
+    """σ of the block methods' scalar majoriser ``f(X⁺) ≤ f(X) + ⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²``.
+
+    Mixed into JOBCD and OBCD. σ is the user's, else the known Lipschitz constant, else a local
+    estimate that :meth:`accept_step` doubles until the majorisation holds at the proposed point
+    (so no accepted step increases f).
+    """
+
+    max_backtracks = 200
+
+    def init_sigma(self, tracker: Tracker, generator: torch.Generator,
+                   known: float | None) -> None:
+        """Set ``self.sigma`` (``known``, or estimated) and whether steps must be checked."""
+        self.sigma = known
+        self.backtrack = known is None
+        if known is None:
+            self.sigma = self.estimate_lipschitz(tracker, generator)
+        self.backtracks = 0
+
+    @staticmethod
+    def estimate_lipschitz(tracker: Tracker, generator: torch.Generator) -> float:
+        """A local estimate ``‖∇f(X + εE) − ∇f(X)‖ / ‖εE‖`` (backtracking corrects it upward)."""
+        x = tracker.x
+        e = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
+        eps = 1e-4 * float(torch.linalg.norm(x)) / float(torch.linalg.norm(e))
+        g1 = tracker.oracle.gradient(x + eps * e)
+        est = float(torch.linalg.norm(g1 - tracker.gradient())) / (eps * float(
+            torch.linalg.norm(e)))
+        return max(est, 1e-12)
+
+    def accept_step(self, tracker: Tracker, x_new: torch.Tensor, predicted: float) -> bool:
+        """Whether ``X⁺ = x_new`` may be taken; if not, σ has been doubled for a new proposal.
+
+        Always true with a known σ. With an estimated σ, true iff
+        ``f(X⁺) ≤ f(X) + predicted`` (the scalar model's change, up to 1e-12 relative); the
+        value ``f(X⁺)`` it computed is kept in ``self.trial_value`` (else ``None``).
+        """
+        self.trial_value = None
+        if not self.backtrack:
+            return True
+        f0 = float(tracker.value())
+        self.trial_value = tracker.oracle.value(x_new)
+        if float(self.trial_value) <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
+            return True
+        self.sigma *= 2.0
+        self.backtracks += 1
+        if self.backtracks > self.max_backtracks:
+            raise NonFiniteError("curvature estimate diverged during backtracking")
+        return False

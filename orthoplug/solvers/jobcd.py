@@ -30,8 +30,8 @@ import torch
 
 from orthoplug.subproblems.jorth2 import solve_jorth2x2
 
-from .base import IterativeSolver
-from .oracle import FiniteSumOracle, NonFiniteError, Tracker
+from .base import IterativeSolver, ScalarCurvature
+from .oracle import FiniteSumOracle, NonFiniteError
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "random_matching"]
 
@@ -114,7 +114,7 @@ def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: flo
     return out.reshape(*batch, n, k), predicted
 
 
-class _JOBCDBase(IterativeSolver):
+class _JOBCDBase(ScalarCurvature, IterativeSolver):
     def __init__(self, *, theta: float = 1e-6, sigma: float | None = None, **kwargs):
         super().__init__(**kwargs)
         if not theta > 0:
@@ -128,23 +128,7 @@ class _JOBCDBase(IterativeSolver):
         if not hasattr(geometry, "j"):
             raise ValueError(f"{self.name} needs a J-orthogonal or indefinite Stiefel manifold")
         self.jvec = geometry.j.like(tracker.x)
-        lip = tracker.oracle.lipschitz
-        self.sigma = self.sigma_user or lip
-        self.backtrack = self.sigma_user is None and lip is None
-        if self.sigma is None:
-            self.sigma = self._estimate_lipschitz(tracker, generator)
-        self.backtracks = 0
-
-    @staticmethod
-    def _estimate_lipschitz(tracker: Tracker, generator) -> float:
-        """A local estimate ‖∇f(X + εE) − ∇f(X)‖ / ‖εE‖ (backtracking corrects it upward)."""
-        x = tracker.x
-        e = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
-        eps = 1e-4 * float(torch.linalg.norm(x)) / float(torch.linalg.norm(e))
-        g0 = tracker.gradient()
-        g1 = tracker.oracle.gradient(x + eps * e)
-        est = float(torch.linalg.norm(g1 - g0)) / (eps * float(torch.linalg.norm(e)))
-        return max(est, 1e-12)
+        self.init_sigma(tracker, generator, self.sigma_user or tracker.oracle.lipschitz)
 
     def _apply(self, tracker, pairs, v, z):
         new = v @ z
@@ -152,24 +136,13 @@ class _JOBCDBase(IterativeSolver):
             raise NonFiniteError("non-finite block update")
         tracker.set_rows(pairs.reshape(-1), new.reshape(-1, z.shape[-1]))
 
-    def _step_checked(self, tracker, geometry, make_step):
-        """Apply ``make_step(x) -> (x_new, predicted)``; with an estimated σ, double σ and redo
-        until ``f(X⁺) ≤ f(X) + predicted`` (so no accepted step increases f)."""
+    def _step_checked(self, tracker, make_step):
+        """Take ``make_step(x) -> (x_new, predicted)``, re-proposed until :meth:`accept_step`."""
         while True:
             x_new, predicted = make_step(tracker.x)
-            if not self.backtrack:
-                tracker.set_point(x_new)
+            if self.accept_step(tracker, x_new, predicted):
+                tracker.set_point(x_new, value=self.trial_value)
                 return
-            f0 = float(tracker.value())
-            old = tracker.x
-            tracker.set_point(x_new)
-            if float(tracker.value()) <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
-                return
-            tracker.set_point(old)
-            self.sigma *= 2.0
-            self.backtracks += 1
-            if self.backtracks > 200:
-                raise NonFiniteError("curvature estimate diverged during backtracking")
 
     def info(self):
         return {"theta": self.theta, "sigma": self.sigma_user, "backtracks": self.backtracks}
@@ -245,7 +218,7 @@ class GSJOBCD(_JOBCDBase):
             x_new[pair[0]] = new[0]
             return x_new, _model_change(v, m, z, self.sigma)
 
-        self._step_checked(tracker, geometry, make_step)
+        self._step_checked(tracker, make_step)
 
     def info(self):
         return {**super().info(), "pairs": self.pairs, "curvature": self.curvature}
@@ -265,7 +238,7 @@ class JJOBCD(_JOBCDBase):
 
     def step(self, tracker, geometry, generator):
         g = tracker.gradient()
-        self._step_checked(tracker, geometry, lambda x: jacobi_step(
+        self._step_checked(tracker, lambda x: jacobi_step(
             x, g, self.jvec, self.sigma, self.theta, generator))
 
 

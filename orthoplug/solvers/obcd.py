@@ -54,7 +54,7 @@ from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.subproblems.o2 import solve_o2, solve_polar
 
-from .base import IterativeSolver
+from .base import IterativeSolver, ScalarCurvature
 from .jobcd import _spectral_sq, random_matching
 from .oracle import NonFiniteError, Tracker
 
@@ -108,7 +108,7 @@ def local_block_solve(p: torch.Tensor, z: torch.Tensor, h: SeparableTerm,
     return v, u
 
 
-class OBCD(IterativeSolver):
+class OBCD(ScalarCurvature, IterativeSolver):
     """OBCD for ``f + h`` on St(n, r) (see the module docstring for the method).
 
     Args:
@@ -214,33 +214,21 @@ class OBCD(IterativeSolver):
             quadratic = False
         self.exact = (self.curvature == "exact" and self.k == 2 and quadratic
                       and self.working_set != "jacobi")
-        self.sigma = self.sigma_user if self.sigma_user is not None else safe_sigma(
-            tracker.oracle)
-        self.backtrack = not self.exact and self.sigma is None
-        if self.sigma is None:
-            self.sigma = self._estimate_lipschitz(tracker, generator)
+        self.init_sigma(tracker, generator, self.sigma_user if self.sigma_user is not None
+                        else safe_sigma(tracker.oracle))
+        if self.exact:
+            self.backtrack = False  # the exact curvature needs no σ
         self.snap = not isinstance(self.h, Zero)
         self.eye2 = torch.eye(2, dtype=self.dtype, device=self.dev)
         self.eye4 = torch.eye(4, dtype=self.dtype, device=self.dev)
         self.eyek = torch.eye(self.k, dtype=self.dtype, device=self.dev)
         self.count = 0
-        self.backtracks = 0
         self.last_step = 0.0
         if self.working_set == "cyclic":
             if self.k == 2:
                 self.cycle = torch.triu_indices(n, n, 1, device=self.dev).T.contiguous()
             else:
                 self._combos = itertools.cycle(itertools.combinations(range(n), self.k))
-
-    @staticmethod
-    def _estimate_lipschitz(tracker: Tracker, generator) -> float:
-        x = tracker.x
-        e = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
-        eps = 1e-4 * float(torch.linalg.norm(x)) / float(torch.linalg.norm(e))
-        g1 = tracker.oracle.gradient(x + eps * e)
-        est = float(torch.linalg.norm(g1 - tracker.gradient())) / (eps * float(
-            torch.linalg.norm(e)))
-        return max(est, 1e-12)
 
     def _block(self, n, generator) -> torch.Tensor:
         if self.working_set == "cyclic":
@@ -297,13 +285,8 @@ class OBCD(IterativeSolver):
                 pred = float((w * g).sum()) + 0.5 * self.sigma * zz * float((w * w).sum())
                 trial = x.clone()
                 trial[rows] = new
-                f0 = float(tracker.value())
-                if float(tracker.oracle.value(trial)) <= f0 + pred + 1e-12 * max(1.0, abs(f0)):
+                if self.accept_step(tracker, trial, pred):
                     break
-                self.sigma *= 2.0
-                self.backtracks += 1
-                if self.backtracks > 200:
-                    raise NonFiniteError("curvature estimate diverged during backtracking")
         self._apply(tracker, rows, v, new)
 
     def _apply(self, tracker, rows, v, new):
@@ -332,19 +315,12 @@ class OBCD(IterativeSolver):
                 raise NonFiniteError("non-finite block update")
             trial = x.clone()
             trial[pairs.reshape(-1)] = new.reshape(-1, x.shape[1])
-            if not self.backtrack:
-                break
             w = v - self.eye2
             pred = float((w * g).sum() + 0.5 * self.sigma * (zz * (w * w).sum((-2, -1))).sum())
-            f0 = float(tracker.value())
-            if float(tracker.oracle.value(trial)) <= f0 + pred + 1e-12 * max(1.0, abs(f0)):
+            if self.accept_step(tracker, trial, pred):
                 break
-            self.sigma *= 2.0
-            self.backtracks += 1
-            if self.backtracks > 200:
-                raise NonFiniteError("curvature estimate diverged during backtracking")
         self.last_step = float(torch.linalg.norm(v - self.eye2))
-        tracker.set_point(trial)
+        tracker.set_point(trial, value=self.trial_value)
 
     def info(self):
         return {"h_term": repr(self.h), "k": self.k, "working_set": self.working_set,

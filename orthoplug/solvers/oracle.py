@@ -16,6 +16,7 @@ make row-block updates cheap.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -195,9 +196,10 @@ class Tracker:
         self._value = None
         self._grad = None
 
-    def set_point(self, x: torch.Tensor) -> None:
+    def set_point(self, x: torch.Tensor, value: torch.Tensor | None = None) -> None:
+        """``X = x``; ``value``, if given, is ``f(x)`` already computed by the caller."""
         self.x = x.clone()
-        self._value = None
+        self._value = value
         self._grad = None
 
     def add_low_rank(self, u: torch.Tensor, v: torch.Tensor) -> None:
@@ -247,11 +249,14 @@ class QuadraticTracker(Tracker):
         c_bb = self.c[rows][:, rows]
         dv = 2.0 * (delta * self._times_d(self.y[rows])).sum()
         dv = dv + (delta * self._times_d(c_bb @ delta)).sum()
-        self._value = self._value + self.s * dv
+        value = self._value + self.s * dv
+        if not math.isfinite(float(value)):  # refuse the change: X stays the last finite point
+            raise NonFiniteError("non-finite cost")
+        self._value = value
         self.x[rows] = new_rows
         self.y += self.c[rows].mT @ delta  # C symmetric: contiguous rows instead of columns
 
-    def set_point(self, x):
+    def set_point(self, x, value=None):
         self.x = x.clone()
         self.refresh()
 
@@ -272,7 +277,7 @@ class QuadraticTracker(Tracker):
         """
         zdz = z @ self._times_d(z).mT if self.d is not None else z @ z.mT
         c_bb = self.c[rows[:, :, None], rows[:, None, :]]
-        q = 2.0 * self.s * _kron2(zdz, c_bb)
+        q = _finite(2.0 * self.s * _kron2(zdz, c_bb), "block curvature")
         if psd and not self.oracle.curvature_is_psd:  # indefinite model: keep its PSD part
             lam, v = torch.linalg.eigh(q)
             q = (v * lam.clamp_min(0)[..., None, :]) @ v.mT
