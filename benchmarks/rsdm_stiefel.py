@@ -152,21 +152,27 @@ class Bench:
 # ---------------------------------------------------------------------------------------------
 
 
-def run_rsdm(bench: Bench, sampling: str, options: dict, target: float, cap: float) -> Outcome:
-    """RSDM's own step loop, checking the value its tracker keeps after every iteration."""
-    name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
-    solver = RSDM(bench.r, sampling=sampling, max_iterations=10**9, seed=0, **options)
+def _step_until_target(solver, bench: Bench, oracle, mon: Monitor):
+    """Drive ``solver``'s own steps from X0, checking the tracker's value after every one."""
     geometry = StiefelGeometry(bench.n, bench.p)
     gen = torch.Generator().manual_seed(0)
-    mon = Monitor(bench, target, cap)
-    tracker = bench.rsdm_oracle().track(bench.x0)  # timed: the first AX is part of the run
+    tracker = oracle.track(bench.x0)
     solver.setup(tracker, geometry, gen)
     it = 0
     while True:
         solver.step(tracker, geometry, gen)
         it += 1
         if mon.done(float(tracker.value())):
-            break
+            return tracker, geometry, it
+
+
+def run_rsdm(bench: Bench, sampling: str, options: dict, target: float, cap: float) -> Outcome:
+    """RSDM's own step loop, checking the value its tracker keeps after every iteration."""
+    name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
+    solver = RSDM(bench.r, sampling=sampling, max_iterations=10**9, seed=0, **options)
+    mon = Monitor(bench, target, cap)
+    # timed: the first AX is part of the run
+    tracker, geometry, it = _step_until_target(solver, bench, bench.rsdm_oracle(), mon)
     exact = bench.gap(float(bench.problem.cost(tracker.x)))
     return Outcome(name, options, mon.time, it, mon.best, float(geometry.violation(tracker.x)),
                    mon.reached, extra={"final_gap_recomputed": exact})
@@ -185,18 +191,9 @@ def run_landing(bench: Bench, options: dict, target: float, cap: float) -> Outco
 
     oracle = FunctionOracle(lambda x: vg(x)[0], lambda x: vg(x)[1])
     solver = Landing(max_iterations=10**9, **options)
-    geometry = StiefelGeometry(bench.n, bench.p)
-    gen = torch.Generator().manual_seed(0)
     mon = Monitor(bench, target, cap)
-    tracker = oracle.track(bench.x0)
-    solver.setup(tracker, geometry, gen)
-    it = 0
-    while True:
-        solver.step(tracker, geometry, gen)
-        it += 1
-        # the value shares its product with the next step's gradient (memoised)
-        if mon.done(float(tracker.value())):
-            break
+    # the value shares its product with the next step's gradient (memoised)
+    tracker, geometry, it = _step_until_target(solver, bench, oracle, mon)
     return Outcome("Landing", options, mon.time, it, mon.best,
                    float(geometry.violation(tracker.x)), mon.reached)
 

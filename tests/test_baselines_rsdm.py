@@ -87,6 +87,23 @@ def test_rcd_round_robin_and_convergence(pca):
         assert res.violation < 1e-12
 
 
+@pytest.mark.parametrize("gradient", ["sweep", "round"])
+def test_rcd_sweep_stops_at_the_deadline(gradient):
+    """Past the run's deadline a sweep ends after its current round (one round of odd n = 7
+    rotates 3 disjoint pairs and leaves one row as it was), feasible."""
+    n, p = 7, 3
+    x0 = _x0(n, p)
+    tracker = PCAProblem.make(n, p, seed=0).oracle().track(x0)
+    solver = RCD(step_size=1.0, gradient=gradient)
+    geo = StiefelGeometry(n, p)
+    solver.setup(tracker, geo, torch.Generator().manual_seed(0))
+    solver.deadline = 0.0
+    solver.step(tracker, geo, torch.Generator().manual_seed(0))
+    unchanged = (tracker.x == x0).all(-1)
+    assert int(unchanged.sum()) == 1
+    assert float(geo.violation(tracker.x).max()) < 1e-13
+
+
 def test_baseline_option_errors():
     with pytest.raises(ValueError, match="step_size"):
         Landing(step_size=0)

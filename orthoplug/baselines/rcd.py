@@ -12,12 +12,14 @@ relabelled every sweep) so that each round is one vectorised update:
 * ``gradient="round"``: the rows of G are re-read before every round (exact coordinate
   gradients; a full gradient per round unless the oracle tracks gradient rows).
 
-Stays feasible (products of rotations).
+Stays feasible (products of rotations). A sweep stops after the round during which the run's
+``max_time`` runs out.
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 import torch
 
@@ -84,6 +86,8 @@ class RCD(IterativeSolver):
             for pairs in rounds:
                 i, j = pairs[:, 0], pairs[:, 1]
                 x[i], x[j] = self._rotate(x, (g[i], g[j]), i, j)
+                if time.perf_counter() >= self.deadline:  # a partial sweep is still feasible
+                    break
             if not math.isfinite(float(x.sum())):
                 raise NonFiniteError("non-finite RCD sweep")
             tracker.set_point(x)
@@ -98,6 +102,8 @@ class RCD(IterativeSolver):
             if not math.isfinite(float(new.sum())):
                 raise NonFiniteError("non-finite RCD update")
             tracker.set_rows(rows, new)
+            if time.perf_counter() >= self.deadline:
+                break
 
     def info(self):
         return {"step_size": self.step_size, "gradient": self.gradient}

@@ -120,7 +120,8 @@ class IterativeSolver:
         """Prepare per-run state (called once before the first step)."""
 
     def step(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
-        """One iteration."""
+        """One iteration. A long one (e.g. a full sweep) may end early once
+        ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``)."""
         raise NotImplementedError
 
     def default_eval_every(self, tracker: Tracker) -> int:
@@ -161,6 +162,7 @@ class IterativeSolver:
         self.setup(tracker, geometry, generator)
         every = self.eval_every or self.default_eval_every(tracker)
         start = time.perf_counter()
+        self.deadline = start + stop.max_time
         best_recent = cost
         stalled = 0
         iteration = 0

@@ -82,6 +82,8 @@ def solve_blocks(jvec: torch.Tensor, pairs: torch.Tensor, z: torch.Tensor, m: to
         p = m - (qd @ eye.reshape(4)).reshape(-1, 2, 2).mT  # mat(Qd vec I), column-major
         return solve_jorth2x2(jb, p, Qd=qd)
     s = sigma * _spectral_sq(z) + theta
+    if not bool(torch.isfinite(s).all()):  # rows so large that ‖Z‖₂² overflows
+        raise NonFiniteError("non-finite block curvature")
     return solve_jorth2x2(jb, m - s[:, None, None] * eye, s=s)
 
 
