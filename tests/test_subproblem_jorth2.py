@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from orthoplug.subproblems.jorth2 import solve_jorth2x2, subproblem_value
+from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single, subproblem_value
 
 JCASES = {"diag(1,-1)": (1, -1), "diag(-1,1)": (-1, 1), "I": (1, 1), "-I": (-1, -1)}
 N_COMBO = 300  # instances per (Q kind, P kind) combination
@@ -217,6 +217,15 @@ def solve(jb, P, Q=None, s=None):
     return solve_jorth2x2(jbt, t64(P), **kw).numpy()
 
 
+def solve_single(jb, P, Q=None, s=None):
+    """The plain-float K = 1 path, one instance at a time."""
+    if Q is not None:
+        return np.array([solve_jorth2x2_single(jb, p, Qd=q) for p, q in zip(P.tolist(), Q.tolist(),
+                                                                             strict=True)])
+    return np.array([solve_jorth2x2_single(jb, p, s=si) for p, si in zip(P.tolist(), s.tolist(),
+                                                                          strict=True)])
+
+
 def rel_excess(F, Fb):
     return (F - Fb) / np.maximum(1.0, np.abs(Fb))
 
@@ -250,6 +259,16 @@ def test_against_brute_force(name):
     big = np.abs(V).max((1, 2))[-N_LARGE:]
     if hyperbolic:  # the large-|mu| family does reach large |mu|
         assert np.quantile(big, 0.9) > 1e4
+    # the K = 1 plain-float path (GS-JOBCD's) on the same instances: as exact as the batched one
+    V1 = solve_single(jb, P, Q)
+    V1s = solve_single(jb, P[scal], s=Q[scal, 0, 0])
+    F1, F1s = f_ref(V1, P, Q), f_ref(V1s, P[scal], Q[scal])
+    assert rel_excess(F1, Fb).max() <= EXCESS_TOL, (name, rel_excess(F1, Fb).max())
+    assert rel_excess(F1s, Fb[scal]).max() <= EXCESS_TOL, (name, rel_excess(F1s, Fb[scal]).max())
+    assert np.abs(rel_excess(F1, F)).max() <= EXCESS_TOL  # agrees with the batched solver
+    assert feas_err(V1, jb).max() <= FEAS_TOL and feas_err(V1s, jb).max() <= FEAS_TOL
+    same_eye = np.all(V1 == np.eye(2), axis=(1, 2)) == np.all(V == np.eye(2), axis=(1, 2))
+    assert same_eye.mean() > 0.999  # the prefer-identity rule picks I on the same instances
 
 
 # ----------------------------------------------------------------------------------------------
