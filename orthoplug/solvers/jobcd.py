@@ -28,12 +28,16 @@ import math
 
 import torch
 
-from orthoplug.subproblems.jorth2 import solve_jorth2x2
+from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 
 from .base import IterativeSolver, ScalarCurvature
 from .oracle import FiniteSumOracle, NonFiniteError
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "random_matching"]
+
+_EYE2 = ((1.0, 0.0), (0.0, 1.0))
+#: GS-JOBCD draws its random pairs this many at a time (one generator call per batch).
+PAIR_BATCH = 1024
 
 
 def _spectral_sq(z: torch.Tensor) -> torch.Tensor:
@@ -68,22 +72,52 @@ def _model_change(v: torch.Tensor, m: torch.Tensor, z: torch.Tensor, sigma: floa
     return float((w * m).sum() + 0.5 * sigma * quad.sum())
 
 
+def solve_pair(jb: list[float], m: list[list[float]], *, qd: list[list[float]] | None = None,
+               s: float | None = None) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Exact 2×2 step ``V`` (nested tuple) for one pair in plain floats.
+
+    ``m = G[B] Zᵀ`` (2×2), ``jb = (j_i, j_j)``; curvature ``qd`` (4×4, θ included) or the scalar
+    ``s`` (θ included). ``P = M − mat(Qd vec I)`` as in :func:`solve_blocks`.
+    """
+    (m11, m12), (m21, m22) = m
+    if qd is None:
+        return solve_jorth2x2_single(jb, ((m11 - s, m12), (m21, m22 - s)), s=s)
+    p = ((m11 - qd[0][0] - qd[0][3], m12 - qd[2][0] - qd[2][3]),
+         (m21 - qd[1][0] - qd[1][3], m22 - qd[3][0] - qd[3][3]))
+    return solve_jorth2x2_single(jb, p, Qd=qd)
+
+
+def _with_theta(q: list[list[float]], theta: float) -> list[list[float]]:
+    """``q + θ I4`` for a 4×4 nested list (modified in place and returned)."""
+    for r in range(4):
+        q[r][r] += theta
+    return q
+
+
 def solve_blocks(jvec: torch.Tensor, pairs: torch.Tensor, z: torch.Tensor, m: torch.Tensor,
                  theta: float, *, sigma: float | None = None,
                  q_exact: torch.Tensor | None = None) -> torch.Tensor:
     """Exact 2×2 steps ``V`` for row pairs (K, 2) with rows ``z`` (K, 2, k) and ``m = G[B] Zᵀ``.
 
-    Curvature ``q_exact`` (K, 4, 4) if given, else the scalar ``σ‖Z‖₂² I``; θ is added.
+    Curvature ``q_exact`` (K, 4, 4) if given, else the scalar ``σ‖Z‖₂² I``; θ is added. A single
+    pair (K = 1) goes to the plain-float solver :func:`solve_pair`, many to the batched one.
     """
     jb = jvec[pairs]
     eye = torch.eye(2, dtype=z.dtype, device=z.device)
     if q_exact is not None:
+        if pairs.shape[0] == 1:
+            v = solve_pair(jb[0].tolist(), m[0].tolist(),
+                           qd=_with_theta(q_exact[0].tolist(), theta))
+            return torch.tensor([v], dtype=z.dtype, device=z.device)
         qd = q_exact + theta * torch.eye(4, dtype=z.dtype, device=z.device)
         p = m - (qd @ eye.reshape(4)).reshape(-1, 2, 2).mT  # mat(Qd vec I), column-major
         return solve_jorth2x2(jb, p, Qd=qd)
     s = sigma * _spectral_sq(z) + theta
     if not bool(torch.isfinite(s).all()):  # rows so large that ‖Z‖₂² overflows
         raise NonFiniteError("non-finite block curvature")
+    if pairs.shape[0] == 1:
+        v = solve_pair(jb[0].tolist(), m[0].tolist(), s=float(s[0]))
+        return torch.tensor([v], dtype=z.dtype, device=z.device)
     return solve_jorth2x2(jb, m - s[:, None, None] * eye, s=s)
 
 
@@ -131,12 +165,6 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
             raise ValueError(f"{self.name} needs a J-orthogonal or indefinite Stiefel manifold")
         self.jvec = geometry.j.like(tracker.x)
         self.init_sigma(tracker, generator, self.sigma_user or tracker.oracle.lipschitz)
-
-    def _apply(self, tracker, pairs, v, z):
-        new = v @ z
-        if not bool(torch.isfinite(new).all()):
-            raise NonFiniteError("non-finite block update")
-        tracker.set_rows(pairs.reshape(-1), new.reshape(-1, z.shape[-1]))
 
     def _step_checked(self, tracker, make_step):
         """Take ``make_step(x) -> (x_new, predicted)``, re-proposed until :meth:`accept_step`."""
@@ -186,25 +214,51 @@ class GSJOBCD(_JOBCDBase):
             raise ValueError("JOBCD needs n >= 2 rows")
         self.exact = self.curvature == "exact" and tracker.block_curvature(
             torch.zeros(1, 2, dtype=torch.long), tracker.x[:2][None]) is not None
-        if self.pairs == "cyclic":
-            self.cycle = torch.triu_indices(n, n, 1, device=tracker.x.device).T
+        self.jlist = self.jvec.tolist()
         self.count = 0
+        if self.pairs == "cyclic":
+            self._set_pairs(torch.triu_indices(n, n, 1, device=tracker.x.device).T)
+        else:
+            self._pair_list: list = []
+            self._cursor = 0
+
+    def _set_pairs(self, pairs: torch.Tensor) -> None:
+        """Queue the pairs (m, 2) to use next: as (1, 2) index views and as Python ints."""
+        self._pair_rows = pairs.view(-1, 1, 2)
+        self._pair_list = pairs.tolist()
+        self._cursor = 0
+
+    def _next_pair(self, tracker, generator) -> tuple[torch.Tensor, int, int]:
+        """The next pair: random ones are drawn :data:`PAIR_BATCH` at a time (uniform, with
+        replacement, i ≠ j; deterministic given the seed), cyclic ones repeat the list."""
+        if self._cursor == len(self._pair_list):
+            if self.pairs == "cyclic":
+                self._cursor = 0
+            else:
+                n = tracker.x.shape[-2]
+                i = torch.randint(n, (PAIR_BATCH,), generator=generator, device=generator.device)
+                j = torch.randint(n - 1, (PAIR_BATCH,), generator=generator,
+                                  device=generator.device)
+                self._set_pairs(torch.stack((i, j + (j >= i)), 1).to(tracker.x.device))
+        k = self._cursor
+        self._cursor = k + 1
+        i, j = self._pair_list[k]
+        return self._pair_rows[k], i, j
 
     def step(self, tracker, geometry, generator):
-        n = tracker.x.shape[-2]
-        if self.pairs == "cyclic":
-            pair = self.cycle[self.count % self.cycle.shape[0]][None]
-        else:
-            i = int(torch.randint(n, (1,), generator=generator))
-            j = int(torch.randint(n - 1, (1,), generator=generator))
-            pair = torch.tensor([[i, j + (j >= i)]], device=tracker.x.device)
+        pair, i, j = self._next_pair(tracker, generator)
         self.count += 1
         g_rows = tracker.gradient_rows(pair)
         if self.exact:
             z = tracker.x[pair]  # (1, 2, k)
             q = tracker.block_curvature(pair, z)
-            v = solve_blocks(self.jvec, pair, z, g_rows @ z.mT, self.theta, q_exact=q)
-            self._apply(tracker, pair, v, z)
+            v = solve_pair([self.jlist[i], self.jlist[j]], (g_rows @ z.mT)[0].tolist(),
+                           qd=_with_theta(q[0].tolist(), self.theta))
+            if v != _EYE2:  # V = I (a block already at its optimum) changes nothing
+                new = torch.tensor(v, dtype=z.dtype, device=z.device) @ z[0]
+                if not bool(torch.isfinite(new).all()):
+                    raise NonFiniteError("non-finite block update")
+                tracker.set_rows(pair[0], new)
             if self.count % self.refresh_every == 0:
                 tracker.refresh()
             return
