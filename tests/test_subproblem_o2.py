@@ -41,7 +41,7 @@ from orthoplug.nonsmooth import (
     SeparableTerm,
     Zero,
 )
-from orthoplug.subproblems.o2 import o2_objective, solve_o2, solve_polar
+from orthoplug.subproblems.o2 import o2_objective, solve_o2, solve_o2_single, solve_polar
 
 GRID = 2048
 TOP = 6
@@ -346,6 +346,7 @@ def orth_error(V):
 
 @pytest.mark.parametrize("kind", ["zero", "l1", "l0", "capped", "nonneg"])
 def test_exact_against_brute_force(kind):
+    """>= 10^4 instances per term, batched (solve_o2) and one at a time (solve_o2_single)."""
     seed = {"zero": 1, "l1": 2, "l0": 3, "capped": 4, "nonneg": 5}[kind]
     worst = -math.inf
     n_inst = 0
@@ -375,6 +376,14 @@ def test_exact_against_brute_force(kind):
         same = np.isfinite(ko)
         assert np.array_equal(np.isfinite(ko2), same)
         assert np.allclose(ko2[same], ko[same], rtol=1e-12, atol=1e-12)
+        # the one-instance path (solve_o2_single, OBCD's hot loop) on every instance
+        P1, Z1, Q1 = inst["P"].numpy(), inst["Z"].numpy(), inst["Qt"].numpy()
+        V1 = np.stack([solve_o2_single(P1[k], Z1[k], h, Qt=Q1[k]) for k in range(P1.shape[0])])
+        k1 = ours_value(torch.from_numpy(V1), inst, kind, lam, tau)
+        assert np.all(np.isfinite(k1[feas]))
+        exc1 = (k1[feas] - kb[feas]) / np.maximum(1.0, np.abs(kb[feas]))
+        assert exc1.max() <= TOL, f"{kind} lam={lam}: one-instance path {exc1.max():.3e} over"
+        worst = max(worst, float(exc1.max()))
         n_inst += V.shape[0]
         n_ref += int(np.sum(np.linalg.det(V.numpy()) < 0))
     assert n_inst >= 10_000

@@ -76,7 +76,7 @@ import torch
 
 from orthoplug.nonsmooth import PiecewiseAffine, SeparableTerm, Zero
 
-__all__ = ["solve_o2", "o2_objective", "solve_polar"]
+__all__ = ["solve_o2", "solve_o2_single", "o2_objective", "solve_polar"]
 
 _TWO_PI = 2.0 * math.pi
 _TIE = 1e-12  # knots closer than this (rad) form one group
@@ -87,6 +87,13 @@ _LINEAR_ONLY = 1e-14  # R2 <= _LINEAR_ONLY * rho_ab: quadratic part treated as c
 _PRUNE_SLACK = 1e-10  # arcs are pruned only if their lower bound exceeds ub + slack*max(1,|ub|)
 _NEWTON_STEPS = 2
 _EYE2 = np.eye(2)
+_E = np.array([1.0, -1.0])  # e of the two families (rotation, reflection)
+_ROWS2 = np.arange(2)
+# vec(V) = c m + s v per family: rows m_rot, v_rot, m_ref, v_ref; _M / _V index the m / v rows
+_BASIS = np.array([[1.0, 0.0, 0.0, 1.0], [0.0, -1.0, 1.0, 0.0],
+                   [-1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0]])
+_M, _V = np.array([0, 2]), np.array([1, 3])
+_DIRS = np.array([0, 1])  # knot directions: up, down
 
 
 # ----------------------------------------------------------------------------------------------
@@ -188,7 +195,9 @@ class _Tables:
     knot: np.ndarray  # (2T, 5): row 2 j + direction (0 up, 1 down): dk, dn, cv, cn, dg
 
 
+@functools.lru_cache(maxsize=256)
 def _tables(h: SeparableTerm) -> _Tables:
+    """The term's tables (cached per term: building ``h.piecewise`` costs microseconds)."""
     return _tables_of(h.piecewise)
 
 
@@ -247,8 +256,8 @@ def _objective_np(V, P, Z, h, Qt, s, snap: float, tables: bool = True) -> np.nda
     h is evaluated from its piecewise tables (fast) or, with ``tables=False``, by ``h.value``."""
     K = V.shape[0]
     if Qt is not None:
-        v = V.transpose(0, 2, 1).reshape(K, 4)
-        quad = 0.5 * np.einsum("ki,kij,kj->k", v, Qt, v)
+        v = V.transpose(0, 2, 1).reshape(K, 1, 4)
+        quad = 0.5 * (v @ Qt @ v.transpose(0, 2, 1)).reshape(K)
     else:
         quad = 0.5 * s * (V * V).sum((1, 2))
     out = quad + (V * P).sum((1, 2))
@@ -349,23 +358,18 @@ def _harmonic(t, rho, beta, R2, gam):
 def _families(P, Z, Qt, s):
     """Per-family data, flattened to N = 2K rows (row 2k + f, f = 0 rotation, 1 reflection).
 
-    vec(V) = c m + s v with m = (e, 0, 0, 1), v = (0, -e, 1, 0); with S_ij = Qt_ij + Qt_ji:
-    q11 = (Qt_00 + Qt_33 + e S_03)/2, q22 = (Qt_11 + Qt_22 - e S_12)/2,
-    q12 = (-S_01 + e S_02 - e S_13 + S_23)/2.
+    vec(V) = c m + s v with m = (e, 0, 0, 1), v = (0, -e, 1, 0) (rows of ``_BASIS``):
+    ``a = m . vec(P)``, ``b = v . vec(P)``, ``q11 = m'Qt m/2``, ``q22 = v'Qt v/2``,
+    ``q12 = (m'Qt v + v'Qt m)/2``.
     """
     K, _, r = Z.shape
-    P11, P12, P21, P22 = P[:, 0, 0], P[:, 0, 1], P[:, 1, 0], P[:, 1, 1]
-    a = np.stack([P11 + P22, P22 - P11], 1).reshape(-1)
-    b = np.stack([P12 - P21, P12 + P21], 1).reshape(-1)
+    ab = P.transpose(0, 2, 1).reshape(K, 4) @ _BASIS.T  # (a, b) of the rotation, reflection
+    a, b = ab[:, 0::2].reshape(-1), ab[:, 1::2].reshape(-1)
     if Qt is not None:
-        Q = Qt
-        S = Q + Q.transpose(0, 2, 1)
-        d0, s03 = Q[:, 0, 0] + Q[:, 3, 3], S[:, 0, 3]
-        d1, s12 = Q[:, 1, 1] + Q[:, 2, 2], S[:, 1, 2]
-        q11 = 0.5 * np.stack([d0 + s03, d0 - s03], 1).reshape(-1)
-        q22 = 0.5 * np.stack([d1 - s12, d1 + s12], 1).reshape(-1)
-        u, w_ = S[:, 2, 3] - S[:, 0, 1], S[:, 0, 2] - S[:, 1, 3]
-        q12 = 0.5 * np.stack([u + w_, u - w_], 1).reshape(-1)
+        W = _BASIS @ Qt @ _BASIS.T
+        q11 = 0.5 * W[:, _M, _M].reshape(-1)
+        q22 = 0.5 * W[:, _V, _V].reshape(-1)
+        q12 = 0.5 * (W[:, _M, _V] + W[:, _V, _M]).reshape(-1)
         m0 = 0.5 * (q11 + q22)
         w = q11 - q22
         R2 = 0.5 * np.hypot(w, q12)
@@ -374,15 +378,13 @@ def _families(P, Z, Qt, s):
         m0 = np.repeat(s, 2)
         R2 = np.zeros(2 * K)
         gam = np.zeros(2 * K)
-    Z1, Z2 = Z[:, 0], Z[:, 1]
+    Z1, Z2 = Z[:, None, 0], Z[:, None, 1]
     x = np.empty((K, 2, 2 * r))
     y = np.empty((K, 2, 2 * r))
-    x[:, 0, :r] = Z1
-    x[:, 1, :r] = -Z1
-    x[:, :, r:] = Z2[:, None]
-    y[:, :, :r] = Z2[:, None]
-    y[:, 0, r:] = -Z1
-    y[:, 1, r:] = Z1
+    np.multiply(_E[:, None], Z1, out=x[:, :, :r])
+    x[:, :, r:] = Z2
+    y[:, :, :r] = Z2
+    np.multiply(-_E[:, None], Z1, out=y[:, :, r:])
     return a, b, m0, R2, gam, x.reshape(2 * K, 2 * r), y.reshape(2 * K, 2 * r)
 
 
@@ -400,12 +402,44 @@ def _rotation(e, t):
 # ----------------------------------------------------------------------------------------------
 # the solver
 # ----------------------------------------------------------------------------------------------
-def _solve_np(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
+def _solve_np(P, Z, h: SeparableTerm, Qt, s, single: bool | None = None) -> np.ndarray:
+    """float64 NumPy in and out; ``single`` (default: ``K == 1``) picks the one-instance path."""
     with np.errstate(invalid="ignore", divide="ignore"):
+        if single if single is not None else P.shape[0] == 1:
+            return _search_one(P, Z, h, Qt, s)
         return _search(P, Z, h, Qt, s)
 
 
+def _arc_state(s0, delta):
+    """State of arc j (the arc ending at knot j): s0 + sum of the changes of knots < j."""
+    out = np.cumsum(delta, 1)
+    out -= delta
+    out += s0[:, None]
+    return out
+
+
+def _wsum(A, w):
+    """Row sums of ``A`` (weighted by the live-coordinate mask ``w`` when given)."""
+    return (A if w is None else A * w).sum(1)
+
+
+def _smooth(tab: _Tables, a, b, base, R2, gam, sx, sy, nlive):
+    """Candidates (values, angles) when no knot exists: one smooth function per family.
+
+    ``sx, sy``: sums of the live coordinates' ``x_i, y_i``; ``nlive``: their number."""
+    if tab.T == 0:
+        a = a + tab.g[0] * sx
+        b = b + tab.g[0] * sy
+        base = base + tab.k[0] * nlive
+        if tab.inf[0] != 0.0:  # the single piece is infeasible: only rows without live coords
+            base = np.where(nlive > 0, math.inf, base)
+    rab, bet = np.hypot(a, b), np.arctan2(b, a)
+    tc = _stationary_angles(rab, bet, R2, gam)
+    return _harmonic(tc, rab[:, None], bet[:, None], R2[:, None], gam[:, None]) + base[:, None], tc
+
+
 def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
+    """The batched search: K instances, ragged knot counts handled by masks."""
     K, _, r = Z.shape
     N, R = 2 * K, 2 * r
     tab = _tables(h)
@@ -425,18 +459,8 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
     livef = live.astype(np.float64)
 
     if T == 0 or not live.any():
-        # no knots anywhere: one smooth function on the whole circle per family
-        if T == 0:
-            al = a + tab.g[0] * (x * livef).sum(1)
-            be = b + tab.g[0] * (y * livef).sum(1)
-            base = m0 + const + tab.k[0] * livef.sum(1)
-            if tab.inf[0] != 0.0:  # the single piece is infeasible: only rows without live coords
-                base = np.where(live.any(1), math.inf, base)
-        else:
-            al, be, base = a, b, m0 + const
-        rab, bet = np.hypot(al, be), np.arctan2(be, al)
-        tc = _stationary_angles(rab, bet, R2, gam)
-        val = _harmonic(tc, rab[:, None], bet[:, None], R2[:, None], gam[:, None]) + base[:, None]
+        val, tc = _smooth(tab, a, b, m0 + const, R2, gam, _wsum(x, livef), _wsum(y, livef),
+                          livef.sum(1))
         return _finish(P, Z, h, Qt, s, val, tc, KI, tab)
 
     # ------------------------------------------------------------------ knots, sorted from t0
@@ -466,37 +490,96 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
     idx = order[rc, np.where(inpos, (jg[:, None] + 1 + ar) % nn, ar)]
     rel = tm[rc, idx] - t0[:, None]
     rel = np.where(inpos, np.where(rel < 0.0, rel + _TWO_PI, rel), math.inf)
-    tk = traw[rc, idx]
-    kn = tab.knot[idx % (2 * T)]  # (N, M, 5): dk, dn, cv, cn, dg
+    fam = (a, b, m0 + const, R2, gam)
+    knots = (t0, rel, traw[rc, idx], tab.knot[idx % (2 * T)], idx // (2 * T), n, inpos, last)
+    return _finish(P, Z, h, Qt, s, *_arcs(tab, fam, x, y, livef, knots, KI), KI, tab)
+
+
+def _search_one(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
+    """One instance (K = 1) without the batched path's masks: both families share the live
+    coordinates and the knot count, so only live coordinates and valid knots are kept."""
+    tab = _tables(h)
+    a, b, m0, R2, gam, x, y = _families(P, Z, Qt, s)  # rows: rotation, reflection
+    KI = _objective_np(_EYE2[None], P, Z, h, Qt, s, 0.0)
+    rho = np.hypot(x[0], y[0])  # the same for both families
+    live = rho > _ZERO_REL * max(float(rho.max(initial=0.0)), 1.0)
+    L = int(np.count_nonzero(live))
+    base = m0 + ((rho.size - L) * tab.h0 if L < rho.size else 0.0)
+    if L < rho.size:
+        x, y, rho = x[:, live], y[:, live], rho[live]
+    ratio = tab.th / rho[:, None]  # (L, T)
+    li, tj = np.nonzero(np.abs(ratio) < 1.0)  # coordinate li crosses threshold tj
+    if li.size == 0:
+        if tab.T and L:  # every coordinate stays on one piece: the batched search handles it
+            return _search(P, Z, h, Qt, s)
+        val, tc = _smooth(tab, a, b, base, R2, gam, x.sum(1), y.sum(1), np.full(2, L))
+        return _finish(P, Z, h, Qt, s, val, tc, KI, tab)
+    M = 2 * li.size
+    dv = np.arccos(ratio[li, tj])
+    pk = np.arctan2(y, x)[:, li]
+    traw = np.empty((2, li.size, 2))
+    np.subtract(pk, dv, out=traw[..., 0])  # u increases through theta_j here
+    np.add(pk, dv, out=traw[..., 1])  # u decreases through theta_j here
+    traw = traw.reshape(2, M)
+    tm = traw + np.where(traw < 0.0, _TWO_PI, 0.0)
+    tm[tm >= _TWO_PI] = 0.0
+    order = np.argsort(tm, 1)
+    srt = np.take_along_axis(tm, order, 1)
+    gaps = np.empty_like(srt)
+    np.subtract(srt[:, 1:], srt[:, :-1], out=gaps[:, :-1])
+    gaps[:, -1] = srt[:, 0] + _TWO_PI - srt[:, -1]
+    jg = gaps.argmax(1)
+    t0 = srt[_ROWS2, jg] + 0.5 * gaps[_ROWS2, jg]
+    ar = np.arange(M)
+    idx = np.take_along_axis(order, (jg[:, None] + 1 + ar) % M, 1)
+    rel = np.take_along_axis(tm, idx, 1) - t0[:, None]
+    rel += np.where(rel < 0.0, _TWO_PI, 0.0)
+    kid = (2 * tj[:, None] + _DIRS).reshape(M)[idx]  # row of tab.knot
+    knots = (t0, rel, np.take_along_axis(traw, idx, 1), tab.knot[kid], np.repeat(li, 2)[idx],
+             np.full(2, M), np.ones((1, M), dtype=bool), ar == M - 1)
+    return _finish(P, Z, h, Qt, s, *_arcs(tab, (a, b, base, R2, gam), x, y, None, knots, KI),
+                   KI, tab)
+
+
+def _trig(al, be, R2c, cg, sg, c, s, base):
+    """``al c + be s + R2 cos(2t - gamma) + base`` from ``c = cos t, s = sin t``."""
+    return al * c + be * s + R2c * ((c * c - s * s) * cg + 2.0 * c * s * sg) + base
+
+
+def _arcs(tab: _Tables, fam, x, y, w, knots, KI):
+    """Candidates (values, angles) at the knot groups and inside the feasible arcs.
+
+    ``fam = (a, b, base, R2, gam)`` per row (``base``: m0 plus the zero coordinates' h);
+    ``x, y`` (N, R) with live mask ``w`` (None: all live); ``knots`` = (t0, rel, angles, knot
+    table rows, coordinate of each knot, knot count n, in-range mask, last-knot mask), sorted by
+    ``rel`` (angle after t0)."""
+    a, b, base0, R2, gam = fam
+    t0, rel, tk, kn, ci, n, inpos, last = knots
+    N, M = rel.shape
+    rows = np.arange(N)
+    rc = rows[:, None]
+    ar = np.arange(M)
+    nn = np.maximum(n, 1)[:, None]
 
     # ------------------------------------------------------------------ pieces at t0, arc states
     u0 = x * np.cos(t0)[:, None] + y * np.sin(t0)[:, None]
-    iv = (u0[:, :, None] > th).sum(-1)
-
-    def arc_state(s0, delta):
-        """state of arc j (the arc ending at knot j): s0 + sum of the changes of knots < j."""
-        out = np.cumsum(delta, 1)
-        out -= delta
-        out += s0[:, None]
-        return out
-
+    iv = np.searchsorted(tab.th, u0, side="left")  # number of thresholds < u0
     zeros = np.zeros((N, 1))
-    Kc = arc_state((tab.k[iv] * livef).sum(1), kn[..., 0]) if tab.track_k else zeros
-    Nn = arc_state((tab.inf[iv] * livef).sum(1), kn[..., 1]) if tab.track_n else zeros
+    Kc = _arc_state(_wsum(tab.k[iv], w), kn[..., 0]) if tab.track_k else zeros
+    Nn = _arc_state(_wsum(tab.inf[iv], w), kn[..., 1]) if tab.track_n else zeros
     if tab.shared:
-        al = (a + tab.g[0] * (x * livef).sum(1))[:, None]
-        be = (b + tab.g[0] * (y * livef).sum(1))[:, None]
+        al = (a + tab.g[0] * _wsum(x, w))[:, None]
+        be = (b + tab.g[0] * _wsum(y, w))[:, None]
     else:
-        g0 = tab.g[iv] * livef
-        ci = idx // (2 * T)
-        al = arc_state(a + (g0 * x).sum(1), kn[..., 4] * x[rc, ci])
-        be = arc_state(b + (g0 * y).sum(1), kn[..., 4] * y[rc, ci])
-    base = (m0 + const)[:, None] + Kc
+        g0 = tab.g[iv] if w is None else tab.g[iv] * w
+        al = _arc_state(a + (g0 * x).sum(1), kn[..., 4] * x[rc, ci])
+        be = _arc_state(b + (g0 * y).sum(1), kn[..., 4] * y[rc, ci])
+    base = base0[:, None] + Kc
 
     # ------------------------------------------------------------------ knot (group) candidates
-    ck, sk = np.cos(tk), np.sin(tk)
     cg, sg = np.cos(gam)[:, None], np.sin(gam)[:, None]
-    kval = al * ck + be * sk + R2[:, None] * ((ck * ck - sk * sk) * cg + 2.0 * ck * sk * sg) + base
+    R2c = R2[:, None]
+    kval = _trig(al, be, R2c, cg, sg, np.cos(tk), np.sin(tk), base)
     if tab.continuous:
         kval = np.where(inpos, kval, math.inf)
     else:
@@ -517,8 +600,7 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
     lo = np.empty_like(rel)
     lo[:, 1:] = rel[:, :-1]
     lo[:, 0] = np.where(n > 0, rel[rows, np.maximum(n - 1, 0)] - _TWO_PI, -math.inf)
-    hi = rel
-    length = hi - lo
+    length = rel - lo
     arc_ok = (ar < nn) & (Nn < 0.5) & (length > _TIE)
 
     if tab.shared:
@@ -528,27 +610,24 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
         relc = _mod2pi(tc - t0[:, None])
         j = (rel[:, None, :] < relc[:, :, None]).sum(-1)  # arc j ends at the first knot >= relc
         j = np.where(j >= n[:, None], 0, j)
-        cval = _harmonic(tc, rab[:, None], bet[:, None], R2[:, None], gam[:, None])
-        cval = cval + (m0 + const)[:, None] + Kc[rc, j % Kc.shape[1]]
+        cval = _harmonic(tc, rab[:, None], bet[:, None], R2c, gam[:, None])
+        cval = cval + base0[:, None] + Kc[rc, j % Kc.shape[1]]
         cval = np.where(arc_ok[rc, j], cval, math.inf)
-        return _finish(
-            P, Z, h, Qt, s, np.concatenate([kval, cval], 1), np.concatenate([tk, tc], 1), KI, tab
-        )
+        return np.concatenate([kval, cval], 1), np.concatenate([tk, tc], 1)
 
     # per-arc quadratics (l1, capped l1). Upper bound ub: best knot, arc midpoint or identity.
     # Lower bound on an arc of half-length l around its midpoint m (Taylor; |phi''| is at most
     # |al| + |be| + 4 R2): phi >= phi(m) - |phi'(m)| l - (|al| + |be| + 4 R2) l^2 / 2.
     # Only arcs whose bound does not exceed ub get the eigenvalue call.
-    half = np.where(np.isfinite(length), 0.5 * length, math.pi)
-    mid = np.where(np.isfinite(length), lo + half, 0.0) + t0[:, None]
+    fin = np.isfinite(length)
+    half = np.where(fin, 0.5 * length, math.pi)
+    mid = np.where(fin, lo + half, 0.0) + t0[:, None]
     cm, sm = np.cos(mid), np.sin(mid)
-    c2, s2 = cm * cm - sm * sm, 2.0 * cm * sm
-    R2c = R2[:, None]
-    mval = al * cm + be * sm + R2c * (c2 * cg + s2 * sg) + base
-    dval = be * cm - al * sm + 2.0 * R2c * (c2 * sg - s2 * cg)
+    mval = _trig(al, be, R2c, cg, sg, cm, sm, base)
+    dval = be * cm - al * sm + 2.0 * R2c * ((cm * cm - sm * sm) * sg - 2.0 * cm * sm * cg)
     lb = mval - np.abs(dval) * half - 0.5 * (np.abs(al) + np.abs(be) + 4.0 * R2c) * half * half
     mval = np.where(arc_ok, mval, math.inf)
-    ub = np.minimum(np.minimum(kval.min(1), mval.min(1)).reshape(K, 2).min(1), KI)
+    ub = np.minimum(np.minimum(kval.min(1), mval.min(1)).reshape(-1, 2).min(1), KI)
     ub = np.repeat(ub + _PRUNE_SLACK * np.maximum(np.abs(ub), 1.0), 2)
     rr, cc = np.nonzero(arc_ok & (lb <= ub[:, None]))
     aval = np.full((N, M), math.inf)
@@ -558,7 +637,7 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
         rq, bq, Rq, gq = np.hypot(alq, beq), np.arctan2(beq, alq), R2[rr], gam[rr]
         tc = _stationary_angles(rq, bq, Rq, gq)
         relc = _mod2pi(tc - t0[rr, None])
-        loq, hiq = lo[rr, cc, None], hi[rr, cc, None]
+        loq, hiq = lo[rr, cc, None], rel[rr, cc, None]
         inside = ((relc > loq) & (relc < hiq)) | ((relc - _TWO_PI > loq) & (relc - _TWO_PI < hiq))
         bq0 = base[rr, cc if base.shape[1] > 1 else 0, None]
         cv = _harmonic(tc, rq[:, None], bq[:, None], Rq[:, None], gq[:, None]) + bq0
@@ -567,9 +646,7 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
         sel = np.arange(rr.size)
         aval[rr, cc] = cv[sel, bi]
         aang[rr, cc] = tc[sel, bi]
-    return _finish(
-        P, Z, h, Qt, s, np.concatenate([kval, aval], 1), np.concatenate([tk, aang], 1), KI, tab
-    )
+    return np.concatenate([kval, aval], 1), np.concatenate([tk, aang], 1)
 
 
 def _finish(P, Z, h, Qt, s, val, ang, KI, tab):
@@ -620,6 +697,25 @@ def solve_o2(P, Z, h, Qt=None, s=None) -> torch.Tensor:
         V = _solve_np(P, Z, h, Qt, s)
     V = torch.from_numpy(V).to(device=dev, dtype=out_dtype)
     return V[0] if squeeze else V
+
+
+def solve_o2_single(P: np.ndarray, Z: np.ndarray, h: SeparableTerm, Qt: np.ndarray | None = None,
+                    s: float | None = None) -> np.ndarray:
+    """:func:`solve_o2` for ONE instance on float64 NumPy arrays, without tensor conversions.
+
+    ``P`` (2, 2), ``Z`` (2, r), ``Qt`` (4, 4) or the scalar ``s``; returns ``V`` (2, 2) (a new
+    array). Same answer as :func:`solve_o2` (the same one-instance search); this entry point
+    only skips the torch round trip and the shape checks, for the OBCD hot loop.
+
+    Raises:
+        ValueError: if an input contains NaN or inf, or not exactly one of ``Qt`` and ``s``.
+    """
+    if (Qt is None) == (s is None):
+        raise ValueError("give exactly one of Qt (4, 4) and s (a scalar); Qt = s I_4")
+    Q1, s1 = (None, np.full(1, float(s))) if Qt is None else (Qt[None], None)
+    if not math.isfinite(float(P.sum()) + float(Z.sum()) + float((s1 if Qt is None else Q1).sum())):
+        raise ValueError("P, Z or Qt / s contains NaN or inf")
+    return _solve_np(P[None], Z[None], h, Q1, s1, single=True)[0]
 
 
 def solve_polar(P) -> torch.Tensor:
