@@ -48,19 +48,21 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.subproblems.o2 import solve_o2, solve_polar
+from orthoplug.subproblems.o2 import solve_o2, solve_o2_single, solve_polar
 
 from .base import IterativeSolver, ScalarCurvature
 from .jobcd import _spectral_sq, random_matching
-from .oracle import NonFiniteError, Tracker
+from .oracle import NonFiniteError, Tracker, host_array
 
 __all__ = ["OBCD", "safe_sigma", "local_block_solve"]
 
 _SNAP = 1e-12
+_PAIR_BATCH = 1024  # random pairs drawn per generator call
 
 
 def safe_sigma(oracle) -> float | None:
@@ -78,8 +80,10 @@ def safe_sigma(oracle) -> float | None:
     return oracle.lipschitz
 
 
-def _snap(u: torch.Tensor) -> torch.Tensor:
-    return torch.where(u.abs() < _SNAP, torch.zeros_like(u), u)
+def _snap(u):
+    """Set entries of modulus ``< 1e-12`` to 0, in place (a NumPy array or a torch tensor)."""
+    u[abs(u) < _SNAP] = 0.0
+    return u
 
 
 def local_block_solve(p: torch.Tensor, z: torch.Tensor, h: SeparableTerm,
@@ -214,31 +218,50 @@ class OBCD(ScalarCurvature, IterativeSolver):
             quadratic = False
         self.exact = (self.curvature == "exact" and self.k == 2 and quadratic
                       and self.working_set != "jacobi")
-        self.init_sigma(tracker, generator, self.sigma_user if self.sigma_user is not None
-                        else safe_sigma(tracker.oracle))
-        if self.exact:
-            self.backtrack = False  # the exact curvature needs no σ
+        if self.exact:  # the exact curvature needs no σ
+            self.sigma, self.backtrack, self.backtracks = self.sigma_user, False, 0
+        else:
+            self.init_sigma(tracker, generator, self.sigma_user if self.sigma_user is not None
+                            else safe_sigma(tracker.oracle))
         self.snap = not isinstance(self.h, Zero)
         self.eye2 = torch.eye(2, dtype=self.dtype, device=self.dev)
-        self.eye4 = torch.eye(4, dtype=self.dtype, device=self.dev)
         self.eyek = torch.eye(self.k, dtype=self.dtype, device=self.dev)
+        # exact pair steps on the tracker's arrays (NumPy views on the CPU, see QuadraticTracker)
+        self.arrays = self.exact and hasattr(tracker, "block_curvature_array")
+        if self.arrays:
+            eye4 = torch.eye(4, dtype=self.dtype, device=self.dev)
+            self.alpha_eye4 = host_array(self.alpha * eye4)
+            self.vec_eye2 = host_array(self.eye2.reshape(4))
+            on_host = isinstance(self.alpha_eye4, np.ndarray)
+            self.solve_pair = solve_o2_single if on_host else solve_o2
         self.count = 0
-        self.last_step = 0.0
+        self.pairs, self.pair_pos = None, 0
         if self.working_set == "cyclic":
             if self.k == 2:
-                self.cycle = torch.triu_indices(n, n, 1, device=self.dev).T.contiguous()
+                self.pairs = host_array(torch.triu_indices(n, n, 1, device=self.dev).T.contiguous())
             else:
                 self._combos = itertools.cycle(itertools.combinations(range(n), self.k))
 
+    def _pair(self, n, generator):
+        """The next pair (k = 2) as a NumPy index array on the CPU, else a tensor: cyclic order,
+        or uniform random pairs drawn ``_PAIR_BATCH`` at a time."""
+        if self.working_set == "random":
+            if self.pairs is None or self.pair_pos == self.pairs.shape[0]:
+                shape = (_PAIR_BATCH,)
+                i = torch.randint(n, shape, generator=generator, device=generator.device)
+                j = torch.randint(n - 1, shape, generator=generator, device=generator.device)
+                self.pairs = host_array(torch.stack([i, j + (j >= i)], 1).to(self.dev))
+                self.pair_pos = 0
+            self.pair_pos += 1
+            return self.pairs[self.pair_pos - 1]
+        return self.pairs[self.count % self.pairs.shape[0]]
+
     def _block(self, n, generator) -> torch.Tensor:
-        if self.working_set == "cyclic":
-            if self.k == 2:
-                return self.cycle[self.count % self.cycle.shape[0]]
-            return torch.tensor(next(self._combos), device=self.dev)
         if self.k == 2:
-            i = int(torch.randint(n, (1,), generator=generator))
-            j = int(torch.randint(n - 1, (1,), generator=generator))
-            return torch.tensor([i, j + (j >= i)], device=self.dev)
+            rows = self._pair(n, generator)
+            return torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
+        if self.working_set == "cyclic":
+            return torch.tensor(next(self._combos), device=self.dev)
         return torch.randperm(n, generator=generator, device=generator.device)[: self.k].to(
             self.dev)
 
@@ -246,6 +269,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
     def step(self, tracker, geometry, generator):
         if self.working_set == "jacobi":
             self._jacobi_step(tracker, generator)
+        elif self.arrays:
+            self._exact_pair_step(tracker, generator)
         else:
             self._block_step(tracker, generator)
         self.count += 1
@@ -264,39 +289,42 @@ class OBCD(ScalarCurvature, IterativeSolver):
             return v, v @ z
         return local_block_solve(p, z, self.h, self.sweeps)
 
+    def _exact_pair_step(self, tracker, generator):
+        """k = 2 with the exact curvature, on the tracker's arrays (the fast path's hot loop)."""
+        xa = tracker.xa
+        rows = self._pair(xa.shape[0], generator)
+        z = xa[rows]
+        g = tracker.gradient_rows_array(rows) @ z.T
+        qt = tracker.block_curvature_array(rows[None], z[None], psd=False)[0] + self.alpha_eye4
+        p = g - (qt @ self.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
+        new = self.solve_pair(p, z, self.h, Qt=qt) @ z
+        tracker.set_rows_array(rows, self._checked(new))
+
     def _block_step(self, tracker, generator):
         x = tracker.x
         rows = self._block(x.shape[0], generator)
         z = x[rows]
         g = tracker.gradient_rows(rows) @ z.mT
-        if self.exact:
-            q = tracker.block_curvature(rows[None], z[None], psd=False)[0]
-            qt = q + self.alpha * self.eye4
-            p = g - (qt @ self.eye2.reshape(4)).reshape(2, 2).mT  # G − mat(Qt vec I)
-            v = solve_o2(p, z, self.h, Qt=qt)
-            new = v @ z
-        else:
-            zz = float(_spectral_sq(z))
-            while True:
-                v, new = self._solve_scalar(g, z, self.sigma * zz)
-                if not self.backtrack:
-                    break
-                w = v - self.eyek
-                pred = float((w * g).sum()) + 0.5 * self.sigma * zz * float((w * w).sum())
-                trial = x.clone()
-                trial[rows] = new
-                if self.accept_step(tracker, trial, pred):
-                    break
-        self._apply(tracker, rows, v, new)
+        zz = float(_spectral_sq(z))
+        while True:
+            v, new = self._solve_scalar(g, z, self.sigma * zz)
+            if not self.backtrack:
+                break
+            w = v - self.eyek
+            pred = float((w * g).sum()) + 0.5 * self.sigma * zz * float((w * w).sum())
+            trial = x.clone()
+            trial[rows] = new
+            if self.accept_step(tracker, trial, pred):
+                break
+        tracker.set_rows(rows.reshape(-1), self._checked(new).reshape(-1, new.shape[-1]))
 
-    def _apply(self, tracker, rows, v, new):
+    def _checked(self, new):
+        """The new rows ``V Z``, snapped (h ≠ 0); :class:`NonFiniteError` if not finite."""
         if self.snap:
             new = _snap(new)
-        if not bool(torch.isfinite(new).all()):
+        if not math.isfinite(float(new.sum())):  # NaN / inf in any entry (|entries| <= 1)
             raise NonFiniteError("non-finite block update")
-        self.last_step = float(torch.linalg.norm(v - torch.eye(v.shape[-1], dtype=v.dtype,
-                                                               device=v.device)))
-        tracker.set_rows(rows.reshape(-1), new.reshape(-1, new.shape[-1]))
+        return new
 
     def _jacobi_step(self, tracker, generator):
         x = tracker.x
@@ -308,18 +336,13 @@ class OBCD(ScalarCurvature, IterativeSolver):
         while True:
             s = self.sigma * zz + self.alpha
             v = solve_o2(g - s[:, None, None] * self.eye2, z, self.h, s=s)
-            new = v @ z
-            if self.snap:
-                new = _snap(new)
-            if not bool(torch.isfinite(new).all()):
-                raise NonFiniteError("non-finite block update")
+            new = self._checked(v @ z)
             trial = x.clone()
             trial[pairs.reshape(-1)] = new.reshape(-1, x.shape[1])
             w = v - self.eye2
             pred = float((w * g).sum() + 0.5 * self.sigma * (zz * (w * w).sum((-2, -1))).sum())
             if self.accept_step(tracker, trial, pred):
                 break
-        self.last_step = float(torch.linalg.norm(v - self.eye2))
         tracker.set_point(trial, value=self.trial_value)
 
     def info(self):

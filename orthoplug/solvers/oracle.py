@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -215,46 +216,88 @@ class Tracker:
 
 
 class QuadraticTracker(Tracker):
-    """Keeps ``Y = C X`` and ``f`` current under row changes: ``O(n k |B|)`` per change."""
+    """Keeps ``Y = C X`` and ``f`` current under row changes: ``O(n k |B|)`` per change.
+
+    The row-level math runs on the tracker's *arrays* ``xa, ya, ca`` (and ``D``): NumPy views
+    sharing memory with the torch tensors ``x, y`` when they live on the CPU (no per-operation
+    torch overhead in the block methods' hot loops), the tensors themselves on other devices.
+    :meth:`gradient_rows_array`, :meth:`set_rows_array` and :meth:`block_curvature_array` take and
+    return such arrays; :meth:`gradient_rows`, :meth:`set_rows` and :meth:`block_curvature` are
+    their torch front-ends.
+    """
 
     def __init__(self, oracle: QuadraticOracle, x: torch.Tensor):
         super().__init__(oracle, x)
-        self.c, self.d = oracle._cd(self.x)
+        c, d = oracle._cd(self.x)
+        self.c, self.d = c, d
+        self.ca, self.da = host_array(c), (None if d is None else host_array(d))
         self.s = oracle.scale
         self.refresh()
+
+    @property
+    def x(self) -> torch.Tensor:
+        return self._x
+
+    @x.setter
+    def x(self, value: torch.Tensor) -> None:
+        self._x = value
+        self.xa = host_array(value)
+
+    @property
+    def on_host(self) -> bool:
+        """True when the arrays are NumPy views (CPU tensors)."""
+        return isinstance(self.xa, np.ndarray)
 
     def refresh(self) -> None:
         """Recompute ``Y`` and ``f`` from scratch (drift control)."""
         self.y = self.c @ self.x
-        self._value = self.s * (self.x * self._times_d(self.y)).sum()
+        self.ya = host_array(self.y)
+        self._f = self.s * float((self.xa * self._times_d(self.ya)).sum())
 
     def _times_d(self, a):
-        return a if self.d is None else a @ self.d
+        return a if self.da is None else a @ self.da
+
+    def _index(self, rows: torch.Tensor):
+        return rows.numpy() if self.on_host else rows
+
+    def _tensor(self, a) -> torch.Tensor:
+        return torch.from_numpy(a) if isinstance(a, np.ndarray) else a
 
     def value(self):
-        return self._value
+        return torch.tensor(self._f, dtype=self.x.dtype, device=self.x.device)
 
     def gradient(self):
         self.gradient_evaluations += 1
         return 2.0 * self.s * self._times_d(self.y)
 
+    def gradient_rows_array(self, rows):
+        """Rows ``rows`` (an index array of the tracker's kind, any shape) of ``∇f = 2s Y D``."""
+        return (2.0 * self.s) * self._times_d(self.ya[rows])
+
     def gradient_rows(self, rows):
-        return 2.0 * self.s * self._times_d(self.y[rows])
+        return self._tensor(self.gradient_rows_array(self._index(rows)))
+
+    def set_rows_array(self, rows, new_rows) -> None:
+        """``X[rows] = new_rows`` on the arrays (rows: distinct, 1-D); updates ``Y`` and ``f``.
+
+        Raises :class:`NonFiniteError` (and leaves X unchanged) if the new cost is not finite.
+        """
+        delta = new_rows - self.xa[rows]
+        # f(X+Δ) − f(X) = s(2⟨Δ, Y[B] D⟩ + ⟨Δ, C_BB Δ D⟩) with Δ supported on rows B
+        c_b = self.ca[rows]
+        dv = 2.0 * float((delta * self._times_d(self.ya[rows])).sum())
+        dv += float((delta * self._times_d(c_b[:, rows] @ delta)).sum())
+        value = self._f + self.s * dv
+        if not math.isfinite(value):  # refuse the change: X stays the last finite point
+            raise NonFiniteError("non-finite cost")
+        self._f = value
+        self.xa[rows] = new_rows
+        self.ya += c_b.T @ delta  # C symmetric: contiguous rows instead of columns
 
     def set_rows(self, rows, new_rows):
         rows = rows.reshape(-1)
         new_rows = new_rows.reshape(rows.numel(), -1)
-        delta = new_rows - self.x[rows]
-        # f(X+Δ) − f(X) = s(2⟨Δ, Y[B] D⟩ + ⟨Δ, C_BB Δ D⟩) with Δ supported on rows B
-        c_bb = self.c[rows][:, rows]
-        dv = 2.0 * (delta * self._times_d(self.y[rows])).sum()
-        dv = dv + (delta * self._times_d(c_bb @ delta)).sum()
-        value = self._value + self.s * dv
-        if not math.isfinite(float(value)):  # refuse the change: X stays the last finite point
-            raise NonFiniteError("non-finite cost")
-        self._value = value
-        self.x[rows] = new_rows
-        self.y += self.c[rows].mT @ delta  # C symmetric: contiguous rows instead of columns
+        self.set_rows_array(self._index(rows), host_array(new_rows.to(self.x.dtype)))
 
     def set_point(self, x, value=None):
         self.x = x.clone()
@@ -262,12 +305,27 @@ class QuadraticTracker(Tracker):
 
     def add_low_rank(self, u, v):
         """``X ← X + U V`` keeping ``Y`` and ``f`` current: ``O(n² r + n r k)``."""
-        cu_v = (self.c @ u) @ v
-        delta = u @ v
-        dv = 2.0 * (delta * self._times_d(self.y)).sum() + (delta * self._times_d(cu_v)).sum()
-        self._value = self._value + self.s * dv
-        self.x = self.x + delta
-        self.y = self.y + cu_v
+        ua, va = host_array(u.to(self.x.dtype)), host_array(v.to(self.x.dtype))
+        cu_v = (self.ca @ ua) @ va
+        delta = ua @ va
+        dv = 2.0 * float((delta * self._times_d(self.ya)).sum())
+        dv += float((delta * self._times_d(cu_v)).sum())
+        self._f += self.s * dv
+        self.x = self._tensor(self.xa + delta)
+        self.y = self._tensor(self.ya + cu_v)
+        self.ya = host_array(self.y)
+
+    def block_curvature_array(self, rows, z, *, psd=True):
+        """:meth:`block_curvature` on the tracker's arrays (rows (K, 2), z (K, 2, k))."""
+        zdz = z @ self._times_d(z).mT
+        c_bb = self.ca[rows[:, :, None], rows[:, None, :]]
+        q = (2.0 * self.s) * _kron2(zdz, c_bb)
+        if not math.isfinite(float(q.sum())):
+            raise NonFiniteError("non-finite block curvature")
+        if psd and not self.oracle.curvature_is_psd:  # indefinite model: keep its PSD part
+            lam, v = (np.linalg.eigh(q) if isinstance(q, np.ndarray) else torch.linalg.eigh(q))
+            q = (v * lam.clip(0.0)[..., None, :]) @ v.mT
+        return q
 
     def block_curvature(self, rows, z, *, psd=True):
         """``2s (Z D Zᵀ) ⊗ C_BB`` per block; rows: (K, 2), z: (K, 2, k) → (K, 4, 4).
@@ -275,13 +333,13 @@ class QuadraticTracker(Tracker):
         ``psd=True`` (default) returns its PSD part (JOBCD's majoriser); ``psd=False`` the exact,
         possibly indefinite or negative semidefinite ``Q̲`` (OBCD's exact subproblem).
         """
-        zdz = z @ self._times_d(z).mT if self.d is not None else z @ z.mT
-        c_bb = self.c[rows[:, :, None], rows[:, None, :]]
-        q = _finite(2.0 * self.s * _kron2(zdz, c_bb), "block curvature")
-        if psd and not self.oracle.curvature_is_psd:  # indefinite model: keep its PSD part
-            lam, v = torch.linalg.eigh(q)
-            q = (v * lam.clamp_min(0)[..., None, :]) @ v.mT
-        return q
+        return self._tensor(self.block_curvature_array(self._index(rows),
+                                                       host_array(z.to(self.x.dtype)), psd=psd))
+
+
+def host_array(t: torch.Tensor):
+    """A NumPy view of a CPU tensor (shared memory); other tensors unchanged."""
+    return t.detach().numpy() if t.device.type == "cpu" else t
 
 
 def _kron2(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
