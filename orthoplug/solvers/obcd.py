@@ -32,7 +32,7 @@ objective never increases (α > 0, default 1e-5 as in the paper).
   ``O(n r)`` + ``O(r log r)`` for the subproblem, versus ``O(n² r)`` for a full gradient. A
   Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
 
-After each update, entries of the new rows with modulus ``< 1e-12`` are set to 0 (for h ≠ 0): the
+After each update, entries of the new rows with modulus ``< 1e-14`` are set to 0 (for h ≠ 0): the
 subproblem solver merges knots at that size and a negative residue would make ``V = I``
 infeasible for the nonnegativity indicator.
 
@@ -61,7 +61,7 @@ from .oracle import NonFiniteError, Tracker, host_array
 
 __all__ = ["OBCD", "safe_sigma", "local_block_solve"]
 
-_SNAP = 1e-12
+_SNAP = 1e-14
 _PAIR_BATCH = 1024  # random pairs drawn per generator call
 
 
@@ -81,7 +81,7 @@ def safe_sigma(oracle) -> float | None:
 
 
 def _snap(u):
-    """Set entries of modulus ``< 1e-12`` to 0, in place (a NumPy array or a torch tensor)."""
+    """Set entries of modulus ``< 1e-14`` to 0, in place (a NumPy array or a torch tensor)."""
     u[abs(u) < _SNAP] = 0.0
     return u
 
