@@ -17,7 +17,12 @@ from orthoplug.adapters import pymanopt as pm
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD, random_matching
-from orthoplug.solvers.oracle import FiniteSumOracle, FunctionOracle, QuadraticOracle
+from orthoplug.solvers.oracle import (
+    FiniteSumOracle,
+    FunctionOracle,
+    NonFiniteError,
+    QuadraticOracle,
+)
 
 
 def _unsorted(n, seed=0):
@@ -155,6 +160,39 @@ def test_fast_path_tracks_exact_cost_and_gradient():
     assert abs(res.cost - float(oracle.value(x))) <= 1e-10 * abs(res.cost)
     tracker = oracle.track(x)
     torch.testing.assert_close(tracker.gradient(), oracle.gradient(x))
+
+
+@pytest.mark.parametrize("scale", [0.7, -1.3])
+def test_tracker_pair_model_and_row_updates_match_direct_formulas(scale):
+    """QuadraticTracker's one-pair fast path (GS-JOBCD, OBCD): ``pair_model_array`` against
+    ``np.kron`` (PSD part for ``psd=True`` when indefinite), and ``set_rows_array`` (in-place BLAS
+    update of Y) keeping ``Y = CX`` and f exact; a non-finite change is refused, nothing moves."""
+    rng = np.random.default_rng(0)
+    n, k = 9, 4
+    a = rng.standard_normal((n, n))
+    c, d = a + a.T, make_spd(k, seed=2)  # C indefinite
+    oracle = QuadraticOracle(torch.from_numpy(c), torch.from_numpy(d), scale=scale)
+    tracker = oracle.track(torch.from_numpy(rng.standard_normal((n, k))))
+    assert tracker._gemm is not None  # the in-place BLAS update is the one under test
+    for _ in range(50):
+        rows = rng.choice(n, 2, replace=False)
+        x = tracker.xa.copy()
+        for psd in (True, False):
+            z, m, q = tracker.pair_model_array(rows, 0.25, psd=psd)
+            exact = 2 * scale * np.kron(z @ d @ z.T, c[np.ix_(rows, rows)])
+            if psd:
+                lam, v = np.linalg.eigh(exact)
+                exact = (v * lam.clip(0.0)) @ v.T
+            np.testing.assert_allclose(q, exact + 0.25 * np.eye(4), rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(m, 2 * scale * (c @ x @ d)[rows] @ z.T, rtol=1e-12)
+        tracker.set_rows_array(rows, z + 0.1 * rng.standard_normal(z.shape))
+        x = tracker.xa
+        np.testing.assert_allclose(tracker.ya, c @ x, rtol=1e-12, atol=1e-12)
+        assert float(tracker.value()) == pytest.approx(scale * np.sum(x * (c @ x @ d)), rel=1e-12)
+    x, y = tracker.xa.copy(), tracker.ya.copy()
+    with pytest.raises(NonFiniteError):
+        tracker.set_rows_array(np.array([1, 4]), np.full((2, k), np.inf))
+    assert np.array_equal(tracker.xa, x) and np.array_equal(tracker.ya, y)
 
 
 def test_generic_oracle_with_backtracking_never_increases_cost():

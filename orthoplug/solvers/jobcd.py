@@ -25,15 +25,17 @@ plus the proximal term ``θ/2 ‖W‖²`` (``θ > 0`` makes the subproblem coerc
 from __future__ import annotations
 
 import math
+from functools import partial
 
+import numpy as np
 import torch
 
 from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 
 from .base import IterativeSolver, ScalarCurvature
-from .oracle import FiniteSumOracle, NonFiniteError
+from .oracle import FiniteSumOracle, NonFiniteError, host_array
 
-__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "random_matching"]
+__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "random_matching", "random_pairs"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
 #: GS-JOBCD draws its random pairs this many at a time (one generator call per batch).
@@ -63,6 +65,14 @@ def random_matching(n: int, generator: torch.Generator, device=None,
         perm = keys.argsort(dim=-1)
     m = n // 2 if pairs is None else min(pairs, n // 2)
     return perm[..., : 2 * m].reshape(*batch, m, 2).to(device)
+
+
+def random_pairs(n: int, count: int, generator: torch.Generator, device=None) -> torch.Tensor:
+    """``count`` independent uniformly random pairs ``(i, j)``, ``i ≠ j``, of ``range(n)``:
+    (count, 2), drawn on the generator's device (two ``randint`` calls), returned on ``device``."""
+    i = torch.randint(n, (count,), generator=generator, device=generator.device)
+    j = torch.randint(n - 1, (count,), generator=generator, device=generator.device)
+    return torch.stack((i, j + (j >= i)), 1).to(device)
 
 
 def _model_change(v: torch.Tensor, m: torch.Tensor, z: torch.Tensor, sigma: float) -> float:
@@ -214,6 +224,17 @@ class GSJOBCD(_JOBCDBase):
             raise ValueError("JOBCD needs n >= 2 rows")
         self.exact = self.curvature == "exact" and tracker.block_curvature(
             torch.zeros(1, 2, dtype=torch.long), tracker.x[:2][None]) is not None
+        if self.exact:
+            # the exact pair step on the tracker's arrays (NumPy views on the CPU, see
+            # QuadraticTracker), else on its tensors
+            if hasattr(tracker, "pair_model_array"):
+                self._pair_model = partial(tracker.pair_model_array, prox=self.theta)
+                self._set_pair, like = tracker.set_rows_array, tracker.xa
+            else:
+                self._pair_model = partial(self._tensor_pair_model, tracker)
+                self._set_pair, like = partial(self._set_tensor_pair, tracker), tracker.x
+            self._v_array = (partial(np.array, dtype=like.dtype) if isinstance(like, np.ndarray)
+                             else partial(torch.tensor, dtype=like.dtype, device=like.device))
         self.jlist = self.jvec.tolist()
         self.count = 0
         if self.pairs == "cyclic":
@@ -223,45 +244,39 @@ class GSJOBCD(_JOBCDBase):
             self._cursor = 0
 
     def _set_pairs(self, pairs: torch.Tensor) -> None:
-        """Queue the pairs (m, 2) to use next: as (1, 2) index views and as Python ints."""
-        self._pair_rows = pairs.view(-1, 1, 2)
+        """Queue the pairs (m, 2) to use next: as index rows (NumPy on the CPU) and Python ints."""
+        self._pair_rows = host_array(pairs.contiguous())
         self._pair_list = pairs.tolist()
         self._cursor = 0
 
-    def _next_pair(self, tracker, generator) -> tuple[torch.Tensor, int, int]:
+    def _next_pair(self, tracker, generator):
         """The next pair: random ones are drawn :data:`PAIR_BATCH` at a time (uniform, with
         replacement, i ≠ j; deterministic given the seed), cyclic ones repeat the list."""
         if self._cursor == len(self._pair_list):
             if self.pairs == "cyclic":
                 self._cursor = 0
             else:
-                n = tracker.x.shape[-2]
-                i = torch.randint(n, (PAIR_BATCH,), generator=generator, device=generator.device)
-                j = torch.randint(n - 1, (PAIR_BATCH,), generator=generator,
-                                  device=generator.device)
-                self._set_pairs(torch.stack((i, j + (j >= i)), 1).to(tracker.x.device))
+                self._set_pairs(random_pairs(tracker.x.shape[-2], PAIR_BATCH, generator,
+                                             tracker.x.device))
         k = self._cursor
         self._cursor = k + 1
         i, j = self._pair_list[k]
         return self._pair_rows[k], i, j
 
     def step(self, tracker, geometry, generator):
-        pair, i, j = self._next_pair(tracker, generator)
+        rows, i, j = self._next_pair(tracker, generator)
         self.count += 1
-        g_rows = tracker.gradient_rows(pair)
-        if self.exact:
-            z = tracker.x[pair]  # (1, 2, k)
-            q = tracker.block_curvature(pair, z)
-            v = solve_pair([self.jlist[i], self.jlist[j]], (g_rows @ z.mT)[0].tolist(),
-                           qd=_with_theta(q[0].tolist(), self.theta))
+        if self.exact:  # the fast path's hot loop
+            z, m, qd = self._pair_model(rows)
+            v = solve_pair([self.jlist[i], self.jlist[j]], m.tolist(), qd=qd.tolist())
             if v != _EYE2:  # V = I (a block already at its optimum) changes nothing
-                new = torch.tensor(v, dtype=z.dtype, device=z.device) @ z[0]
-                if not bool(torch.isfinite(new).all()):
-                    raise NonFiniteError("non-finite block update")
-                tracker.set_rows(pair[0], new)
+                # a non-finite V Z raises NonFiniteError: X stays the last finite point
+                self._set_pair(rows, self._v_array(v) @ z)
             if self.count % self.refresh_every == 0:
                 tracker.refresh()
             return
+        pair = torch.as_tensor(rows)[None]
+        g_rows = tracker.gradient_rows(pair)
 
         def make_step(x):
             z = x[pair]
@@ -275,6 +290,21 @@ class GSJOBCD(_JOBCDBase):
             return x_new, _model_change(v, m, z, self.sigma)
 
         self._step_checked(tracker, make_step)
+
+    def _tensor_pair_model(self, tracker, rows):
+        """``(Z, M, Q̲ + θI₄)`` of one pair for a tracker with the exact curvature but without
+        the array API (``QuadraticTracker.pair_model_array`` on its tensors)."""
+        pair = torch.as_tensor(rows)[None]
+        z = tracker.x[pair]  # (1, 2, k)
+        q = tracker.block_curvature(pair, z)[0]
+        m = tracker.gradient_rows(pair)[0] @ z[0].mT
+        return z[0], m, q + self.theta * torch.eye(4, dtype=q.dtype, device=q.device)
+
+    @staticmethod
+    def _set_tensor_pair(tracker, rows, new):
+        if not bool(torch.isfinite(new).all()):
+            raise NonFiniteError("non-finite block update")
+        tracker.set_rows(torch.as_tensor(rows), new)
 
     def info(self):
         return {**super().info(), "pairs": self.pairs, "curvature": self.curvature}

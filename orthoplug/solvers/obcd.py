@@ -56,7 +56,7 @@ from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.subproblems.o2 import solve_o2, solve_o2_single, solve_polar
 
 from .base import IterativeSolver, ScalarCurvature
-from .jobcd import _spectral_sq, random_matching
+from .jobcd import _spectral_sq, random_matching, random_pairs
 from .oracle import NonFiniteError, Tracker, host_array
 
 __all__ = ["OBCD", "safe_sigma", "local_block_solve"]
@@ -227,12 +227,10 @@ class OBCD(ScalarCurvature, IterativeSolver):
         self.eye2 = torch.eye(2, dtype=self.dtype, device=self.dev)
         self.eyek = torch.eye(self.k, dtype=self.dtype, device=self.dev)
         # exact pair steps on the tracker's arrays (NumPy views on the CPU, see QuadraticTracker)
-        self.arrays = self.exact and hasattr(tracker, "block_curvature_array")
+        self.arrays = self.exact and hasattr(tracker, "pair_model_array")
         if self.arrays:
-            eye4 = torch.eye(4, dtype=self.dtype, device=self.dev)
-            self.alpha_eye4 = host_array(self.alpha * eye4)
             self.vec_eye2 = host_array(self.eye2.reshape(4))
-            on_host = isinstance(self.alpha_eye4, np.ndarray)
+            on_host = isinstance(self.vec_eye2, np.ndarray)
             self.solve_pair = solve_o2_single if on_host else solve_o2
         self.count = 0
         self.pairs, self.pair_pos = None, 0
@@ -247,10 +245,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         or uniform random pairs drawn ``_PAIR_BATCH`` at a time."""
         if self.working_set == "random":
             if self.pairs is None or self.pair_pos == self.pairs.shape[0]:
-                shape = (_PAIR_BATCH,)
-                i = torch.randint(n, shape, generator=generator, device=generator.device)
-                j = torch.randint(n - 1, shape, generator=generator, device=generator.device)
-                self.pairs = host_array(torch.stack([i, j + (j >= i)], 1).to(self.dev))
+                self.pairs = host_array(random_pairs(n, _PAIR_BATCH, generator, self.dev))
                 self.pair_pos = 0
             self.pair_pos += 1
             return self.pairs[self.pair_pos - 1]
@@ -291,11 +286,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
 
     def _exact_pair_step(self, tracker, generator):
         """k = 2 with the exact curvature, on the tracker's arrays (the fast path's hot loop)."""
-        xa = tracker.xa
-        rows = self._pair(xa.shape[0], generator)
-        z = xa[rows]
-        g = tracker.gradient_rows_array(rows) @ z.T
-        qt = tracker.block_curvature_array(rows[None], z[None], psd=False)[0] + self.alpha_eye4
+        rows = self._pair(tracker.xa.shape[0], generator)
+        z, g, qt = tracker.pair_model_array(rows, self.alpha, psd=False)
         p = g - (qt @ self.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
         new = self.solve_pair(p, z, self.h, Qt=qt) @ z
         tracker.set_rows_array(rows, self._checked(new))
