@@ -108,6 +108,9 @@ def markdown_tables(records: list[dict]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+_LEGEND_WIDTH = 2.2  # inches reserved for the legend of a convergence plot
+
+
 def plot_experiments(records: list[dict], out_dir: str | Path) -> list[Path]:
     """One PNG per experiment, one panel per dataset: certified gap (log) or objective vs
     time, one curve per solver (seed with the median final objective)."""
@@ -121,7 +124,8 @@ def plot_experiments(records: list[dict], out_dir: str | Path) -> list[Path]:
     paths = []
     for exp, datasets in _group(best_runs(records)).items():
         k = len(datasets)
-        fig, axes = plt.subplots(1, k, figsize=(4.2 * k, 3.4), squeeze=False)
+        width = 4.2 * k + _LEGEND_WIDTH  # inches; the legend gets its own column on the right
+        fig, axes = plt.subplots(1, k, figsize=(width, 3.4), squeeze=False)
         for ax, (dataset, solvers) in zip(axes[0], datasets.items(), strict=True):
             gap_mode = False
             for solver, rs in solvers.items():
@@ -151,7 +155,7 @@ def plot_experiments(records: list[dict], out_dir: str | Path) -> list[Path]:
         if handles:
             fig.legend(handles, labels, loc="center right", fontsize=7, frameon=False)
         fig.suptitle(exp, fontsize=10)
-        fig.tight_layout(rect=(0, 0, 0.84, 1))
+        fig.tight_layout(rect=(0, 0, 1 - _LEGEND_WIDTH / width, 1))
         path = out_dir / f"{exp}.png"
         fig.savefig(path, dpi=80)
         plt.close(fig)
