@@ -15,8 +15,10 @@ Chen et al. for the Zou–Hastie–Tibshirani formulation with ``λ₂ = ∞``: 
 formulation; its loadings are mapped to St(n, r) by the polar factor and scored with our F).
 
 Reported: final F, nonzeros/column, iterations, iterations/s, and the time OBCD needed to reach
-the best competitor's final F (``-`` if it did not). The fast-path figure compares OBCD's
-iteration rate with the rate of full-gradient steps (RSubGrad) at the same n.
+the best competitor's final F (``-`` if it did not). The fast-path figure divides OBCD's
+iteration rate by that of ``OBCD-full-gradient``: the same sequential OBCD from the same start
+on a generic oracle that recomputes ``∇f = −2CX`` every step (no ``CX`` cache, so scalar
+curvature ``σ = L``), i.e. what a pair step costs without the fast path.
 
     python benchmarks/obcd_spca.py --quick            # ~1 min
     python benchmarks/obcd_spca.py --time 20 --out obcd_spca.json
@@ -37,6 +39,7 @@ from orthoplug.bench.suites.obcd import sparsepca_loadings, spca_datasets, spca_
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
+from orthoplug.solvers.oracle import FunctionOracle
 
 
 def _trace(res):
@@ -61,6 +64,10 @@ def one(name, a, kind, r, budget, seed=0):
     runs = {}
     stop = dict(max_time=budget, max_iterations=10**9)
     runs["OBCD"] = OBCD(prob.h, seed=seed, eval_every=200, **stop).run(prob.oracle, x_id, geo)
+    full = FunctionOracle(prob.oracle.value, prob.oracle.gradient,
+                          lipschitz=prob.oracle.lipschitz)
+    runs["OBCD-full-gradient"] = OBCD(prob.h, seed=seed, eval_every=200, **stop).run(
+        full, x_id, geo)
     runs["OBCD-Jacobi"] = OBCD(prob.h, working_set="jacobi", seed=seed, eval_every=5,
                                **stop).run(prob.oracle, x_id, geo)
     runs["ManPG"] = ManPG(prob.h, eval_every=1, min_gradient_norm=1e-9, **stop).run(
@@ -106,17 +113,17 @@ def main(argv=None):
             res = one(name, a, kind, min(args.r, a.shape[1]), budget)
             results.append(res)
             print(f"\n{name} n={res['n']} r={res['r']} {kind} lam={res['lam']:.3e}")
-            print(f"  {'method':12s} {'F':>14s} {'nnz/col':>8s} {'iters':>8s} {'it/s':>9s} "
+            print(f"  {'method':18s} {'F':>14s} {'nnz/col':>8s} {'iters':>8s} {'it/s':>9s} "
                   f"{'t->best':>8s}")
             for rw in res["rows"]:
                 ttb = rw.get("time_to_best_competitor")
                 ttb = "-" if ttb is None else f"{ttb:.2f}"
-                print(f"  {rw['method']:12s} {rw['cost']:14.8f} {rw['nnz_per_col']:8.1f} "
+                print(f"  {rw['method']:18s} {rw['cost']:14.8f} {rw['nnz_per_col']:8.1f} "
                       f"{rw['iterations']:8d} {rw['rate']:9.1f} {ttb:>8s}")
             by = {rw["method"]: rw for rw in res["rows"]}
-            if "RSubGrad" in by:
-                print(f"  fast path: OBCD it/s ÷ full-gradient (RSubGrad) it/s = "
-                      f"{by['OBCD']['rate'] / by['RSubGrad']['rate']:.2f}")
+            res["fast_path_ratio"] = by["OBCD"]["rate"] / by["OBCD-full-gradient"]["rate"]
+            print(f"  fast path: OBCD it/s ÷ OBCD-full-gradient it/s = "
+                  f"{res['fast_path_ratio']:.2f}")
             if by["ManPG"]["time"] > 0:
                 ttb = by["OBCD"].get("time_to_best_competitor")
                 if ttb is not None:
