@@ -53,7 +53,7 @@ import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.subproblems.o2 import solve_o2, solve_o2_single, solve_polar
+from orthoplug.subproblems.o2 import SNAP, solve_o2, solve_o2_single, solve_polar
 
 from .base import IterativeSolver, ScalarCurvature
 from .jobcd import _spectral_sq, random_matching, random_pairs
@@ -61,7 +61,6 @@ from .oracle import NonFiniteError, Tracker, host_array
 
 __all__ = ["OBCD", "safe_sigma", "local_block_solve"]
 
-_SNAP = 1e-14
 _PAIR_BATCH = 1024  # random pairs drawn per generator call
 
 
@@ -81,8 +80,9 @@ def safe_sigma(oracle) -> float | None:
 
 
 def _snap(u):
-    """Set entries of modulus ``< 1e-14`` to 0, in place (a NumPy array or a torch tensor)."""
-    u[abs(u) < _SNAP] = 0.0
+    """Set entries of modulus ``< SNAP`` (the O(2) search's tolerance, 1e-14) to 0, in place
+    (a NumPy array or a torch tensor)."""
+    u[abs(u) < SNAP] = 0.0
     return u
 
 

@@ -337,7 +337,7 @@ class QuadraticTracker(Tracker):
     def block_curvature_array(self, rows, z, *, psd=True):
         """:meth:`block_curvature` on the tracker's arrays: rows (..., 2), z (..., 2, k) →
         (..., 4, 4) (no leading dimensions for one pair)."""
-        zdz = z @ self._times_d(z).mT
+        zdz = z @ self._times_d(z).swapaxes(-1, -2)  # (NumPy < 2 has no .mT)
         c_bb = self.ca[rows[..., :, None], rows[..., None, :]]
         q = _kron2((2.0 * self.s) * zdz, c_bb)
         if not math.isfinite(float(q.sum())):
@@ -350,7 +350,7 @@ class QuadraticTracker(Tracker):
         if self.oracle.curvature_is_psd:
             return q
         lam, v = (np.linalg.eigh(q) if isinstance(q, np.ndarray) else torch.linalg.eigh(q))
-        return (v * lam.clip(0.0)[..., None, :]) @ v.mT
+        return (v * lam.clip(0.0)[..., None, :]) @ v.swapaxes(-1, -2)
 
     def pair_model_array(self, rows, prox: float, *, psd: bool = True):
         """The exact model of a step on ONE row pair, on the arrays: ``(Z, M, Q)``.

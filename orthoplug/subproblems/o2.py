@@ -83,7 +83,9 @@ __all__ = ["solve_o2", "solve_o2_single", "o2_objective", "solve_polar"]
 _TWO_PI = 2.0 * math.pi
 _TIE = 1e-14  # knots closer than this (rad) form one group
 _ZERO_REL = 1e-14  # rho_i <= _ZERO_REL * max(1, max rho) -> coordinate identically 0
-_SNAP = 1e-14  # |(V Z)_ij| <= _SNAP * max(1, max rho) counts as 0 when re-evaluating
+#: |(V Z)_ij| <= SNAP * max(1, max rho) counts as 0 when re-evaluating; callers (OBCD) set such
+#: entries of the updated rows to exactly 0
+SNAP = 1e-14
 _PREFER_I = 1e-14  # relative tie tolerance in favour of V = I
 _LINEAR_ONLY = 1e-14  # R2 <= _LINEAR_ONLY * rho_ab: quadratic part treated as constant
 _PRUNE_SLACK = 1e-10  # arcs are pruned only if their lower bound exceeds ub + slack*max(1,|ub|)
@@ -662,7 +664,7 @@ def _finish(P, Z, h, Qt, s, val, ang, KI, tab):
     t = tb[np.arange(K), fam]
     V = _rotation(1.0 - 2.0 * fam, t)
     found = np.isfinite(best.min(1))
-    Kv = _objective_np(V, P, Z, h, Qt, s, 0.0 if tab.continuous else _SNAP)
+    Kv = _objective_np(V, P, Z, h, Qt, s, 0.0 if tab.continuous else SNAP)
     with np.errstate(invalid="ignore"):
         ref = np.where(np.isfinite(Kv), np.abs(Kv), np.abs(KI))
         use_I = ~found | ((KI <= Kv + _PREFER_I * np.maximum(ref, 1.0)) & np.isfinite(KI))
