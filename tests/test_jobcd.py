@@ -191,6 +191,9 @@ def test_tracker_pair_model_and_row_updates_match_direct_formulas(scale):
         x = tracker.xa
         np.testing.assert_allclose(tracker.ya, c @ x, rtol=1e-12, atol=1e-12)
         assert float(tracker.value()) == pytest.approx(scale * np.sum(x * (c @ x @ d)), rel=1e-12)
+    grad = tracker.gradient()  # a tensor (no NumPy round trip), = 2s·C X D
+    assert isinstance(grad, torch.Tensor)
+    torch.testing.assert_close(grad, torch.from_numpy(2 * scale * c @ tracker.xa @ d))
     x, y = tracker.xa.copy(), tracker.ya.copy()
     with pytest.raises(NonFiniteError):
         tracker.set_rows_array(np.array([1, 4]), np.full((2, k), np.inf))

@@ -285,7 +285,7 @@ class QuadraticTracker(Tracker):
 
     def gradient(self):
         self.gradient_evaluations += 1
-        return 2.0 * self.s * self._times_d(self.y)
+        return self._tensor((2.0 * self.s) * self._times_d(self.ya))
 
     def gradient_rows_array(self, rows):
         """Rows ``rows`` (an index array of the tracker's kind, any shape) of ``∇f = 2s Y D``."""
