@@ -146,3 +146,36 @@ def test_orthonet_records_accuracy(quick_instances):
     assert rec.status == "ok" and rec.feasible
     assert rec.objective == pytest.approx(1 - rec.metrics["accuracy"])
     assert 0.5 < rec.metrics["accuracy"] <= 1.0
+
+
+def test_rsdm_stiefel_speedup_marks_censored_sides(monkeypatch):
+    """benchmarks/rsdm_stiefel.py: fastest other ÷ best RSDM, a bound where a side was capped."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "rsdm_stiefel.py"
+    spec = importlib.util.spec_from_file_location("rsdm_stiefel_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look themselves up
+    spec.loader.exec_module(module)
+
+    def run(method, time, cap=100.0):
+        return {"method": method, "time": time, "cap": cap}
+
+    def ratio(*runs):
+        return module.speedup(list(runs), lambda o: o["time"])
+
+    # both reached: the fastest other (20 s; SD, capped at 40 s, is slower) over RSDM's 8 s
+    assert ratio(run("RSDM-P", 8.0), run("RSDM-O", 12.0), run("CG", 20.0),
+                 run("SD", None, cap=40.0)) == (2.5, "=")
+    # only RSDM reached: every other time is above its cap, the smallest cap bounds from below
+    assert ratio(run("RSDM-P", 10.0), run("CG", None, cap=50.0),
+                 run("SD", None, cap=30.0)) == (3.0, ">")
+    # only another method reached: RSDM's time exceeds its cap, an upper bound
+    assert ratio(run("RSDM-P", None, cap=80.0), run("CG", 60.0)) == (0.75, "<")
+    # nobody reached, or a side has no runs: no ratio
+    assert ratio(run("RSDM-P", None), run("CG", None)) is None
+    assert ratio(run("RSDM-P", 1.0)) is None
+    # a method capped before the fastest reached time could still be faster: a lower bound
+    assert ratio(run("RSDM-P", 10.0), run("CG", 60.0), run("SD", None, cap=20.0)) == (2.0, ">")
