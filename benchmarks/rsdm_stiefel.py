@@ -348,7 +348,7 @@ def speedup(results: list[dict], time_of) -> tuple[float, str] | None:
 
 
 def summarize(entry: dict, target: float) -> None:
-    """Print the time table and the speedups (target and every decade) into ``entry``."""
+    """Print the time table; store the speedups (at the target and every decade) in ``entry``."""
     results = entry["results"]
     at_target = speedup(results, lambda o: o["time"])
     if at_target is not None:
