@@ -168,7 +168,8 @@ def test_fast_path_tracks_exact_cost_and_gradient():
 def test_tracker_pair_model_and_row_updates_match_direct_formulas(scale):
     """QuadraticTracker's one-pair fast path (GS-JOBCD, OBCD): ``pair_model_array`` against
     ``np.kron`` (PSD part for ``psd=True`` when indefinite), and ``set_rows_array`` (in-place BLAS
-    update of Y) keeping ``Y = CX`` and f exact; a non-finite change is refused, nothing moves."""
+    update of Y) keeping ``Y = CX`` and f exact; a non-finite change is refused, nothing moves;
+    a finite change with an overflowing cost is refused, Y and f restored."""
     rng = np.random.default_rng(0)
     n, k = 9, 4
     a = rng.standard_normal((n, n))
@@ -195,9 +196,16 @@ def test_tracker_pair_model_and_row_updates_match_direct_formulas(scale):
     assert isinstance(grad, torch.Tensor)
     torch.testing.assert_close(grad, torch.from_numpy(2 * scale * c @ tracker.xa @ d))
     x, y = tracker.xa.copy(), tracker.ya.copy()
+    f = float(tracker.value())
     with pytest.raises(NonFiniteError):
         tracker.set_rows_array(np.array([1, 4]), np.full((2, k), np.inf))
     assert np.array_equal(tracker.xa, x) and np.array_equal(tracker.ya, y)
+    # a finite change whose cost overflows (|Δ|² ≈ 1e400) is seen after Y moved: Y and f restored
+    with pytest.raises(NonFiniteError):
+        tracker.set_rows_array(np.array([1, 4]), np.full((2, k), 1e200))
+    assert np.array_equal(tracker.xa, x)
+    np.testing.assert_allclose(tracker.ya, y, rtol=1e-12, atol=1e-12)
+    assert float(tracker.value()) == pytest.approx(f, rel=1e-12)
 
 
 def test_generic_oracle_with_backtracking_never_increases_cost():

@@ -297,22 +297,28 @@ class QuadraticTracker(Tracker):
     def set_rows_array(self, rows, new_rows) -> None:
         """``X[rows] = new_rows`` on the arrays (rows: distinct, 1-D); updates ``Y`` and ``f``.
 
-        Raises :class:`NonFiniteError` (and leaves X unchanged) if the new cost is not finite.
+        Raises :class:`NonFiniteError` (and leaves X unchanged) if the change or the new cost is
+        not finite: a non-finite change is refused before anything is written; a cost that
+        overflows only after ``Y`` was updated restores ``Y`` and f by :meth:`refresh`.
         """
         delta = new_rows - _take(self.xa, rows)
-        # f(X+Δ) − f(X) = s⟨Δ, (2 Y[B] + C_BB Δ) D⟩ with Δ supported on rows B
-        c_b = _take(self.ca, rows)
-        value = self._f + self.s * _dot(delta, self._times_d(2.0 * _take(self.ya, rows)
-                                                              + _take(c_b, rows, 1) @ delta))
-        if not math.isfinite(value):  # refuse the change: X stays the last finite point
-            raise NonFiniteError("non-finite cost")
-        self._f = value
-        self.xa[rows] = new_rows
+        if not math.isfinite(float(delta.sum())):
+            raise NonFiniteError("non-finite row update")
+        y_old = _take(self.ya, rows)
         # C symmetric: Y += C[:, B] Δ = C[B]ᵀ Δ (contiguous rows instead of columns)
+        c_b = _take(self.ca, rows)
         if self._gemm is not None:  # Yᵀ += Δᵀ C[B] in place (NumPy's matmul + add: 2-3× slower)
             self._gemm(1.0, delta.T, c_b.T, 1.0, self.ya.T, trans_b=1, overwrite_c=1)
         else:
             self.ya += c_b.T @ delta
+        # f(X+Δ) − f(X) = s⟨Δ, (2 Y[B] + C_BB Δ) D⟩ = s⟨Δ, (Y[B] + Y⁺[B]) D⟩ for Δ on rows B
+        # (Y⁺[B] = Y[B] + C_BB Δ: read back, not recomputed — O(k²p) saved)
+        value = self._f + self.s * _dot(delta, self._times_d(y_old + _take(self.ya, rows)))
+        if not math.isfinite(value):  # refuse the change: X stays the last finite point
+            self.refresh()
+            raise NonFiniteError("non-finite cost")
+        self._f = value
+        self.xa[rows] = new_rows
 
     def set_rows(self, rows, new_rows):
         rows = rows.reshape(-1)
