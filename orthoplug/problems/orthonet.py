@@ -70,7 +70,8 @@ def stiefel_violation(model: torch.nn.Module) -> float:
     """``max_W ‖WᵀW − I‖_F`` over the model's Stiefel parameters (0 if there are none)."""
     with torch.no_grad():
         return max((float(torch.linalg.matrix_norm(
-            w.mT @ w - torch.eye(w.shape[-1], dtype=w.dtype))) for w in stiefel_parameters(model)),
+            w.mT @ w - torch.eye(w.shape[-1], dtype=w.dtype, device=w.device)))
+            for w in stiefel_parameters(model)),
             default=0.0)
 
 

@@ -378,7 +378,7 @@ class VRJJOBCD(_JOBCDBase):
         self.oracle_n = oracle.num_components
         x = tracker.x
         if self.iteration > 0:
-            u = float(torch.rand((), generator=generator))
+            u = float(torch.rand((), generator=generator, device=generator.device))
             if u < self.p_eff:
                 idx = self._sample(self.b_eff, generator, x.device)
                 self.g_est = oracle.component_gradient(x, idx)

@@ -153,13 +153,15 @@ class FiniteSumOracle(Oracle):
         return torch.arange(self.num_components, device=x.device)
 
     def value(self, x):
-        return _finite(torch.as_tensor(self._cv(x, self._all(x)), dtype=x.dtype), "cost")
+        return _finite(torch.as_tensor(self._cv(x, self._all(x)), dtype=x.dtype,
+                                       device=x.device), "cost")
 
     def gradient(self, x):
         return self.component_gradient(x, self._all(x))
 
     def component_gradient(self, x, idx):
-        return _finite(torch.as_tensor(self._cg(x, idx), dtype=x.dtype), "gradient")
+        return _finite(torch.as_tensor(self._cg(x, idx), dtype=x.dtype, device=x.device),
+                       "gradient")
 
 
 class Tracker:

@@ -532,7 +532,8 @@ class RSSM(SubgradientSolver):
         pairs = self._pair_list
         if pairs is None or len(pairs) != ell * (ell - 1) // 2:
             pairs = self._pair_list = [(i, j) for i in range(ell) for j in range(i + 1, ell)]
-        return pairs[int(torch.randint(len(pairs), (1,), generator=generator))]
+        return pairs[int(torch.randint(len(pairs), (1,), generator=generator,
+                                        device=generator.device))]
 
     def update(self, tracker, geometry, generator):
         x = tracker.x
