@@ -223,7 +223,8 @@ class GSJOBCD(_JOBCDBase):
         if n < 2:
             raise ValueError("JOBCD needs n >= 2 rows")
         self.exact = self.curvature == "exact" and tracker.block_curvature(
-            torch.zeros(1, 2, dtype=torch.long), tracker.x[:2][None]) is not None
+            torch.zeros(1, 2, dtype=torch.long, device=tracker.x.device),
+            tracker.x[:2][None]) is not None
         if self.exact:
             # the exact pair step on the tracker's arrays (NumPy views on the CPU, see
             # QuadraticTracker), else on its tensors
