@@ -123,10 +123,11 @@ class VRJJOBCD(_JOBCDOptimizer):
     """VR-J-JOBCD (PAGE estimator) for a loss ``(1/N) Σ_i f_i``.
 
     ``step(closure)`` calls ``closure(indices)`` — it must zero the gradients, compute the mean
-    loss over the components ``indices`` (a LongTensor), call ``backward()`` and return it — at
-    the current point, and, for the variance-reduced update, also at the previous point (the
-    optimizer swaps the parameters in and out). ``sigma`` (≥ the Lipschitz constant) is required.
-    The number of component gradients used is kept in ``component_gradients``.
+    loss over the components ``indices`` (a CPU LongTensor; it indexes CUDA data too), call
+    ``backward()`` and return it — at the current point, and, for the variance-reduced update,
+    also at the previous point (the optimizer swaps the parameters in and out). ``sigma``
+    (≥ the Lipschitz constant) is required. The number of component gradients used is kept in
+    ``component_gradients``.
     """
 
     def __init__(self, params, *, num_components: int, sigma: float, theta: float = 1e-6,

@@ -28,7 +28,8 @@ are rejected. ``stabilize=k`` replaces each Stiefel parameter by its ``projx`` e
 
 Randomness comes from one ``torch.Generator`` per device, seeded with ``seed`` (random if
 ``None``); its state is part of :meth:`state_dict`, so a restored optimizer continues with the
-same slices.
+same slices (on the same device: a saved state is applied when its device is first used, so a
+checkpoint from a GPU loads on a CPU-only host, whose generator then starts from the seed).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
                         dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
         self._seed = int(torch.randint(2**62, (1,)).item()) if seed is None else int(seed)
         self._generators: dict[str, torch.Generator] = {}
+        self._saved_states: dict[str, torch.Tensor] = {}  # loaded, not yet used
         super().__init__(params, defaults, stabilize=stabilize)
 
     # ---- validation ----------------------------------------------------------------------------
@@ -121,28 +123,40 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
 
     # ---- randomness -------------------------------------------------------------------------
     def _generator(self, device: torch.device) -> torch.Generator:
+        """The slice generator of ``device``: created on first use, from a loaded state if
+        one was saved for that device, else seeded with the optimizer's seed."""
         key = str(device)
         gen = self._generators.get(key)
         if gen is None:
             gen = torch.Generator(device=device)
-            gen.manual_seed(self._seed)
+            saved = self._saved_states.pop(key, None)
+            if saved is None:
+                gen.manual_seed(self._seed)
+            else:  # torch.load(map_location=...) may have moved the bytes: set_state needs CPU
+                gen.set_state(saved.to(device="cpu", dtype=torch.uint8))
             self._generators[key] = gen
         return gen
 
     def state_dict(self):
         out = super().state_dict()
-        out[_STATE_KEY] = {k: g.get_state() for k, g in self._generators.items()}
+        out[_STATE_KEY] = {**self._saved_states,
+                           **{k: g.get_state() for k, g in self._generators.items()}}
         out[_STATE_KEY + "_seed"] = self._seed
         return out
 
     def load_state_dict(self, state_dict):
+        """Restore the groups, the momentum buffers and the per-device slice generators.
+
+        A generator state is applied when its device is first used, so a checkpoint saved on
+        a device this host lacks still loads; parameters moved to another device start that
+        device's generator from the seed (the slice sequence restarts).
+        """
         state_dict = dict(state_dict)
         gens = state_dict.pop(_STATE_KEY, {})
         self._seed = state_dict.pop(_STATE_KEY + "_seed", self._seed)
         super().load_state_dict(state_dict)
         self._generators = {}
-        for key, st in gens.items():
-            self._generator(torch.device(key)).set_state(st)
+        self._saved_states = dict(gens)
 
     # ---- the step -----------------------------------------------------------------------------
     @torch.no_grad()

@@ -374,7 +374,12 @@ class StiefelBlockGeometry:
 
     def random_point(self, batch=(), *, cond=None, dtype=torch.float64, device=None,
                      generator=None) -> torch.Tensor:
-        """``P_M`` of a Gaussian matrix (``cond`` is accepted for interface parity, unused)."""
+        """``P_M`` of a Gaussian matrix (``cond`` is accepted for interface parity, unused).
+
+        ``device`` defaults to the generator's, else to that of the fixed columns.
+        """
+        if device is None:
+            device = generator.device if generator is not None else self.fixed.device
         g = torch.randn(*batch, self.n, self.q, dtype=dtype, device=device, generator=generator)
         xr = self.fixed.to(dtype=dtype, device=device)
         return self.projx(g - xr @ (xr.mT @ g))

@@ -136,7 +136,8 @@ class FiniteSumOracle(Oracle):
 
     Args:
         num_components: N.
-        component_value: ``(X, idx) -> mean of f_i(X) over idx`` (a LongTensor of indices).
+        component_value: ``(X, idx) -> mean of f_i(X) over idx`` (a LongTensor of indices,
+            on X's device).
         component_gradient: ``(X, idx) -> mean of ∇f_i(X) over idx``.
         lipschitz: optional Lipschitz constant of ∇f.
     """

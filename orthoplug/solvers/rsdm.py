@@ -91,8 +91,8 @@ class RowGradientOracle(Oracle):
                        "gradient")
 
     def gradient_rows(self, x, rows):
-        # not checked here: RSDM checks the update these rows produce before writing it
-        return self._rows(x, rows)
+        # not checked for finiteness here: RSDM checks the update these rows produce
+        return torch.as_tensor(self._rows(x, rows), dtype=x.dtype, device=x.device)
 
     def track(self, x):
         return RowGradientTracker(self, x)
@@ -112,7 +112,8 @@ class StochasticOracle(Oracle):
 
     Args:
         sample_gradient: ``(X, batch_size, generator) -> (1/B) Σ_b ∇f(X; ξ_b)`` with fresh
-            samples ξ_b drawn with ``generator``.
+            samples ξ_b drawn with ``generator`` (a ``torch.Generator`` on X's device: draw
+            with ``device=x.device``).
         value, gradient: optional exact (population) ``F`` and ``∇F``, used only to monitor the
             run (cost, gradient norm, ``target_cost``); without them those are reported as NaN.
     """
