@@ -104,6 +104,7 @@ class QuadraticOracle(Oracle):
                 raise ValueError(f"D must be a symmetric square matrix, got {tuple(d.shape)}")
         self.c, self.d, self.scale = c, d, float(scale)
         self.quadratic = self
+        self._cd_key = None  # (device, dtype) of the cached C, D (see _cd)
         lam = torch.linalg.eigvalsh(c)
         lam_d = torch.ones(1) if d is None else torch.linalg.eigvalsh(d)
         self.lipschitz = 2.0 * abs(self.scale) * float(lam.abs().max() * lam_d.abs().max())
@@ -114,8 +115,13 @@ class QuadraticOracle(Oracle):
         )
 
     def _cd(self, x):
-        c = self.c.to(x)
-        return c, (None if self.d is None else self.d.to(x))
+        """``C`` and ``D`` on X's device and dtype (the last conversion is kept: a CPU ``C``
+        is copied to the GPU once, not at every call)."""
+        key = (x.device, x.dtype)
+        if self._cd_key != key:
+            self._cd_cached = (self.c.to(x), None if self.d is None else self.d.to(x))
+            self._cd_key = key
+        return self._cd_cached
 
     def value(self, x):
         c, d = self._cd(x)
