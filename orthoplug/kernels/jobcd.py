@@ -244,15 +244,13 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
             if gain < best:
                 best, bi, bj = gain, i, j
                 b11, b12, b21, b22 = v11, v12, v21, v22
-                zb[:, :] = z
-                wb[:, :] = w
+                for col in range(k):
+                    zb[0, col], zb[1, col] = z[0, col], z[1, col]
+                    wb[0, col], wb[1, col] = w[0, col], w[1, col]
         if bi < 0 or (b11 == 1.0 and b12 == 0.0 and b21 == 0.0 and b22 == 1.0):
             continue  # V = I (a block already at its optimum) changes nothing
-        if candidates == 1:
-            status, f = _apply(x, y, c, s, f, bi, bj, z, w, has_d, b11, b12, b21, b22, dz, yold)
-        else:
-            status, f = _apply(x, y, c, s, f, bi, bj, zb, wb, has_d, b11, b12, b21, b22, dz,
-                               yold)
+        zz, ww = (z, w) if candidates == 1 else (zb, wb)
+        status, f = _apply(x, y, c, s, f, bi, bj, zz, ww, has_d, b11, b12, b21, b22, dz, yold)
         if status != OK:
             return t, f, status
     return steps, f, OK
