@@ -351,9 +351,10 @@ class GSJOBCD(_JOBCDBase):
 
     def _compiled_steps(self, tracker) -> int:
         """Up to ``step_budget`` iterations in the kernel, stopping at the end of the queued
-        pairs and at the next refresh; returns how many it took."""
+        pairs, at the next refresh and after :data:`PAIR_BATCH` (so the run's clock is read at
+        least that often); returns how many it took."""
         cand = self.candidates
-        steps = min(self.step_budget, (self._npairs - self._cursor) // cand,
+        steps = min(self.step_budget, PAIR_BATCH, (self._npairs - self._cursor) // cand,
                     self.refresh_every - self.count % self.refresh_every)
         done, f, status = gs_pairs(tracker.xa, tracker.ya, tracker.ca, self._d, tracker.s,
                                    tracker._f, self._jarr, self.theta, self._clip,
@@ -392,7 +393,8 @@ class GSJOBCD(_JOBCDBase):
         tracker.set_rows(torch.as_tensor(rows), new)
 
     def info(self):
-        return {**super().info(), "pairs": self.pairs, "curvature": self.curvature}
+        return {**super().info(), "pairs": self.pairs, "curvature": self.curvature,
+                "candidates": self.candidates}
 
 
 class JJOBCD(_JOBCDBase):
