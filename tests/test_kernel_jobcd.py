@@ -299,3 +299,39 @@ def test_feasibility_after_a_million_compiled_pair_steps():
     assert gap > 1e-12  # still moving: the steps are not all V = I
     costs = np.asarray(res.history["cost"])
     assert np.all(np.diff(costs) <= 1e-12 * abs(costs[0]))
+
+
+def test_pairs_the_kernel_cannot_solve_go_to_the_batched_solver(monkeypatch):
+    """``w± ≤ 0`` (a curvature that rounding made indefinite on a hyperbolic form) is left to
+    the batched solver: by the wrapper of the 2×2 kernel, and by GS-JOBCD, which solves such a
+    pair on its per-pair path and goes on with the kernel (same iterates as without it)."""
+    import orthoplug.solvers.jobcd as jobcd_mod
+    from orthoplug.kernels.jobcd import NEEDS_BATCHED_PAIR
+    from orthoplug.subproblems.jorth2 import solve_jorth2x2_single
+
+    q = np.diag([1.0, -3.0, -3.0, 1.0])  # w+ = ½(α+β)ᵀq(α+β) < 0 for eps = (1, 1)
+    p = [[0.3, -0.2], [0.1, 0.4]]
+    v = solve_jorth2x2_single((1, -1), p, Qd=q)
+    vb = solve_jorth2x2(torch.tensor([[1, -1]]), torch.tensor([p], dtype=torch.float64),
+                        Qd=torch.from_numpy(q)[None])[0]
+    assert np.array_equal(np.array(v), vb.numpy())
+
+    c, d, scale, geo, x0 = _case("square-unsorted")
+    oracle = QuadraticOracle(torch.from_numpy(c))
+    plain = GSJOBCD(seed=2, max_iterations=300, eval_every=100).run(oracle, x0, geo)
+    calls = {"n": 0}
+    kernel = jobcd_mod.gs_pairs
+
+    def refusing(x, y, c, d, s, f, jvec, theta, clip, pairs, start, steps, candidates):
+        calls["n"] += 1
+        if calls["n"] in (1, 3):  # stop as if pair `start + 7` needed the batched solver
+            done, f, status = kernel(x, y, c, d, s, f, jvec, theta, clip, pairs, start,
+                                     min(steps, 7), candidates)
+            return done, f, NEEDS_BATCHED_PAIR if status == 0 and done == 7 else status
+        return kernel(x, y, c, d, s, f, jvec, theta, clip, pairs, start, steps, candidates)
+
+    monkeypatch.setattr(jobcd_mod, "gs_pairs", refusing)
+    res = GSJOBCD(seed=2, max_iterations=300, eval_every=100).run(oracle, x0, geo)
+    assert calls["n"] > 3 and res.iterations == 300
+    torch.testing.assert_close(res.point, plain.point, rtol=0, atol=1e-12)
+    assert res.cost == pytest.approx(plain.cost, rel=1e-12)
