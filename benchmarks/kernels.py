@@ -61,6 +61,105 @@ def bandwidth_gbs(rng: np.random.Generator, mib: int = 64) -> float:
 FAMILIES: dict[str, Callable[[argparse.Namespace, np.random.Generator, float], list[dict]]] = {}
 
 
+def _jobcd_step_us(n: int, k: int, seed: int,
+                   rng: np.random.Generator) -> tuple[float, float, int]:
+    """µs per GS-JOBCD pair step at (n, k) (see :func:`jobcd_rows`): compiled and per-pair
+    Python path, and the compiled steps per timed call."""
+    import torch
+
+    from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+    from orthoplug.kernels.jobcd import gs_pairs
+    from orthoplug.solvers.jobcd import GSJOBCD, random_pairs
+    from orthoplug.solvers.oracle import QuadraticOracle
+
+    gen = torch.Generator().manual_seed(seed)
+    a = rng.standard_normal((n, n))
+    c = a @ a.T / n + np.eye(n)
+    geo = JOrthogonalGeometry(n, n // 2) if k == n else \
+        IndefiniteStiefelGeometry(n, k, n // 2, k // 2)
+    tracker = QuadraticOracle(torch.from_numpy(c)).track(geo.random_point(generator=gen))
+    x0, y0, f0 = tracker.xa.copy(), tracker.ya.copy(), tracker._f
+    jvec = np.asarray(geo.j.values, dtype=np.float64)
+    m = int(np.clip(2**21 // (n * k), 64, 4096))
+    pairs = random_pairs(n, 64 * m, gen).numpy()
+    no_d = np.empty((0, 0))
+    state = {"start": 0}
+
+    def reset():
+        np.copyto(tracker.xa, x0)
+        np.copyto(tracker.ya, y0)
+
+    def steps():
+        reset()
+        start = state["start"]
+        state["start"] = (start + m) % (pairs.shape[0] - m)
+        return gs_pairs(tracker.xa, tracker.ya, tracker.ca, no_d, 1.0, f0, jvec, 1e-6, False,
+                        pairs, start, m, 1)
+
+    done, _, status = steps()  # (compiles or loads the kernel)
+    assert done == m and status == 0
+    step_us = (best_us(steps) - best_us(reset)) / m
+    # the per-pair path (one Python step per pair: the path before the kernel, still the one of
+    # other devices and dtypes) on the same problem, same kind of pairs
+    solver = GSJOBCD(seed=seed)
+    solver.setup(tracker, geo, gen)
+    solver.compiled = False
+    m_py = 64
+
+    def py_steps():
+        reset()
+        for _ in range(m_py):
+            solver.step(tracker, geo, gen)
+
+    py_steps()
+    py_us = (best_us(py_steps, repeat=3) - best_us(reset)) / m_py
+    return step_us, py_us, m
+
+
+def jobcd_rows(args: argparse.Namespace, rng: np.random.Generator,
+               bandwidth: float) -> list[dict]:
+    """µs per compiled GS-JOBCD pair step (random pairs, exact curvature) on
+    ``min tr(XᵀCX)`` over O(J) (k = n) and iSt(n, k) (k = n/4), J = diag(I, −I).
+
+    Each timed call resets X and Y = CX to the same random feasible start (its copy time is
+    measured and subtracted) and runs ``m`` steps on fresh random pairs, so every step is a
+    moving step from a non-converged point. Beside it: one ``dger`` of an n×k array, one
+    full-gradient product ``C @ X`` (n×n by n×k, into a preallocated array), and the floor:
+    the bytes a pair step must move — Y read and written once (16nk), two rows of C (16n), two
+    rows of X read and written (32k) — over the measured bandwidth (at sizes whose Y fits in cache
+    the kernel can beat this DRAM floor). Last, the per-pair path (one Python ``step`` per pair,
+    the path before the kernel and still the one of other devices and dtypes) on the same
+    problem, and its time over the kernel's.
+    """
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    rows = []
+    print(f"{'GS-JOBCD':10s} {'n':>5s} {'k':>5s} {'µs/step':>9s} {'dger µs':>9s} "
+          f"{'step/dger':>9s} {'C@X µs':>10s} {'C@X/step':>9s} {'floor µs':>9s} "
+          f"{'step/floor':>10s} {'per-pair µs':>11s} {'speedup':>8s}")
+    for n, k in ((50, 50), (200, 200), (1000, 1000), (200, 50), (1000, 250)):
+        step_us, py_us, m = _jobcd_step_us(n, k, args.seed, rng)
+        threadpool_limits(1)  # (libraries the first call imported too)
+        torch.set_num_threads(1)
+        dger = dger_us(n, k, rng)
+        c, x, out = rng.standard_normal((n, n)), rng.standard_normal((n, k)), np.empty((n, k))
+        grad_us = best_us(lambda c=c, x=x, out=out: np.matmul(c, x, out=out))
+        floor_us = 8 * (2 * n * k + 2 * n + 4 * k) / (bandwidth * 1e3)
+        rows.append({"family": "jobcd", "n": n, "k": k, "step_us": step_us, "dger_us": dger,
+                     "step_per_dger": step_us / dger, "full_gradient_us": grad_us,
+                     "full_gradient_per_step": grad_us / step_us, "floor_us": floor_us,
+                     "step_per_floor": step_us / floor_us, "steps_per_call": m,
+                     "per_pair_path_us": py_us, "speedup_over_per_pair": py_us / step_us})
+        print(f"{'':10s} {n:5d} {k:5d} {step_us:9.2f} {dger:9.2f} {step_us / dger:9.2f} "
+              f"{grad_us:10.1f} {grad_us / step_us:9.1f} {floor_us:9.2f} "
+              f"{step_us / floor_us:10.2f} {py_us:11.2f} {py_us / step_us:8.1f}")
+    return rows
+
+
+FAMILIES["jobcd"] = jobcd_rows
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--family", choices=[*FAMILIES, "all"], default="all")

@@ -100,6 +100,8 @@ class IterativeSolver:
     """
 
     name = "solver"
+    #: iterations one :meth:`step` call may take (set by :meth:`run` before each call)
+    step_budget = 1
 
     def __init__(self, *, stopping: StoppingCriteria | None = None, eval_every: int | None = None,
                  seed: int | None = None, log_verbosity: int = 1, verbosity: int = 0,
@@ -119,8 +121,12 @@ class IterativeSolver:
     def setup(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
         """Prepare per-run state (called once before the first step)."""
 
-    def step(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
-        """One iteration. A long one (e.g. a full sweep) may end early once
+    def step(self, tracker: Tracker, geometry, generator: torch.Generator) -> int | None:
+        """One iteration, or up to ``self.step_budget`` of them (the iterations left before the
+        next evaluation or the budget; set by :meth:`run` before each call). Returns how many it
+        took (``None`` means one), so a compiled loop can take many cheap iterations per call;
+        a :class:`NonFiniteError` it raises may carry ``iterations_done`` (the iterations it
+        completed before the failure). A long iteration (e.g. a full sweep) may end early once
         ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``)."""
         raise NotImplementedError
 
@@ -188,12 +194,14 @@ class IterativeSolver:
             if time.perf_counter() - start >= stop.max_time:
                 reason = f"max time ({stop.max_time:g} s) reached"
                 break
+            self.step_budget = min(every - iteration % every, stop.max_iterations - iteration)
             try:
-                self.step(tracker, geometry, generator)
+                done = self.step(tracker, geometry, generator)
             except NonFiniteError as err:
+                iteration += getattr(err, "iterations_done", 0)
                 reason = f"stopped on {err}; returning the last finite iterate"
                 break
-            iteration += 1
+            iteration += 1 if done is None else done
             if iteration % every and iteration < stop.max_iterations:
                 continue
             try:

@@ -30,16 +30,26 @@ from functools import partial
 import numpy as np
 import torch
 
+from orthoplug.kernels.jobcd import (
+    NEEDS_BATCHED_PAIR,
+    NONFINITE_COST,
+    NONFINITE_CURVATURE,
+    NONFINITE_UPDATE,
+    OK,
+    gs_pairs,
+)
 from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 
 from .base import IterativeSolver, ScalarCurvature
-from .oracle import FiniteSumOracle, NonFiniteError, host_array
+from .oracle import FiniteSumOracle, NonFiniteError, QuadraticTracker, host_array
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "random_matching", "random_pairs"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
 #: GS-JOBCD draws its random pairs this many at a time (one generator call per batch).
 PAIR_BATCH = 1024
+_KERNEL_ERRORS = {NONFINITE_CURVATURE: "non-finite block curvature",
+                  NONFINITE_UPDATE: "non-finite row update", NONFINITE_COST: "non-finite cost"}
 
 
 def _spectral_sq(z: torch.Tensor) -> torch.Tensor:
@@ -191,11 +201,33 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
 class GSJOBCD(_JOBCDBase):
     """Gauss–Seidel JOBCD: one row pair per iteration, solved exactly.
 
+    On the quadratic fast path with float64 CPU tensors the pair loop runs compiled
+    (:func:`orthoplug.kernels.jobcd.gs_pairs`): Python enters it once per chunk of iterations (up
+    to the next evaluation, refresh or batch of random pairs) with the same pairs, hence the same
+    iterates, as the per-pair path that other devices and dtypes take. Per iteration, with
+    ``Z = X[B]`` (2×k), the model reads two rows of X and Y = CX and ``C_BB`` (O(k), O(k²) with a
+    D), the 2×2 solve is O(1), and a step that moves writes the two rows of X and updates Y in one
+    pass (O(nk): the memory floor of a row step, about one rank-1 update of an n×k array).
+
+    Pair orders (``pairs=``), all deterministic given ``seed``:
+
+    * ``"random"`` (default): uniform with replacement, ``i ≠ j``, drawn :data:`PAIR_BATCH` at a
+      time from the run's generator. Cost: the model and solve of one pair plus the O(nk) update.
+    * ``"cyclic"``: the pairs ``(0, 1), (0, 2), …, (n−2, n−1)`` in that order, repeated. Same
+      cost, no draws.
+    * ``"greedy"`` (Gauss–Southwell type): each iteration draws ``candidates`` random pairs,
+      computes every candidate's exact model decrease ``⟨W, M⟩ + ½ vec(W)ᵀ Q vec(W)``
+      (``W = V − I``, Q = Q̲ + θI, an upper bound on the true change) and takes the best one.
+      Cost: ``candidates`` models and 2×2 solves (O(candidates·k)) plus one O(nk) update — for
+      ``candidates ≪ n`` about one random step — and ``candidates`` times the draws. Compiled
+      path only (quadratic cost, exact curvature, float64 CPU tensors).
+
     Args:
         theta: proximal weight θ > 0 (default 1e-6).
         sigma: scalar curvature constant (``Q = σ‖X[B]‖₂² I``) for non-quadratic costs;
             default: the oracle's Lipschitz constant, else estimated with backtracking.
-        pairs: ``"random"`` (uniform with replacement, the default) or ``"cyclic"``.
+        pairs: ``"random"`` (default), ``"cyclic"`` or ``"greedy"`` (above).
+        candidates: pairs compared per greedy iteration (default 8).
         curvature: ``"exact"`` (default; uses Q̲ when the cost is quadratic) or ``"scalar"``.
         refresh_every: recompute the fast path's cached ``CX`` every this many iterations.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
@@ -204,14 +236,19 @@ class GSJOBCD(_JOBCDBase):
 
     name = "GS-JOBCD"
 
-    def __init__(self, *, pairs: str = "random", curvature: str = "exact",
+    def __init__(self, *, pairs: str = "random", curvature: str = "exact", candidates: int = 8,
                  refresh_every: int = 10_000, **kwargs):
         super().__init__(**kwargs)
-        if pairs not in ("random", "cyclic"):
-            raise ValueError(f"pairs must be 'random' or 'cyclic', got {pairs!r}")
+        if pairs not in ("random", "cyclic", "greedy"):
+            raise ValueError(f"pairs must be 'random', 'cyclic' or 'greedy', got {pairs!r}")
         if curvature not in ("exact", "scalar"):
             raise ValueError(f"curvature must be 'exact' or 'scalar', got {curvature!r}")
+        if not (isinstance(candidates, int) and candidates >= 1):
+            raise ValueError(f"candidates must be an int >= 1, got {candidates!r}")
+        if not (isinstance(refresh_every, int) and refresh_every >= 1):
+            raise ValueError(f"refresh_every must be an int >= 1, got {refresh_every!r}")
         self.pairs, self.curvature, self.refresh_every = pairs, curvature, refresh_every
+        self.candidates = candidates if pairs == "greedy" else 1
 
     def default_eval_every(self, tracker):
         n = tracker.x.shape[-2]
@@ -225,6 +262,18 @@ class GSJOBCD(_JOBCDBase):
         self.exact = self.curvature == "exact" and tracker.block_curvature(
             torch.zeros(1, 2, dtype=torch.long, device=tracker.x.device),
             tracker.x[:2][None]) is not None
+        self.compiled = (self.exact and isinstance(tracker, QuadraticTracker) and tracker.on_host
+                         and tracker.xa.dtype == np.float64)
+        if self.pairs == "greedy" and not self.compiled:
+            raise ValueError("pairs='greedy' runs in the compiled kernel only: it needs a "
+                             "QuadraticOracle cost, curvature='exact' and float64 CPU tensors "
+                             f"(got {tracker.oracle.__class__.__name__}, "
+                             f"curvature={self.curvature!r}, {tracker.x.dtype} on "
+                             f"{tracker.x.device})")
+        if self.compiled:
+            self._jarr = host_array(self.jvec).astype(np.float64)
+            self._d = tracker.da if tracker.da is not None else np.empty((0, 0))
+            self._clip = not tracker.oracle.curvature_is_psd
         if self.exact:
             # the exact pair step on the tracker's arrays (NumPy views on the CPU, see
             # QuadraticTracker), else on its tensors
@@ -241,41 +290,38 @@ class GSJOBCD(_JOBCDBase):
         if self.pairs == "cyclic":
             self._set_pairs(torch.triu_indices(n, n, 1, device=tracker.x.device).T)
         else:
-            self._pair_list: list = []
-            self._cursor = 0
+            self._npairs = self._cursor = 0
 
     def _set_pairs(self, pairs: torch.Tensor) -> None:
-        """Queue the pairs (m, 2) to use next: as index rows (NumPy on the CPU) and Python ints."""
+        """Queue the pairs (m, 2) to use next: as index rows (NumPy on the CPU) and, for the
+        per-pair path, Python ints."""
         self._pair_rows = host_array(pairs.contiguous())
-        self._pair_list = pairs.tolist()
+        self._pair_list = None if self.compiled else pairs.tolist()
+        self._npairs = pairs.shape[0]
         self._cursor = 0
 
-    def _next_pair(self, tracker, generator):
-        """The next pair: random ones are drawn :data:`PAIR_BATCH` at a time (uniform, with
-        replacement, i ≠ j; deterministic given the seed), cyclic ones repeat the list."""
-        if self._cursor == len(self._pair_list):
+    def _refill(self, tracker, generator) -> None:
+        """Past the end of the queue: random pairs are drawn :data:`PAIR_BATCH` (× candidates)
+        at a time (uniform, with replacement, i ≠ j; deterministic given the seed), cyclic ones
+        repeat the list."""
+        if self._cursor + self.candidates > self._npairs:
             if self.pairs == "cyclic":
                 self._cursor = 0
             else:
-                self._set_pairs(random_pairs(tracker.x.shape[-2], PAIR_BATCH, generator,
-                                             tracker.x.device))
-        k = self._cursor
-        self._cursor = k + 1
-        i, j = self._pair_list[k]
-        return self._pair_rows[k], i, j
+                self._set_pairs(random_pairs(tracker.x.shape[-2], PAIR_BATCH * self.candidates,
+                                             generator, tracker.x.device))
 
     def step(self, tracker, geometry, generator):
-        rows, i, j = self._next_pair(tracker, generator)
-        self.count += 1
-        if self.exact:  # the fast path's hot loop
-            z, m, qd = self._pair_model(rows)
-            v = solve_pair([self.jlist[i], self.jlist[j]], m.tolist(), qd=qd.tolist())
-            if v != _EYE2:  # V = I (a block already at its optimum) changes nothing
-                # a non-finite V Z raises NonFiniteError: X stays the last finite point
-                self._set_pair(rows, self._v_array(v) @ z)
-            if self.count % self.refresh_every == 0:
-                tracker.refresh()
-            return
+        self._refill(tracker, generator)
+        if self.compiled:
+            return self._compiled_steps(tracker)
+        k = self._cursor
+        self._cursor = k + 1
+        rows = self._pair_rows[k]
+        i, j = self._pair_list[k]
+        if self.exact:
+            self._exact_step(tracker, rows, i, j)
+            return None
         pair = torch.as_tensor(rows)[None]
         g_rows = tracker.gradient_rows(pair)
 
@@ -291,6 +337,45 @@ class GSJOBCD(_JOBCDBase):
             return x_new, _model_change(v, m, z, self.sigma)
 
         self._step_checked(tracker, make_step)
+
+    def _exact_step(self, tracker, rows, i, j) -> None:
+        """One exact pair step outside the kernel (other devices and dtypes)."""
+        self.count += 1
+        z, m, qd = self._pair_model(rows)
+        v = solve_pair([self.jlist[i], self.jlist[j]], m.tolist(), qd=qd.tolist())
+        if v != _EYE2:  # V = I (a block already at its optimum) changes nothing
+            # a non-finite V Z raises NonFiniteError: X stays the last finite point
+            self._set_pair(rows, self._v_array(v) @ z)
+        if self.count % self.refresh_every == 0:
+            tracker.refresh()
+
+    def _compiled_steps(self, tracker) -> int:
+        """Up to ``step_budget`` iterations in the kernel, stopping at the end of the queued
+        pairs, at the next refresh and after :data:`PAIR_BATCH` (so the run's clock is read at
+        least that often); returns how many it took."""
+        cand = self.candidates
+        steps = min(self.step_budget, PAIR_BATCH, (self._npairs - self._cursor) // cand,
+                    self.refresh_every - self.count % self.refresh_every)
+        done, f, status = gs_pairs(tracker.xa, tracker.ya, tracker.ca, self._d, tracker.s,
+                                   tracker._f, self._jarr, self.theta, self._clip,
+                                   self._pair_rows, self._cursor, steps, cand)
+        tracker._f = f
+        self._cursor += done * cand
+        self.count += done
+        if status == NEEDS_BATCHED_PAIR:  # w± ≤ 0 after rounding: this pair on the per-pair
+            rows = self._pair_rows[self._cursor]  # path, whose solver falls back to the batched one
+            self._cursor += 1
+            self._exact_step(tracker, rows, int(rows[0]), int(rows[1]))
+            return done + 1
+        if status != OK:
+            if status == NONFINITE_COST:  # Y moved, X did not: recompute Y and f from X
+                tracker.refresh()
+            err = NonFiniteError(_KERNEL_ERRORS[status])
+            err.iterations_done = done
+            raise err
+        if self.count % self.refresh_every == 0:
+            tracker.refresh()
+        return done
 
     def _tensor_pair_model(self, tracker, rows):
         """``(Z, M, Q̲ + θI₄)`` of one pair for a tracker with the exact curvature but without
@@ -308,7 +393,8 @@ class GSJOBCD(_JOBCDBase):
         tracker.set_rows(torch.as_tensor(rows), new)
 
     def info(self):
-        return {**super().info(), "pairs": self.pairs, "curvature": self.curvature}
+        return {**super().info(), "pairs": self.pairs, "curvature": self.curvature,
+                "candidates": self.candidates}
 
 
 class JJOBCD(_JOBCDBase):

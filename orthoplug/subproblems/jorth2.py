@@ -97,20 +97,19 @@ finite; any NaN value of F (from a discarded candidate) is mapped to +∞ before
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 
+import numpy as np
 import torch
+
+# the forms' (alpha, beta), shared with the compiled one-instance solver (one source)
+from orthoplug.kernels.jorth2 import HYP_AB as _HYP_AB
+from orthoplug.kernels.jorth2 import NEEDS_BATCHED, solve_jorth2
+from orthoplug.kernels.jorth2 import ORTH_AB as _ORTH_AB
 
 __all__ = ["solve_jorth2x2", "solve_jorth2x2_single", "subproblem_value"]
 
 _CACHE: dict[tuple[torch.dtype, torch.device], dict] = {}
-
-# (alpha, beta) of the one-parameter forms, column-major vecs; shared by both solvers.
-# Hyperbolic: eps = (1, 1) and eps = (1, -1); the forms -eps are the negated bases.
-_HYP_AB = (((1, 0, 0, 1), (0, 1, 1, 0)), ((1, 0, 0, -1), (0, -1, 1, 0)))
-# Orthogonal: rotation [[c, -s], [s, c]] and reflection [[c, s], [s, -c]].
-_ORTH_AB = (((1, 0, 0, 1), (0, 1, -1, 0)), ((1, 0, 0, -1), (0, 1, 1, 0)))
 
 
 def _build_consts() -> dict:
@@ -343,125 +342,7 @@ def subproblem_value(
     return _values(v, P.mT.reshape(K, 4), Qd, s).squeeze(-1)
 
 
-# ---- one instance in plain floats ---------------------------------------------------------------
-# Constants of the float64 batched solver, so both paths clamp and break ties alike.
-_EPS = sys.float_info.epsilon
-_MU_MAX = 0.3 * math.log(sys.float_info.max)
-_TOL = 1e-14
-_MAX_NEWTON = 200
-_EYE = ((1.0, 0.0), (0.0, 1.0))
-
-
-def _sparse(v: tuple[int, ...]) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The two nonzeros (index, ±1) of a form basis vector."""
-    i, j = (k for k, x in enumerate(v) if x)
-    return (i, v[i]), (j, v[j])
-
-
-# per form pair: (sparse α, sparse β, dense α, dense β)
-_HYP_SPARSE = tuple((_sparse(al), _sparse(be), al, be) for al, be in _HYP_AB)
-_ORTH_SPARSE = tuple((_sparse(al), _sparse(be), al, be) for al, be in _ORTH_AB)
-
-
-def _bilinear(q: Sequence[Sequence[float]], u, v) -> float:
-    """``uᵀ q v`` for sparse ±1 vectors ``u``, ``v`` (pairs of (index, sign))."""
-    (i0, x0), (i1, x1) = u
-    (j0, y0), (j1, y1) = v
-    return x0 * (y0 * q[i0][j0] + y1 * q[i0][j1]) + x1 * (y0 * q[i1][j0] + y1 * q[i1][j1])
-
-
-def _form_coeffs(al, be, pv, q, s) -> tuple[float, float, float, float, float]:
-    """(a, b, cq, d, e) of the form ``c·α + s·β`` (sparse α, β); ``q = None`` means ``s·I4``."""
-    (i0, x0), (i1, x1) = al
-    (j0, y0), (j1, y1) = be
-    a = x0 * pv[i0] + x1 * pv[i1]
-    b = y0 * pv[j0] + y1 * pv[j1]
-    if q is None:
-        return a, b, s, 0.0, s  # |α|² = |β|² = 2, α ⟂ β
-    return a, b, 0.5 * _bilinear(q, al, al), _bilinear(q, al, be), 0.5 * _bilinear(q, be, be)
-
-
-def _largest_root(A: float, B: float, G: float, tau: float) -> float:
-    r"""Global minimiser ``t ≥ 0`` of ``φ(t) = A t² − B √(1 + τ t²) − G t`` (A, B, G ≥ 0).
-
-    τ = +1 (hyperbola, A > 0): t ∈ [0, ∞); τ = −1 (circle): t ∈ [0, 1]. In both cases
-    ``φ'(t) = 2At − τBt/√(1+τt²) − G`` is convex on the domain (its last term's second derivative
-    is ``3Bt(1+τt²)^{−5/2} ≥ 0``) and ``φ'(0) = −G ≤ 0``, so ``{φ' ≤ 0}`` is an interval
-    ``[0, t*]``: φ decreases up to its largest stationary point t* and increases after it, which
-    makes t* the global minimiser. Newton's method from any ``t₀ ≥ t*`` then decreases
-    monotonically to t* (convex, increasing beyond t*). Starts: ``(G + B)/(2A)`` for τ = +1 (there
-    ``φ' ≥ 2At − B − G``), ``min(G/√(B²+G²), G/(2A))`` for τ = −1 (at either bound one positive
-    term of φ' alone reaches G). Iteration stops when the Newton decrement or the step reaches
-    rounding level.
-    """
-    if tau > 0:
-        t = (G + B) / (2.0 * A)
-    elif B == 0.0:  # φ = A t² − G t on [0, 1]
-        return min(1.0, G / (2.0 * A)) if A > 0.0 else (1.0 if G > 0.0 else 0.0)
-    else:
-        t = G / math.hypot(B, G)
-        if A > 0.0:
-            t = min(t, G / (2.0 * A))
-    scale = B + G * t + A * t * t
-    for _ in range(_MAX_NEWTON):
-        r = math.hypot(1.0, t) if tau > 0 else math.sqrt((1.0 - t) * (1.0 + t))
-        if r == 0.0:  # t = 1 on the circle: B ≪ G, the minimiser is the end point itself
-            break
-        g = 2.0 * A * t - tau * B * t / r - G
-        if not g > 0.0:  # at the root (up to rounding)
-            break
-        step = g / (2.0 * A - tau * B / (r * r * r))
-        if not step > 0.0:
-            break
-        t -= step
-        if step <= 2.0 * _EPS * t or step * g <= _EPS * _EPS * scale:
-            break
-    return t
-
-
-def _hyperbolic_point(a, b, cq, d, e) -> tuple[float, float] | None:
-    r"""``(C, S) = ±(cosh μ, sinh μ)`` minimising F over the forms ε and −ε; None if ``w± ≤ 0``.
-
-    With ``u = e^μ = ρ e^ν``, ``ρ = (w−/w+)^{1/4}``, ``k = √(w+ w−)`` the form's value is
-    ``F = k/2 (c² + y²) + Pc c + Ps y + (cq − e)/2`` on the hyperbola ``c² − y² = 1``
-    (``c = cosh ν``, ``y = sinh ν``; the branch ``c < 0`` is the form −ε), with
-    ``Pc, Ps = (m+ ρ ± m−/ρ)/2``, ``m± = a ± b``. The minimum takes the branch with ``Pc c ≤ 0``
-    and ``Ps y ≤ 0``; then ``t = |y|`` minimises ``k t² − |Pc| √(1 + t²) − |Ps| t``
-    (:func:`_largest_root`). Large and small u are the two tails of t, both computed to full
-    relative precision, which is what the reversed quartic buys the batched solver.
-    """
-    wp, wm = cq + d + e, cq - d + e
-    if not (wp > 0.0 and wm > 0.0):
-        return None
-    mu0 = 0.25 * math.log(wm / wp)
-    rho = math.exp(mu0)
-    mp, mm = (a + b) * rho, (a - b) / rho
-    pc, ps = 0.5 * (mp + mm), 0.5 * (mp - mm)
-    t = _largest_root(math.sqrt(wp) * math.sqrt(wm), abs(pc), abs(ps), 1.0)
-    sgn = -1.0 if pc > 0.0 else 1.0  # branch: c = sgn·cosh ν'
-    y = -t if ps > 0.0 else t
-    mu = min(max(math.asinh(sgn * y) + mu0, -_MU_MAX), _MU_MAX)
-    return sgn * math.cosh(mu), sgn * math.sinh(mu)
-
-
-def _orthogonal_point(a, b, cq, d, e) -> tuple[float, float]:
-    r"""``(C, S) = (cos φ, sin φ)`` minimising ``F = aC + bS + cq C² + d CS + e S²``.
-
-    A trust-region problem on the circle: in the eigenbasis ``e± = ±(cos γ, sin γ)``-rotated
-    (``2γ = atan2(d, cq − e)``) of the quadratic part, ``F = R y² + g₋ c + g₊ y + const`` with
-    ``R = √((cq−e)² + d²)``, ``c² + y² = 1``; the minimum has ``g₋ c ≤ 0``, ``g₊ y ≤ 0`` and
-    ``t = |y|`` minimises ``R t² − |g₋| √(1 − t²) − |g₊| t`` (:func:`_largest_root`). For scalar Q
-    (R = 0) the start is already the root, ``φ = atan2(−b, −a)``.
-    """
-    gam = 0.5 * math.atan2(d, cq - e)
-    ch, sh = math.cos(gam), math.sin(gam)
-    gm, gp = b * ch - a * sh, a * ch + b * sh
-    t = _largest_root(math.hypot(cq - e, d), abs(gm), abs(gp), -1.0)
-    c = math.sqrt((1.0 - t) * (1.0 + t))
-    c, y = (-c if gm > 0.0 else c), (-t if gp > 0.0 else t)
-    C, S = y * ch - c * sh, c * ch + y * sh
-    nrm = math.hypot(C, S)
-    return C / nrm, S / nrm
+# ---- one instance: the compiled kernel -------------------------------------------------------
 
 
 def solve_jorth2x2_single(
@@ -470,23 +351,20 @@ def solve_jorth2x2_single(
     Qd: Sequence[Sequence[float]] | None = None,
     s: float | None = None,
 ) -> tuple[tuple[float, float], tuple[float, float]]:
-    r""":func:`solve_jorth2x2` for one instance in plain Python floats (float64).
+    r""":func:`solve_jorth2x2` for one instance, in float64, through the compiled kernel
+    :func:`orthoplug.kernels.jorth2.solve_jorth2`.
 
-    For one pair the batched solver's cost is per-call tensor overhead; this path does a few dozen
-    float operations. It takes the same forms (``_HYP_AB``/``_ORTH_AB``), the same candidate rule
-    and tie tolerance (V = I whenever ``F(I) ≤ F_best + 1e-14·max(1, |F(I)|)``) and the same μ
-    clamp, but finds each pair of forms' global minimum without polynomial roots: F restricted to
-    a pair of forms (ε and −ε of O(1,1), or a whole family of O(2)) is a quadratic on a conic, which
-    reduces to the one-dimensional problem of :func:`_largest_root` (see
-    :func:`_hyperbolic_point`, :func:`_orthogonal_point`). Both pairs of forms are solved and the
-    better one is taken, so the result is the global minimum over all four hyperbolic components
-    (both O(2) families). If ``Qd`` is so badly rounded that ``w± ≤ 0`` the instance goes to the
-    batched solver.
+    For one pair the batched solver's cost is per-call tensor overhead; the kernel does a few
+    dozen float operations. It takes the same forms, the same candidate rule and tie tolerance
+    (V = I whenever ``F(I) ≤ F_best + 1e-14·max(1, |F(I)|)``) and the same μ clamp, but finds each
+    pair of forms' global minimum without polynomial roots (see the kernel's module docstring).
+    If ``Qd`` is so badly rounded that ``w± ≤ 0`` the instance goes to the batched solver.
 
     Args:
         jb: ``(j1, j2)``, entries ±1.
-        P: 2×2 nested sequence.
-        Qd: 4×4 nested sequence (column-major vec convention, symmetric positive definite), or
+        P: 2×2 nested sequence (or array).
+        Qd: 4×4 nested sequence or array (column-major vec convention, symmetric positive
+            definite), or
         s: positive scalar, meaning ``Qd = s·I4``. Exactly one of Qd and s.
 
     Returns:
@@ -497,30 +375,19 @@ def solve_jorth2x2_single(
         raise ValueError(f"jb entries must be +1 or -1, got {tuple(jb)}")
     if (Qd is None) == (s is None):
         raise ValueError("pass exactly one of Qd (4×4) and s (scalar)")
-    if s is not None and not 0.0 < s < math.inf:
-        raise ValueError(f"s must be positive and finite (Qd = s·I4 must be SPD), got {s}")
+    if s is not None:
+        if not 0.0 < s < math.inf:
+            raise ValueError(f"s must be positive and finite (Qd = s·I4 must be SPD), got {s}")
+        q = float(s) * np.eye(4)
+    else:
+        q = np.asarray(Qd, dtype=np.float64)
+        if q.shape != (4, 4):
+            raise ValueError(f"Qd must have shape (4, 4), got {q.shape}")
     (p11, p12), (p21, p22) = P
-    pv = (p11, p21, p12, p22)
-    hyp = j1 != j2
-    best, f_best, f_eye = _EYE, math.inf, math.nan
-    for al, be, al_d, be_d in _HYP_SPARSE if hyp else _ORTH_SPARSE:
-        a, b, cq, d, e = _form_coeffs(al, be, pv, Qd, s)
-        if f_eye != f_eye:  # first pair of forms: V = I is c = 1, y = 0 of its form α
-            f_eye = a + cq
-        cs = _hyperbolic_point(a, b, cq, d, e) if hyp else _orthogonal_point(a, b, cq, d, e)
-        if cs is None:
-            return _batched_single(jb, P, Qd)
-        C, S = cs
-        f = C * (a + cq * C + d * S) + S * (b + e * S)
-        if f < f_best:
-            v = [C * x + S * y for x, y in zip(al_d, be_d, strict=True)]
-            best, f_best = ((v[0], v[2]), (v[1], v[3])), f
-    if f_eye - _TOL * max(1.0, abs(f_eye)) <= f_best or f_best == math.inf:
-        return _EYE
-    return best
-
-
-def _batched_single(jb, P, Qd):
-    V = solve_jorth2x2(torch.tensor([jb]), torch.tensor([P], dtype=torch.float64),
-                       Qd=torch.tensor([Qd], dtype=torch.float64))[0]
-    return tuple(tuple(row) for row in V.tolist())
+    status, v11, v12, v21, v22 = solve_jorth2(float(j1), float(j2), float(p11), float(p12),
+                                              float(p21), float(p22), q)
+    if status == NEEDS_BATCHED:
+        V = solve_jorth2x2(torch.tensor([jb]), torch.tensor([P], dtype=torch.float64),
+                           Qd=torch.from_numpy(q)[None])[0]
+        return tuple(tuple(row) for row in V.tolist())
+    return (v11, v12), (v21, v22)

@@ -1,0 +1,337 @@
+"""The compiled GS-JOBCD pair loop and RCD sweep against independent references.
+
+The references below are written from the formulas, not from the kernels: each GS-JOBCD step
+forms ``Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` with ``np.kron`` (PSD part by ``eigh``), solves the 2×2
+subproblem with the batched torch solver ``solve_jorth2x2`` (companion-matrix roots, a different
+algorithm from the kernel's), writes ``X[B] = V Z`` and recomputes ``Y = C X`` and f from scratch.
+The un-jitted run (``NUMBA_DISABLE_JIT=1``, a subprocess) checks that the kernels are one source:
+the same functions run as Python and give the same iterates.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from orthoplug.baselines.rcd import RCD
+from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.kernels.jobcd import gs_pairs
+from orthoplug.problems.hevp import make_spd, trace_min_certificate
+from orthoplug.solvers.jobcd import GSJOBCD, PAIR_BATCH, random_pairs
+from orthoplug.solvers.oracle import QuadraticOracle
+from orthoplug.subproblems.jorth2 import solve_jorth2x2
+
+THETA = 1e-6
+
+
+def _unsorted(n, seed=0):
+    return np.random.default_rng(seed).permutation([1.0] * (n // 2) + [-1.0] * (n - n // 2))
+
+
+def _reference_gs(c, d, scale, j, x0, pairs, theta=THETA):
+    """GS-JOBCD over the given pairs: batched torch 2×2 solves, Y and f recomputed each step."""
+    x = x0.copy()
+    dm = np.eye(x.shape[1]) if d is None else d
+    eye_vec = np.array([1.0, 0.0, 0.0, 1.0])
+    for i, k in pairs:
+        b = [i, k]
+        z = x[b]
+        y = c @ x
+        m = 2 * scale * y[b] @ dm @ z.T
+        q = 2 * scale * np.kron(z @ dm @ z.T, c[np.ix_(b, b)])
+        lam, u = np.linalg.eigh(0.5 * (q + q.T))
+        q = (u * lam.clip(0.0)) @ u.T + theta * np.eye(4)
+        p = m - (q @ eye_vec).reshape(2, 2).T  # mat(Q vec I), column-major
+        v = solve_jorth2x2(torch.tensor([[j[i], j[k]]]), torch.from_numpy(p[None]),
+                           Qd=torch.from_numpy(q[None]))[0].numpy()
+        x[b] = v @ z
+    return x, scale * float(np.sum(x * (c @ x @ dm)))
+
+
+def _case(name):
+    """(oracle C, D, scale, geometry, x0) of the named instance."""
+    gen = torch.Generator().manual_seed(3)
+    if name.startswith("square"):
+        n = 12
+        geo = JOrthogonalGeometry(n, n // 2) if name == "square-sorted" else \
+            JOrthogonalGeometry(n, signature=list(_unsorted(n)))
+        return make_spd(n, seed=1), None, 1.0, geo, geo.random_point(generator=gen)
+    n, k = 14, 5
+    c = make_spd(n, seed=4)
+    if name == "rect-indefinite":
+        # indefinite C (the kernel clips Q̲ to its PSD part) on the compact Stiefel case J = I,
+        # where the cost stays bounded
+        geo = IndefiniteStiefelGeometry(n, k, signature=[1] * n, k_signature=[1] * k)
+        c = c - np.eye(n) * np.median(np.linalg.eigvalsh(c))
+        return c, make_spd(k, seed=5), -0.7, geo, geo.random_point(generator=gen)
+    geo = IndefiniteStiefelGeometry(n, k, signature=list(_unsorted(n, 2)),
+                                    k_signature=[1, -1, -1, 1, 1])
+    return c, make_spd(k, seed=5), 0.7, geo, geo.random_point(generator=gen)
+
+
+def _run_pairs(solver_pairs, steps, n, seed):
+    """The pairs GS-JOBCD uses in its first ``steps`` iterations, drawn as the solver draws
+    them (random: PAIR_BATCH at a time from the run's seeded generator)."""
+    if solver_pairs == "cyclic":
+        tri = torch.triu_indices(n, n, 1).T.tolist()
+        return [tri[t % len(tri)] for t in range(steps)]
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    while len(out) < steps:
+        out += random_pairs(n, PAIR_BATCH, gen).tolist()
+    return out[:steps]
+
+
+@pytest.mark.parametrize("order", ["random", "cyclic"])
+@pytest.mark.parametrize("name", ["square-sorted", "square-unsorted", "rect", "rect-indefinite"])
+def test_compiled_gs_jobcd_matches_reference(order, name):
+    c, d, scale, geo, x0 = _case(name)
+    steps = 250
+    oracle = QuadraticOracle(torch.from_numpy(c), None if d is None else torch.from_numpy(d),
+                             scale=scale)
+    assert oracle.curvature_is_psd == (name != "rect-indefinite")
+    solver = GSJOBCD(pairs=order, seed=5, max_iterations=steps, eval_every=60)
+    res = solver.run(oracle, x0, geo)
+    assert solver.compiled and res.iterations == steps
+    x_ref, f_ref = _reference_gs(c, d, scale, np.array(geo.j.values, float), x0.numpy(),
+                                 _run_pairs(order, steps, x0.shape[0], 5))
+    assert np.abs(res.point.numpy() - x_ref).max() <= 1e-12 * max(1.0, np.abs(x_ref).max())
+    assert abs(res.cost - f_ref) <= 1e-12 * max(1.0, abs(f_ref))
+    assert res.violation <= 1e-12
+    costs = np.asarray(res.history["cost"])
+    assert np.all(np.diff(costs) <= 1e-12 * abs(costs[0]))  # (clipped) majoriser: monotone
+
+
+def test_compiled_and_per_pair_paths_agree_with_refresh():
+    """The per-pair path (other devices and dtypes) and the compiled one give the same iterates,
+    with ``refresh_every`` splitting the kernel's chunks (Y and f recomputed every 37 pairs)."""
+    c, d, scale, geo, x0 = _case("rect")
+    oracle = QuadraticOracle(torch.from_numpy(c), torch.from_numpy(d), scale=scale)
+    compiled = GSJOBCD(seed=1, max_iterations=700, eval_every=300, refresh_every=37)
+    res_c = compiled.run(oracle, x0, geo)
+    per_pair = GSJOBCD(seed=1, max_iterations=700, eval_every=300, refresh_every=37)
+    per_pair.setup = _without_kernel(per_pair.setup)
+    res_p = per_pair.run(oracle, x0, geo)
+    assert compiled.compiled and not per_pair.compiled
+    torch.testing.assert_close(res_c.point, res_p.point, rtol=0, atol=1e-12)
+    assert res_c.cost == pytest.approx(res_p.cost, rel=1e-12)
+    assert res_c.cost == pytest.approx(float(oracle.value(res_c.point)), rel=1e-12)
+
+
+def _without_kernel(setup):
+    def wrapped(tracker, geometry, generator):
+        setup(tracker, geometry, generator)
+        solver = setup.__self__
+        solver.compiled = False
+    return wrapped
+
+
+def test_greedy_order_takes_the_best_candidate():
+    """One greedy step over 6 candidates equals the one-candidate step on the candidate whose
+    exact model change ``f(X⁺) − f(X) + θ/2 ‖V − I‖²`` is the smallest (Q̲ is exact here)."""
+    n = 10
+    c = make_spd(n, seed=2)
+    j = _unsorted(n, 1)
+    geo = JOrthogonalGeometry(n, signature=list(j))
+    x0 = geo.random_point(generator=torch.Generator().manual_seed(0)).numpy()
+    y0 = c @ x0
+    f0 = float(np.sum(x0 * y0))
+    cands = np.array([[0, 1], [2, 7], [3, 4], [9, 5], [6, 8], [1, 3]], dtype=np.int64)
+    empty = np.empty((0, 0))
+    model = []
+    for p in range(len(cands)):
+        x, y = x0.copy(), y0.copy()
+        _, f, _ = gs_pairs(x, y, c, empty, 1.0, f0, j, THETA, False, cands, p, 1, 1)
+        b = cands[p]
+        v = np.linalg.lstsq(x0[b].T, x[b].T, rcond=None)[0].T  # X⁺[B] = V X[B]
+        model.append(f - f0 + 0.5 * THETA * np.sum((v - np.eye(2)) ** 2))
+        assert f <= f0 + 1e-12 * abs(f0)
+    assert len(set(np.round(model, 10))) == len(model)  # a clear winner
+    x, y = x0.copy(), y0.copy()
+    _, f, status = gs_pairs(x, y, c, empty, 1.0, f0, j, THETA, False, cands, 0, 1, len(cands))
+    xb, yb = x0.copy(), y0.copy()
+    _, fb, _ = gs_pairs(xb, yb, c, empty, 1.0, f0, j, THETA, False, cands,
+                        int(np.argmin(model)), 1, 1)
+    assert status == 0 and f == fb
+    np.testing.assert_array_equal(x, xb)
+    np.testing.assert_allclose(y, c @ x, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["sorted", "unsorted"])
+def test_greedy_order_is_monotone_and_reaches_certificate(kind):
+    n = 12
+    c = torch.from_numpy(make_spd(n, seed=n))
+    geo = JOrthogonalGeometry(n, n // 2) if kind == "sorted" else \
+        JOrthogonalGeometry(n, signature=list(_unsorted(n)))
+    cert = trace_min_certificate(c.numpy(), geo.j)
+    x0 = geo.random_point(generator=torch.Generator().manual_seed(1))
+    res = GSJOBCD(pairs="greedy", candidates=6, seed=0, max_iterations=200_000,
+                  target_cost=cert * (1 + 1e-9), eval_every=50).run(QuadraticOracle(c), x0, geo)
+    assert (res.cost - cert) / cert <= 1e-8, res.stop_reason
+    assert res.violation <= 1e-10
+    costs = np.asarray(res.history["cost"])
+    assert np.all(np.diff(costs) <= 1e-12 * abs(costs[0]))
+    # deterministic given the seed
+    again = GSJOBCD(pairs="greedy", candidates=6, seed=0, max_iterations=res.iterations,
+                    eval_every=50).run(QuadraticOracle(c), x0, geo)
+    assert torch.equal(again.point, res.point)
+
+
+def test_greedy_needs_the_compiled_path_and_options_are_checked():
+    geo = JOrthogonalGeometry(4, 2)
+    oracle = QuadraticOracle(torch.eye(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="greedy.*compiled kernel.*float32"):
+        GSJOBCD(pairs="greedy").run(oracle, torch.eye(4, dtype=torch.float32), geo)
+    with pytest.raises(ValueError, match="greedy.*curvature='scalar'"):
+        GSJOBCD(pairs="greedy", curvature="scalar").run(oracle, torch.eye(4,
+                                                                          dtype=torch.float64),
+                                                        geo)
+    with pytest.raises(ValueError, match="candidates"):
+        GSJOBCD(pairs="greedy", candidates=0)
+    with pytest.raises(ValueError, match="refresh_every"):
+        GSJOBCD(refresh_every=0)
+
+
+def _rcd_reference_sweep(x, g, rounds, eta):
+    """Today's torch rounds of the linearised RCD sweep (vectorised over each round)."""
+    x = x.clone()
+    for pairs in rounds:
+        i, j = pairs[:, 0], pairs[:, 1]
+        xi, xj, gi, gj = x[i], x[j], g[i], g[j]
+        theta = -eta * ((gi * xj).sum(-1) - (gj * xi).sum(-1))
+        cth, sth = torch.cos(theta)[:, None], torch.sin(theta)[:, None]
+        x[i], x[j] = cth * xi + sth * xj, cth * xj - sth * xi
+    return x
+
+
+@pytest.mark.parametrize("n", [9, 16])
+def test_compiled_rcd_sweep_matches_torch_rounds(n):
+    p = 4
+    geo = StiefelGeometry(n, p)
+    c = torch.from_numpy(make_spd(n, seed=n))
+    oracle = QuadraticOracle(c)
+    x0 = torch.linalg.qr(torch.randn(n, p, generator=torch.Generator().manual_seed(0),
+                                     dtype=torch.float64))[0]
+    sweeps = 5
+    res = RCD(step_size=0.05, seed=2, max_iterations=sweeps).run(oracle, x0, geo)
+    solver = RCD(step_size=0.05)
+    solver.setup(oracle.track(x0), geo, None)
+    gen = torch.Generator().manual_seed(2)
+    x = x0
+    for _ in range(sweeps):  # the run draws one relabelling per sweep from its generator
+        rounds = torch.randperm(n, generator=gen)[solver.schedule]
+        x = _rcd_reference_sweep(x, oracle.gradient(x), rounds, 0.05)
+    torch.testing.assert_close(res.point, x, rtol=0, atol=1e-12)
+    assert res.violation < 1e-13
+
+
+_TINY_RUNS = textwrap.dedent("""
+    import torch
+    from orthoplug.baselines.rcd import RCD
+    from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry
+    from orthoplug.geometry.stiefel import StiefelGeometry
+    from orthoplug.problems.hevp import make_spd
+    from orthoplug.solvers.jobcd import GSJOBCD
+    from orthoplug.solvers.oracle import QuadraticOracle
+
+    def tiny_runs():
+        geo = IndefiniteStiefelGeometry(6, 3, 3, 2)
+        x0 = geo.random_point(generator=torch.Generator().manual_seed(0))
+        oracle = QuadraticOracle(torch.from_numpy(make_spd(6, seed=0)),
+                                 torch.from_numpy(make_spd(3, seed=1)))
+        out = {}
+        for order in ("random", "greedy"):
+            res = GSJOBCD(pairs=order, candidates=3, seed=0, max_iterations=120).run(
+                oracle, x0, geo)
+            out[order], out[order + "-cost"] = res.point.tolist(), res.cost
+        res = RCD(seed=0, max_iterations=3).run(
+            QuadraticOracle(torch.from_numpy(make_spd(6, seed=2))),
+            torch.eye(6, 2, dtype=torch.float64), StiefelGeometry(6, 2))
+        out["rcd"] = res.point.tolist()
+        return out
+""")
+
+
+def test_kernels_run_unjitted_with_the_same_results():
+    """``NUMBA_DISABLE_JIT=1`` runs the kernels' source as Python (a subprocess, tiny cases): the
+    GS-JOBCD runs (random, greedy) and an RCD run give the compiled results of this process."""
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _TINY_RUNS + "\nimport json\nprint(json.dumps(tiny_runs()))"],
+        env=env, capture_output=True, text=True, timeout=300, check=True)
+    plain = json.loads(proc.stdout.strip().splitlines()[-1])
+    namespace: dict = {}
+    exec(_TINY_RUNS, namespace)
+    compiled = namespace["tiny_runs"]()
+    assert plain.keys() == compiled.keys()
+    for key, value in compiled.items():
+        np.testing.assert_allclose(plain[key], value, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.slow
+def test_feasibility_after_a_million_compiled_pair_steps():
+    """10⁶ compiled GS-JOBCD pair steps on O(J), n = 100, from a start of condition number 10³,
+    with C of condition number 10³ (log-spaced eigenvalues, so the run is still moving at the
+    end): the violation stays ≤ 1e-10 (a slow test: ``pytest -m slow``)."""
+    n = 100
+    rng = np.random.default_rng(7)
+    u = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    c = (u * np.logspace(0, 3, n)) @ u.T
+    geo = JOrthogonalGeometry(n, signature=list(_unsorted(n, 3)))
+    x0 = geo.random_point(cond=1e3, generator=torch.Generator().manual_seed(4))
+    cert = trace_min_certificate(c, geo.j)
+    res = GSJOBCD(seed=0, max_iterations=10**6, eval_every=10**5).run(
+        QuadraticOracle(torch.from_numpy(0.5 * (c + c.T))), x0, geo)
+    assert res.iterations == 10**6
+    gap = (res.cost - cert) / cert
+    print(f"violation after 1e6 pairs: {res.violation:.3e} (relative "
+          f"{float(geo.relative_violation(res.point)):.3e}, start {float(geo.violation(x0)):.3e});"
+          f" gap {gap:.3e}")
+    assert res.violation <= 1e-10
+    assert gap > 1e-12  # still moving: the steps are not all V = I
+    costs = np.asarray(res.history["cost"])
+    assert np.all(np.diff(costs) <= 1e-12 * abs(costs[0]))
+
+
+def test_pairs_the_kernel_cannot_solve_go_to_the_batched_solver(monkeypatch):
+    """``w± ≤ 0`` (a curvature that rounding made indefinite on a hyperbolic form) is left to
+    the batched solver: by the wrapper of the 2×2 kernel, and by GS-JOBCD, which solves such a
+    pair on its per-pair path and goes on with the kernel (same iterates as without it)."""
+    import orthoplug.solvers.jobcd as jobcd_mod
+    from orthoplug.kernels.jobcd import NEEDS_BATCHED_PAIR
+    from orthoplug.subproblems.jorth2 import solve_jorth2x2_single
+
+    q = np.diag([1.0, -3.0, -3.0, 1.0])  # w+ = ½(α+β)ᵀq(α+β) < 0 for eps = (1, 1)
+    p = [[0.3, -0.2], [0.1, 0.4]]
+    v = solve_jorth2x2_single((1, -1), p, Qd=q)
+    vb = solve_jorth2x2(torch.tensor([[1, -1]]), torch.tensor([p], dtype=torch.float64),
+                        Qd=torch.from_numpy(q)[None])[0]
+    assert np.array_equal(np.array(v), vb.numpy())
+
+    c, d, scale, geo, x0 = _case("square-unsorted")
+    oracle = QuadraticOracle(torch.from_numpy(c))
+    plain = GSJOBCD(seed=2, max_iterations=300, eval_every=100).run(oracle, x0, geo)
+    calls = {"n": 0}
+    kernel = jobcd_mod.gs_pairs
+
+    def refusing(x, y, c, d, s, f, jvec, theta, clip, pairs, start, steps, candidates):
+        calls["n"] += 1
+        if calls["n"] in (1, 3):  # stop as if pair `start + 7` needed the batched solver
+            done, f, status = kernel(x, y, c, d, s, f, jvec, theta, clip, pairs, start,
+                                     min(steps, 7), candidates)
+            return done, f, NEEDS_BATCHED_PAIR if status == 0 and done == 7 else status
+        return kernel(x, y, c, d, s, f, jvec, theta, clip, pairs, start, steps, candidates)
+
+    monkeypatch.setattr(jobcd_mod, "gs_pairs", refusing)
+    res = GSJOBCD(seed=2, max_iterations=300, eval_every=100).run(oracle, x0, geo)
+    assert calls["n"] > 3 and res.iterations == 300
+    torch.testing.assert_close(res.point, plain.point, rtol=0, atol=1e-12)
+    assert res.cost == pytest.approx(plain.cost, rel=1e-12)
