@@ -124,6 +124,15 @@ class IterativeSolver:
         ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``)."""
         raise NotImplementedError
 
+    def steps(self, tracker: Tracker, geometry, generator: torch.Generator, count: int) -> int:
+        """Up to ``count`` iterations (``count >= 1``, never past the next evaluation); returns
+        how many were done (at least one). Default: one :meth:`step`. Solvers whose iterations
+        run in a compiled loop override it to enter the loop once per evaluation interval; a
+        :class:`NonFiniteError` raised here carries the iterations completed before it in its
+        ``iterations`` attribute (default 0)."""
+        self.step(tracker, geometry, generator)
+        return 1
+
     def default_eval_every(self, tracker: Tracker) -> int:
         return 1
 
@@ -188,12 +197,13 @@ class IterativeSolver:
             if time.perf_counter() - start >= stop.max_time:
                 reason = f"max time ({stop.max_time:g} s) reached"
                 break
+            todo = min(every - iteration % every, stop.max_iterations - iteration)
             try:
-                self.step(tracker, geometry, generator)
+                iteration += self.steps(tracker, geometry, generator, todo)
             except NonFiniteError as err:
+                iteration += getattr(err, "iterations", 0)
                 reason = f"stopped on {err}; returning the last finite iterate"
                 break
-            iteration += 1
             if iteration % every and iteration < stop.max_iterations:
                 continue
             try:

@@ -52,8 +52,9 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.kernels.obcd import STATUS, obcd_pairs
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.subproblems.o2 import SNAP, solve_o2, solve_o2_single, solve_polar
+from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2, solve_o2_single, solve_polar
 
 from .base import IterativeSolver, ScalarCurvature
 from .jobcd import _spectral_sq, random_matching, random_pairs
@@ -134,12 +135,12 @@ class OBCD(ScalarCurvature, IterativeSolver):
     """
 
     name = "OBCD"
-    working_sets = ("random", "cyclic", "jacobi")
+    working_sets = ("random", "cyclic", "jacobi", "greedy")
 
     def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
                  working_set: str = "random", curvature: str = "exact", alpha: float = 1e-5,
                  sigma: float | None = None, sweeps: int = 2, refresh_every: int = 10_000,
-                 **kwargs):
+                 candidates: int = 8, **kwargs):
         super().__init__(**kwargs)
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):
@@ -160,9 +161,15 @@ class OBCD(ScalarCurvature, IterativeSolver):
             raise ValueError(f"sigma must be >= 0, got {sigma}")
         if sweeps < 1:
             raise ValueError(f"sweeps must be >= 1, got {sweeps}")
+        if not (isinstance(candidates, int) and 1 <= candidates <= _PAIR_BATCH):
+            raise ValueError(f"candidates must be an integer in [1, {_PAIR_BATCH}], got "
+                             f"{candidates!r}")
+        if working_set == "greedy" and k != 2:
+            raise ValueError("the greedy working set picks row pairs: it needs k = 2")
         self.h, self.k, self.working_set = h, k, working_set
         self.curvature, self.alpha, self.sigma_user = curvature, float(alpha), sigma
         self.sweeps, self.refresh_every = sweeps, refresh_every
+        self.candidates = candidates if working_set == "greedy" else 1
         self._h_log: list[float] = []
 
     # ---- the run ------------------------------------------------------------------------
@@ -232,6 +239,22 @@ class OBCD(ScalarCurvature, IterativeSolver):
             self.vec_eye2 = host_array(self.eye2.reshape(4))
             on_host = isinstance(self.vec_eye2, np.ndarray)
             self.solve_pair = solve_o2_single if on_host else solve_o2
+        # the compiled pair loop: float64 NumPy views of CPU tensors
+        xa = getattr(tracker, "xa", None)
+        self.kernel = (self.arrays and isinstance(xa, np.ndarray) and xa.dtype == np.float64
+                       and xa.flags.c_contiguous)
+        if self.working_set == "greedy" and not self.kernel:
+            raise ValueError("the greedy working set runs in the compiled pair loop: it needs "
+                             "k = 2, curvature='exact', a quadratic f (QuadraticOracle) and "
+                             "float64 CPU tensors")
+        if self.kernel:
+            tab = _tables(self.h)
+            self.h_tables = (tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0,
+                             tab.shared, tab.continuous)
+            self.ca = np.ascontiguousarray(tracker.ca)
+            self.da = (np.empty((0, 0)) if tracker.da is None
+                       else np.ascontiguousarray(tracker.da, dtype=np.float64))
+            self.fval = np.empty(1)
         self.count = 0
         self.pairs, self.pair_pos = None, 0
         if self.working_set == "cyclic":
@@ -250,6 +273,47 @@ class OBCD(ScalarCurvature, IterativeSolver):
             self.pair_pos += 1
             return self.pairs[self.pair_pos - 1]
         return self.pairs[self.count % self.pairs.shape[0]]
+
+    def _pair_block(self, n, generator, count):
+        """The next at most ``count`` pairs (at least ``self.candidates``) as one NumPy array:
+        the same stream as :meth:`_pair` (random batches of ``_PAIR_BATCH`` pairs, rounded down to
+        a multiple of ``candidates`` for greedy; cyclic: the next slice of the sweep)."""
+        if self.working_set == "cyclic":
+            pos = self.count % self.pairs.shape[0]
+            return self.pairs[pos: pos + count]
+        if self.pairs is None or self.pair_pos == self.pairs.shape[0]:
+            size = _PAIR_BATCH - _PAIR_BATCH % self.candidates
+            self.pairs = host_array(random_pairs(n, size, generator, self.dev))
+            self.pair_pos = 0
+        block = self.pairs[self.pair_pos: self.pair_pos + count]
+        self.pair_pos += block.shape[0]
+        return block
+
+    def steps(self, tracker, geometry, generator, count):
+        """``count`` pair steps in the compiled loop (:func:`~orthoplug.kernels.obcd.obcd_pairs`),
+        entered once per block of pairs (a random batch, a cyclic sweep's end and the refresh
+        of ``CX`` split an interval); other paths: one :meth:`step`."""
+        if not self.kernel:
+            return super().steps(tracker, geometry, generator, count)
+        n = tracker.xa.shape[0]
+        nc = self.candidates
+        done = 0
+        while done < count:
+            take = min(count - done, self.refresh_every - self.count % self.refresh_every)
+            block = self._pair_block(n, generator, take * nc)
+            self.fval[0] = tracker._f
+            k, status = obcd_pairs(tracker.xa, tracker.ya, self.ca, self.da, float(tracker.s),
+                                   self.alpha, block, nc, self.snap, *self.h_tables, self.fval)
+            tracker._f = float(self.fval[0])
+            done += k
+            self.count += k
+            if status:
+                err = NonFiniteError(STATUS[status])
+                err.iterations = done
+                raise err
+            if self.count % self.refresh_every == 0:
+                tracker.refresh()
+        return done
 
     def _block(self, n, generator) -> torch.Tensor:
         if self.k == 2:
