@@ -239,10 +239,11 @@ class OBCD(ScalarCurvature, IterativeSolver):
             self.vec_eye2 = host_array(self.eye2.reshape(4))
             on_host = isinstance(self.vec_eye2, np.ndarray)
             self.solve_pair = solve_o2_single if on_host else solve_o2
-        # the compiled pair loop: float64 NumPy views of CPU tensors
+        # the compiled pair loop: float64 NumPy views of CPU tensors, in C order
         xa = getattr(tracker, "xa", None)
-        self.kernel = (self.arrays and isinstance(xa, np.ndarray) and xa.dtype == np.float64
-                       and xa.flags.c_contiguous)
+        self.kernel = self.arrays and isinstance(xa, np.ndarray) and xa.dtype == np.float64
+        if self.kernel and not (xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
+            tracker.set_point(tracker.x.contiguous())
         if self.working_set == "greedy" and not self.kernel:
             raise ValueError("the greedy working set runs in the compiled pair loop: it needs "
                              "k = 2, curvature='exact', a quadratic f (QuadraticOracle) and "

@@ -40,7 +40,7 @@ the set {knots} u {interior stationary points of feasible arcs} contains a globa
 **Stationary points** of ``rho cos(t - beta) + R2 cos(2t - gamma)``: with ``z = e^{it}``,
 ``phi' = 0`` iff ``z^4 + kappa e^{i(gamma-beta)} z^3 - kappa e^{i(gamma+beta)} z - e^{2i gamma}``
 vanishes, ``kappa = rho / (2 R2)``; its roots are the eigenvalues of the companion matrix (one
-batched eigenvalue call), their angles are polished by two Newton steps, and the two
+batched eigenvalue call), their angles are polished by five Newton steps, and the two
 stationary points ``beta, beta + pi`` of the linear part are always added (they are the exact answer
 when ``R2 = 0``, e.g. ``Qt = sigma I``, where no eigenvalue problem is solved). Spurious candidates
 are harmless: every candidate value is a true objective value (an upper bound at knots' limits).
@@ -87,7 +87,7 @@ from orthoplug.nonsmooth import PiecewiseAffine, SeparableTerm, Zero
 
 __all__ = ["solve_o2", "solve_o2_single", "o2_objective", "solve_polar"]
 
-_NEWTON_STEPS = 2
+_NEWTON_STEPS = 5  # from beta (the linear part's stationary points) Newton needs ~4 to converge
 _EYE2 = np.eye(2)
 _EYE4 = np.eye(4)
 _E = np.array([1.0, -1.0])  # e of the two families (rotation, reflection)
