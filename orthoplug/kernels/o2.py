@@ -100,6 +100,37 @@ def _trig(al, be, R2, cg, sg, c, s, base):
 
 
 @njit(cache=True)
+def _dphi(al, be, R2, cg, sg, c, s):
+    """The derivative of ``al cos t + be sin t + R2 cos(2t - gamma)`` from ``c, s``."""
+    return -al * s + be * c - 2.0 * R2 * (2.0 * s * c * cg - (c * c - s * s) * sg)
+
+
+@njit(cache=True)
+def _bracketed(al, be, R2, cg, sg, ta, tb):
+    """The zero of ``phi'`` in ``(ta, tb)`` where ``phi'(ta) < 0 < phi'(tb)`` and ``phi'`` is
+    increasing: Newton steps, bisection when a step leaves the bracket."""
+    t = 0.5 * (ta + tb)
+    for _ in range(100):
+        c = math.cos(t)
+        s = math.sin(t)
+        d1 = _dphi(al, be, R2, cg, sg, c, s)
+        if d1 < 0.0:
+            ta = t
+        elif d1 > 0.0:
+            tb = t
+        else:
+            return t
+        d2 = -(al * c + be * s) - 4.0 * R2 * ((c * c - s * s) * cg + 2.0 * c * s * sg)
+        tn = t - d1 / d2 if d2 > 0.0 else 0.5 * (ta + tb)
+        if not (ta < tn < tb):
+            tn = 0.5 * (ta + tb)
+        if abs(tn - t) <= 1e-15 * max(1.0, abs(t)):
+            return tn
+        t = tn
+    return t
+
+
+@njit(cache=True)
 def stationary(rho, beta, R2, gam, out):
     """Angles containing every stationary point of ``rho cos(t - beta) + R2 cos(2t - gamma)``
     (written to ``out``, length >= 6); returns their number."""
@@ -189,6 +220,7 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
     kci = np.empty(M, dtype=np.int64)  # live index of each raw knot
     kid = np.empty(M, dtype=np.int64)  # row of the knot table
     dv = np.empty(M)
+    cosd = np.empty(M)  # cos of the knot's offset from psi: theta_j / rho
     q = 0
     for l in range(L):
         for j in range(T):
@@ -201,6 +233,8 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
                 kid[2 * q + 1] = 2 * j + 1
                 dv[2 * q] = -d  # u increases through theta_j here
                 dv[2 * q + 1] = d  # u decreases through theta_j here
+                cosd[2 * q] = ratio
+                cosd[2 * q + 1] = ratio
                 q += 1
     KI = objective(1.0, 0.0, 0.0, 1.0, P, Z, Q, th, g, kk, inf, pval, 0.0)
     const = (R - L) * h0 if L < R else 0.0
@@ -215,6 +249,13 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
     rel = np.full((2, NA), math.inf)
     lo = np.full((2, NA), -math.inf)
     tk = np.empty((2, NA))
+    ck = np.empty((2, NA))  # cos, sin of the sorted knots' angles
+    sk = np.empty((2, NA))
+    cmid = np.empty((2, NA))  # cos, sin of the arcs' midpoints
+    smid = np.empty((2, NA))
+    psi = np.empty(L)
+    kcr = np.empty(M)  # cos, sin of the raw knots' angles
+    ksr = np.empty(M)
     al = np.empty((2, NA))
     be = np.empty((2, NA))
     Kc = np.empty((2, NA))
@@ -268,9 +309,19 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
         # knots sorted by angle after t0, the middle of the widest gap
         t0 = 0.0
         if M > 0:
+            for l in range(L):
+                psi[l] = math.atan2(y[f, l], x[f, l])
             for m in range(M):
                 l = kci[m]
-                traw[m] = math.atan2(y[f, l], x[f, l]) + dv[m]
+                traw[m] = psi[l] + dv[m]
+                # cos, sin of psi -+ d from cos psi = x / rho, sin psi = y / rho, cos d, sin d
+                cp = x[f, l] / rho[live[l]]
+                sp = y[f, l] / rho[live[l]]
+                sd = math.sqrt(max(0.0, 1.0 - cosd[m] * cosd[m]))
+                if dv[m] > 0.0:
+                    sd = -sd
+                kcr[m] = cp * cosd[m] + sp * sd
+                ksr[m] = sp * cosd[m] - cp * sd
                 tv = traw[m] + TWO_PI if traw[m] < 0.0 else traw[m]
                 tm[m] = 0.0 if tv >= TWO_PI else tv
             order = np.argsort(tm)
@@ -287,6 +338,8 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
                 rv = tm[idx] - t0
                 rel[f, m] = rv + TWO_PI if rv < 0.0 else rv
                 tk[f, m] = traw[idx]
+                ck[f, m] = kcr[idx]
+                sk[f, m] = ksr[idx]
         t0s[f] = t0
         # pieces at t0, then the arc states by running sums over the sorted knots
         ct = math.cos(t0)
@@ -326,9 +379,8 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
                 if not shared:
                     ca += knot[row, 4] * x[f, kci[idx]]
                     cb += knot[row, 4] * y[f, kci[idx]]
-                c = math.cos(tk[f, m])
-                s = math.sin(tk[f, m])
-                kval[f, m] = _trig(al[f, m], be[f, m], R2, cg, sg, c, s, base0 + Kc[f, m])
+                kval[f, m] = _trig(al[f, m], be[f, m], R2, cg, sg, ck[f, m], sk[f, m],
+                                   base0 + Kc[f, m])
             if not continuous:
                 m = 0
                 while m < M:
@@ -386,8 +438,18 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
                 fin = length < math.inf
                 half = 0.5 * length if fin else math.pi
                 mid = (lo[f, m] + half if fin else 0.0) + t0
-                cm = math.cos(mid)
-                sm = math.sin(mid)
+                jl = m - 1 if m > 0 else M - 1
+                cs = ck[f, jl] + ck[f, m] if fin else 0.0
+                ss = sk[f, jl] + sk[f, m] if fin else 0.0
+                nrm = math.sqrt(cs * cs + ss * ss)
+                if half < 1.5 and nrm > 1e-3:  # the bisector of the end points' unit vectors
+                    cm = cs / nrm
+                    sm = ss / nrm
+                else:
+                    cm = math.cos(mid)
+                    sm = math.sin(mid)
+                cmid[f, m] = cm
+                smid[f, m] = sm
                 mval = _trig(al[f, m], be[f, m], R2, cg, sg, cm, sm, base0 + Kc[f, m])
                 dval = (be[f, m] * cm - al[f, m] * sm
                         + 2.0 * R2 * ((cm * cm - sm * sm) * sg - 2.0 * cm * sm * cg))
@@ -402,6 +464,8 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
         ub = ub + PRUNE_SLACK * max(abs(ub), 1.0)
         for f in range(2):
             R2 = fam_R2[f]
+            cg = math.cos(fam_gam[f])
+            sg = math.sin(fam_gam[f])
             base0 = fam_m0[f] + const
             # best arc candidates come after every knot candidate of the family
             abest = math.inf
@@ -409,8 +473,32 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
             for m in range(NA):
                 if not (arc_ok[f, m] and lb[f, m] <= ub):
                     continue
-                rab = math.hypot(al[f, m], be[f, m])
-                bet = math.atan2(be[f, m], al[f, m])
+                A = al[f, m]
+                B = be[f, m]
+                rab = math.hypot(A, B)
+                if continuous and M > 0:
+                    # phi'' > 0 on the arc when phi''(mid) exceeds half the arc's length times
+                    # rab + 8 R2 (a bound on the third derivative): an interior minimum iff
+                    # phi' < 0 < phi' at the ends, found by bracketed Newton; phi'' < 0 on the
+                    # arc: none (h continuous: the knots hold the end values)
+                    cm = cmid[f, m]
+                    sm = smid[f, m]
+                    d2 = -(A * cm + B * sm) - 4.0 * R2 * ((cm * cm - sm * sm) * cg
+                                                          + 2.0 * cm * sm * sg)
+                    if abs(d2) > 0.5 * (rel[f, m] - lo[f, m]) * (rab + 8.0 * R2) * (1.0 + 1e-9):
+                        if d2 > 0.0:
+                            jl = m - 1 if m > 0 else M - 1
+                            if (_dphi(A, B, R2, cg, sg, ck[f, jl], sk[f, jl]) < 0.0
+                                    < _dphi(A, B, R2, cg, sg, ck[f, m], sk[f, m])):
+                                t = _bracketed(A, B, R2, cg, sg, lo[f, m] + t0s[f],
+                                               rel[f, m] + t0s[f])
+                                val = _trig(A, B, R2, cg, sg, math.cos(t), math.sin(t),
+                                            base0 + Kc[f, m])
+                                if val < abest:
+                                    abest = val
+                                    aang = t
+                        continue
+                bet = math.atan2(B, A)
                 cnt = stationary(rab, bet, R2, fam_gam[f], cand)
                 for k in range(cnt):
                     relc = _mod2pi(cand[k] - t0s[f])

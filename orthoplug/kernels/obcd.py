@@ -185,11 +185,16 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
         if not math.isfinite(value):
             return t, BAD_COST
         # one pass over Y: each entry read and written once
+        d0 = dl[0]
+        d1 = dl[1]
+        ci = C[i]
+        cj = C[j]
         for k in range(n):
-            a = C[i, k]
-            b = C[j, k]
+            a = ci[k]
+            b = cj[k]
+            yk = Y[k]
             for c in range(r):
-                Y[k, c] += a * dl[0, c] + b * dl[1, c]
+                yk[c] += a * d0[c] + b * d1[c]
         for c in range(r):
             X[i, c] = U[0, c]
             X[j, c] = U[1, c]

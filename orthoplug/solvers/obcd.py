@@ -25,12 +25,20 @@ objective never increases (α > 0, default 1e-5 as in the paper).
   matching, ⌊n/2⌋ disjoint pairs updated from the same X in one batched solve). Jacobi needs the
   scalar curvature and separable ``h``: with ``ς_j = σ‖Z_j‖₂²`` and σ ≥ max(0, λ_max(∇²f)) the
   joint surrogate separates over the pairs and majorises ``F`` (per-pair exact curvatures do not:
-  ``∇²f`` couples pairs). Not in the paper.
+  ``∇²f`` couples pairs). Not in the paper. ``"greedy"`` (``k = 2``, exact curvature, quadratic
+  f on float64 CPU tensors): Gauss–Southwell type, each iteration solves the subproblems of
+  ``candidates`` random pairs and applies the one with the largest model decrease
+  ``K(I) − K(V)``. Not in the paper.
 * Fast path (quadratic f): only the k gradient rows ``2s(CX)[B]D`` are read and ``CX`` is updated
   in ``O(n k r)`` after each change (:class:`~orthoplug.solvers.oracle.QuadraticTracker`),
   recomputed every ``refresh_every`` iterations against drift. Per iteration (k = 2):
   ``O(n r)`` + ``O(r log r)`` for the subproblem, versus ``O(n² r)`` for a full gradient. A
   Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
+* Compiled loop: with ``k = 2``, the exact curvature and float64 CPU tensors the random, cyclic
+  and greedy iterations run in :func:`~orthoplug.kernels.obcd.obcd_pairs` (numba), entered once
+  per evaluation interval (split at random-pair batches, the end of a cyclic sweep and the
+  refresh of ``CX``); pairs are drawn exactly as in the Python path, so the iterates are the
+  same. Other devices and dtypes run the same steps through the tracker's arrays in Python.
 
 After each update, entries of the new rows with modulus ``< 1e-14`` are set to 0 (for h ≠ 0): the
 subproblem solver merges knots at that size and a negative residue would make ``V = I``
@@ -119,7 +127,15 @@ class OBCD(ScalarCurvature, IterativeSolver):
     Args:
         h: separable nonsmooth term (:mod:`orthoplug.nonsmooth`; default :class:`Zero`).
         k: block size, ``2 ≤ k ≤ n`` (default 2: exact subproblems for every h).
-        working_set: ``"random"`` (default), ``"cyclic"`` or ``"jacobi"`` (k = 2 only).
+        working_set: the pair / block order, deterministic given ``seed``. Per iteration
+            (k = 2, fast path): ``"random"`` (default; uniform pairs, drawn 1024 at a time from
+            the run's generator) and ``"cyclic"`` (all pairs in lexicographic order) cost one
+            model (``O(r)``), one O(2) search (``O(r log r)``) and one row update of X and
+            ``CX`` (``O(n r)``); ``"greedy"`` (k = 2, exact curvature, quadratic f, float64 CPU)
+            costs ``candidates`` models and searches plus one row update — worth it when the
+            ``O(n r)`` update dominates, i.e. n ≫ candidates · log r; ``"jacobi"`` (k = 2) one
+            full gradient plus ⌊n/2⌋ batched searches.
+        candidates: pairs compared per greedy iteration (default 8; ignored otherwise).
         curvature: ``"exact"`` (default: ``Q̲`` when f is quadratic and k = 2) or ``"scalar"``.
         alpha: proximal weight α > 0 (default 1e-5).
         sigma: σ of the scalar curvature ``ς = σ‖Z‖₂²``; default :func:`safe_sigma`, else

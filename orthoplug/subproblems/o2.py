@@ -61,10 +61,14 @@ negative residue would make ``V = I`` infeasible in the next nonnegativity subpr
 tolerances are kept that small on purpose: each snap moves the point off the manifold by up to
 the tolerance, and with ``1e-12`` ℓ1 runs left St(n, r) by ~1e-12 within 5000 iterations.
 
-**Implementation.** The search runs in NumPy float64 on the CPU (per-operation overhead matters at
-``K = 1`` in the OBCD hot loop; ``K`` instances are still processed in one vectorised pass, without
-a Python loop over instances); torch inputs on any device are accepted and the result is returned
-as a torch tensor on the input's device and dtype.
+**Implementation.** One instance (``K = 1``: :func:`solve_o2_single`, and :func:`solve_o2` with
+one instance) runs the compiled search :func:`orthoplug.kernels.o2.o2_search` (numba; the same
+algorithm on scalars, with the term passed as its piecewise tables; it also drives the OBCD pair
+loop :mod:`orthoplug.kernels.obcd`). ``K > 1`` instances are processed in one vectorised NumPy
+float64 pass on the CPU, without a Python loop over instances (its stationary points: companion
+eigenvalues, see above; the kernel's: Newton from ``beta``, ``beta + pi`` when ``kappa >= 8``,
+else Durand-Kerner roots of the same quartic, then Newton). Torch inputs on any device are
+accepted and the result is returned as a torch tensor on the input's device and dtype.
 """
 
 from __future__ import annotations
