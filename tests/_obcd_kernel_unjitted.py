@@ -32,7 +32,7 @@ def instances(kind):
     from test_subproblem_o2 import make_instances
 
     rng = np.random.default_rng(40 + [c[0] for c in CASES].index(kind))
-    return make_instances(rng, 40, 1, 6, kind == "nonneg")
+    return make_instances(rng, 24, 1, 6, kind == "nonneg")
 
 
 def jit_disabled() -> bool:
@@ -50,12 +50,11 @@ def compute() -> dict[str, np.ndarray]:
         out[f"V_{kind}"] = np.stack([solve_o2_single(P[i], Z[i], h, Qt=Q[i])
                                      for i in range(P.shape[0])])
     c = spca.covariance(spca.gaussian_data(30, 12, seed=9))
-    for kind, h in (("l1", L1(0.02)), ("nonneg", NonNegative())):
-        prob = spca.l1_spca(c, 3, 0.02)
-        for order in ("random", "greedy"):
-            res = OBCD(h, working_set=order, seed=1, max_iterations=150, eval_every=50).run(
-                prob.oracle, torch.eye(12, 3, dtype=torch.float64), StiefelGeometry(12, 3))
-            out[f"X_{kind}_{order}"] = res.point.numpy().copy()
+    prob = spca.l1_spca(c, 3, 0.02)
+    for kind, h, order in (("l1", L1(0.02), "random"), ("nonneg", NonNegative(), "greedy")):
+        res = OBCD(h, working_set=order, seed=1, max_iterations=80, eval_every=40).run(
+            prob.oracle, torch.eye(12, 3, dtype=torch.float64), StiefelGeometry(12, 3))
+        out[f"X_{kind}_{order}"] = res.point.numpy().copy()
     return out
 
 
