@@ -25,6 +25,14 @@ e^{i(gamma+beta)} z - e^{2 i gamma}`` (``z = e^{it}``, coefficients of modulus <
 Weierstrass (Durand-Kerner) iteration and ``beta``, ``beta + pi`` are added. Every angle is then
 polished by Newton steps on the derivative (a step of 0.3 rad or more is refused). Spurious
 candidates are harmless: every candidate's value is a true objective value.
+
+Per-arc quadratics (``l1``, capped ``l1``: continuous, slopes differ) skip that search on most
+arcs: an arc survives pruning only if its Taylor lower bound is below the best value so far
+(as in the batched search), and on a surviving arc where ``|phi''(mid)|`` exceeds half its length
+times ``rho + 8 R2`` (a bound on ``|phi'''|``) ``phi'`` is monotone: a convex arc has an interior
+minimum iff ``phi' < 0 < phi'`` at its ends, found by bracketed Newton, a concave one none (the
+knots carry the end values). Knot and midpoint cosines come from ``x_i / rho_i``,
+``theta_j / rho_i`` and the ends' unit vectors, not from trigonometric calls.
 """
 
 from __future__ import annotations
