@@ -32,7 +32,7 @@ def instances(kind):
     from test_subproblem_o2 import make_instances
 
     rng = np.random.default_rng(40 + [c[0] for c in CASES].index(kind))
-    return make_instances(rng, 24, 1, 6, kind == "nonneg")
+    return make_instances(rng, 16, 1, 6, kind == "nonneg")
 
 
 def jit_disabled() -> bool:
@@ -52,7 +52,8 @@ def compute() -> dict[str, np.ndarray]:
     c = spca.covariance(spca.gaussian_data(30, 12, seed=9))
     prob = spca.l1_spca(c, 3, 0.02)
     for kind, h, order in (("l1", L1(0.02), "random"), ("nonneg", NonNegative(), "greedy")):
-        res = OBCD(h, working_set=order, seed=1, max_iterations=80, eval_every=40).run(
+        res = OBCD(h, working_set=order, candidates=3, seed=1, max_iterations=40,
+                   eval_every=20).run(
             prob.oracle, torch.eye(12, 3, dtype=torch.float64), StiefelGeometry(12, 3))
         out[f"X_{kind}_{order}"] = res.point.numpy().copy()
     return out
