@@ -160,11 +160,76 @@ def jobcd_rows(args: argparse.Namespace, rng: np.random.Generator,
 FAMILIES["jobcd"] = jobcd_rows
 
 
+def _obcd_terms(lam1: float, lam0: float) -> dict:
+    from orthoplug.nonsmooth import L0, L1, CappedL1, NonNegative, Zero
+
+    return {"zero": Zero(), "l1": L1(lam1), "l0": L0(lam0), "capped-l1": CappedL1(lam1, 0.05),
+            "nonneg": NonNegative()}
+
+
+def obcd_rows(args: argparse.Namespace, rng: np.random.Generator, bandwidth: float) -> list[dict]:
+    """µs per OBCD pair step (k = 2, random pairs, exact curvature) on ``f = −tr(XᵀCX)``, r = 20,
+    every h: the compiled fast path (``CX`` kept current) and the full-gradient step (the same
+    OBCD on a generic oracle recomputing ``∇f = −2CX`` at every step, scalar curvature), beside
+    one ``dger`` of the same n×r shape. Floor: a step reads and writes ``Y = CX`` once and reads
+    two rows of C, ``16 n r + 16 n`` bytes. Dense random start (every entry of the pair live: the
+    search's largest knot count); SPCA's λ as in ``benchmarks/obcd_spca.py``."""
+    import torch
+
+    from orthoplug.geometry.stiefel import StiefelGeometry
+    from orthoplug.problems import spca
+    from orthoplug.solvers.obcd import OBCD
+    from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
+
+    torch.set_num_threads(1)
+    r = 20
+    rows = []
+    for n in args.obcd_sizes:
+        c = spca.covariance(torch.from_numpy(rng.standard_normal((2 * n, n))))
+        lam1 = 0.5 * float(torch.linalg.eigvalsh(c)[-1]) / n**0.5
+        oracle = QuadraticOracle(c, scale=-1.0)
+        full = FunctionOracle(oracle.value, oracle.gradient, lipschitz=oracle.lipschitz)
+        x0 = torch.linalg.qr(torch.from_numpy(rng.standard_normal((n, r))))[0].contiguous()
+        geo = StiefelGeometry(n, r)
+        floor_us = (16 * n * r + 16 * n) / (bandwidth * 1e9) * 1e6
+        d_us = dger_us(n, r, rng)
+        for name, h in _obcd_terms(lam1, 0.5 * lam1 / n**0.5).items():
+            if name == "nonneg":  # a feasible start: the nonnegative orthonormal I(n, r)
+                x_start = torch.eye(n, r, dtype=torch.float64)
+            else:
+                x_start = x0
+
+            def per_step(orc, steps, h=h, x_start=x_start, geo=geo):
+                best = float("inf")
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    res = OBCD(h, seed=0, max_iterations=steps, eval_every=steps).run(
+                        orc, x_start, geo)
+                    best = min(best, (time.perf_counter() - t0) / res.iterations)
+                return best * 1e6
+
+            fast = per_step(oracle, args.obcd_steps)
+            slow = per_step(full, max(20, args.obcd_steps // 200))
+            rows.append(dict(family="obcd", n=n, r=r, h=name, us_per_step=fast,
+                             full_gradient_us=slow, speedup=slow / fast, dger_us=d_us,
+                             floor_us=floor_us, us_over_floor=fast / floor_us))
+            print(f"obcd n={n:5d} r={r} {name:10s} {fast:9.2f} µs/step  full-gradient "
+                  f"{slow:9.1f} µs ({slow / fast:6.1f}×)  dger {d_us:6.2f} µs  floor "
+                  f"{floor_us:6.2f} µs  ({fast / floor_us:5.1f}× floor)", flush=True)
+    return rows
+
+
+FAMILIES["obcd"] = obcd_rows
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--family", choices=[*FAMILIES, "all"], default="all")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="write the rows as JSON here")
+    parser.add_argument("--obcd-sizes", type=int, nargs="+", default=[300, 1000, 3000])
+    parser.add_argument("--obcd-steps", type=int, default=20_000,
+                        help="OBCD fast-path steps per timing (the full-gradient runs 1/200)")
     args = parser.parse_args(argv)
     from threadpoolctl import threadpool_limits
 

@@ -100,8 +100,6 @@ class IterativeSolver:
     """
 
     name = "solver"
-    #: iterations one :meth:`step` call may take (set by :meth:`run` before each call)
-    step_budget = 1
 
     def __init__(self, *, stopping: StoppingCriteria | None = None, eval_every: int | None = None,
                  seed: int | None = None, log_verbosity: int = 1, verbosity: int = 0,
@@ -121,14 +119,19 @@ class IterativeSolver:
     def setup(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
         """Prepare per-run state (called once before the first step)."""
 
-    def step(self, tracker: Tracker, geometry, generator: torch.Generator) -> int | None:
-        """One iteration, or up to ``self.step_budget`` of them (the iterations left before the
-        next evaluation or the budget; set by :meth:`run` before each call). Returns how many it
-        took (``None`` means one), so a compiled loop can take many cheap iterations per call;
-        a :class:`NonFiniteError` it raises may carry ``iterations_done`` (the iterations it
-        completed before the failure). A long iteration (e.g. a full sweep) may end early once
+    def step(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
+        """One iteration. A long one (e.g. a full sweep) may end early once
         ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``)."""
         raise NotImplementedError
+
+    def steps(self, tracker: Tracker, geometry, generator: torch.Generator, count: int) -> int:
+        """Up to ``count`` iterations (``count >= 1``, never past the next evaluation); returns
+        how many were done (at least one). Default: one :meth:`step`. Solvers whose iterations
+        run in a compiled loop override it to enter the loop once per evaluation interval; a
+        :class:`NonFiniteError` raised here carries the iterations completed before it in its
+        ``iterations`` attribute (default 0)."""
+        self.step(tracker, geometry, generator)
+        return 1
 
     def default_eval_every(self, tracker: Tracker) -> int:
         return 1
@@ -194,14 +197,13 @@ class IterativeSolver:
             if time.perf_counter() - start >= stop.max_time:
                 reason = f"max time ({stop.max_time:g} s) reached"
                 break
-            self.step_budget = min(every - iteration % every, stop.max_iterations - iteration)
+            todo = min(every - iteration % every, stop.max_iterations - iteration)
             try:
-                done = self.step(tracker, geometry, generator)
+                iteration += self.steps(tracker, geometry, generator, todo)
             except NonFiniteError as err:
-                iteration += getattr(err, "iterations_done", 0)
+                iteration += getattr(err, "iterations", 0)
                 reason = f"stopped on {err}; returning the last finite iterate"
                 break
-            iteration += 1 if done is None else done
             if iteration % every and iteration < stop.max_iterations:
                 continue
             try:

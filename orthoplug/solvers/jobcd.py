@@ -311,10 +311,17 @@ class GSJOBCD(_JOBCDBase):
                 self._set_pairs(random_pairs(tracker.x.shape[-2], PAIR_BATCH * self.candidates,
                                              generator, tracker.x.device))
 
+    def steps(self, tracker, geometry, generator, count):
+        if not self.compiled:
+            return super().steps(tracker, geometry, generator, count)
+        self._refill(tracker, generator)
+        return self._compiled_steps(tracker, count)
+
     def step(self, tracker, geometry, generator):
         self._refill(tracker, generator)
         if self.compiled:
-            return self._compiled_steps(tracker)
+            self._compiled_steps(tracker, 1)
+            return
         k = self._cursor
         self._cursor = k + 1
         rows = self._pair_rows[k]
@@ -349,12 +356,12 @@ class GSJOBCD(_JOBCDBase):
         if self.count % self.refresh_every == 0:
             tracker.refresh()
 
-    def _compiled_steps(self, tracker) -> int:
-        """Up to ``step_budget`` iterations in the kernel, stopping at the end of the queued
+    def _compiled_steps(self, tracker, count: int) -> int:
+        """Up to ``count`` iterations in the kernel, stopping at the end of the queued
         pairs, at the next refresh and after :data:`PAIR_BATCH` (so the run's clock is read at
         least that often); returns how many it took."""
         cand = self.candidates
-        steps = min(self.step_budget, PAIR_BATCH, (self._npairs - self._cursor) // cand,
+        steps = min(count, PAIR_BATCH, (self._npairs - self._cursor) // cand,
                     self.refresh_every - self.count % self.refresh_every)
         done, f, status = gs_pairs(tracker.xa, tracker.ya, tracker.ca, self._d, tracker.s,
                                    tracker._f, self._jarr, self.theta, self._clip,
@@ -371,7 +378,7 @@ class GSJOBCD(_JOBCDBase):
             if status == NONFINITE_COST:  # Y moved, X did not: recompute Y and f from X
                 tracker.refresh()
             err = NonFiniteError(_KERNEL_ERRORS[status])
-            err.iterations_done = done
+            err.iterations = done
             raise err
         if self.count % self.refresh_every == 0:
             tracker.refresh()

@@ -25,12 +25,20 @@ objective never increases (α > 0, default 1e-5 as in the paper).
   matching, ⌊n/2⌋ disjoint pairs updated from the same X in one batched solve). Jacobi needs the
   scalar curvature and separable ``h``: with ``ς_j = σ‖Z_j‖₂²`` and σ ≥ max(0, λ_max(∇²f)) the
   joint surrogate separates over the pairs and majorises ``F`` (per-pair exact curvatures do not:
-  ``∇²f`` couples pairs). Not in the paper.
+  ``∇²f`` couples pairs). Not in the paper. ``"greedy"`` (``k = 2``, exact curvature, quadratic
+  f on float64 CPU tensors): Gauss–Southwell type, each iteration solves the subproblems of
+  ``candidates`` random pairs and applies the one with the largest model decrease
+  ``K(I) − K(V)``. Not in the paper.
 * Fast path (quadratic f): only the k gradient rows ``2s(CX)[B]D`` are read and ``CX`` is updated
   in ``O(n k r)`` after each change (:class:`~orthoplug.solvers.oracle.QuadraticTracker`),
   recomputed every ``refresh_every`` iterations against drift. Per iteration (k = 2):
   ``O(n r)`` + ``O(r log r)`` for the subproblem, versus ``O(n² r)`` for a full gradient. A
   Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
+* Compiled loop: with ``k = 2``, the exact curvature and float64 CPU tensors the random, cyclic
+  and greedy iterations run in :func:`~orthoplug.kernels.obcd.obcd_pairs` (numba), entered once
+  per evaluation interval (split at random-pair batches, the end of a cyclic sweep and the
+  refresh of ``CX``); pairs are drawn exactly as in the Python path, so the iterates are the
+  same. Other devices and dtypes run the same steps through the tracker's arrays in Python.
 
 After each update, entries of the new rows with modulus ``< 1e-14`` are set to 0 (for h ≠ 0): the
 subproblem solver merges knots at that size and a negative residue would make ``V = I``
@@ -52,8 +60,9 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.kernels.obcd import STATUS, obcd_pairs
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.subproblems.o2 import SNAP, solve_o2, solve_o2_single, solve_polar
+from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2, solve_o2_single, solve_polar
 
 from .base import IterativeSolver, ScalarCurvature
 from .jobcd import _spectral_sq, random_matching, random_pairs
@@ -118,7 +127,15 @@ class OBCD(ScalarCurvature, IterativeSolver):
     Args:
         h: separable nonsmooth term (:mod:`orthoplug.nonsmooth`; default :class:`Zero`).
         k: block size, ``2 ≤ k ≤ n`` (default 2: exact subproblems for every h).
-        working_set: ``"random"`` (default), ``"cyclic"`` or ``"jacobi"`` (k = 2 only).
+        working_set: the pair / block order, deterministic given ``seed``. Per iteration
+            (k = 2, fast path): ``"random"`` (default; uniform pairs, drawn 1024 at a time from
+            the run's generator) and ``"cyclic"`` (all pairs in lexicographic order) cost one
+            model (``O(r)``), one O(2) search (``O(r log r)``) and one row update of X and
+            ``CX`` (``O(n r)``); ``"greedy"`` (k = 2, exact curvature, quadratic f, float64 CPU)
+            costs ``candidates`` models and searches plus one row update — worth it when the
+            ``O(n r)`` update dominates, i.e. n ≫ candidates · log r; ``"jacobi"`` (k = 2) one
+            full gradient plus ⌊n/2⌋ batched searches.
+        candidates: pairs compared per greedy iteration (default 8; ignored otherwise).
         curvature: ``"exact"`` (default: ``Q̲`` when f is quadratic and k = 2) or ``"scalar"``.
         alpha: proximal weight α > 0 (default 1e-5).
         sigma: σ of the scalar curvature ``ς = σ‖Z‖₂²``; default :func:`safe_sigma`, else
@@ -134,12 +151,12 @@ class OBCD(ScalarCurvature, IterativeSolver):
     """
 
     name = "OBCD"
-    working_sets = ("random", "cyclic", "jacobi")
+    working_sets = ("random", "cyclic", "jacobi", "greedy")
 
     def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
                  working_set: str = "random", curvature: str = "exact", alpha: float = 1e-5,
                  sigma: float | None = None, sweeps: int = 2, refresh_every: int = 10_000,
-                 **kwargs):
+                 candidates: int = 8, **kwargs):
         super().__init__(**kwargs)
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):
@@ -160,9 +177,15 @@ class OBCD(ScalarCurvature, IterativeSolver):
             raise ValueError(f"sigma must be >= 0, got {sigma}")
         if sweeps < 1:
             raise ValueError(f"sweeps must be >= 1, got {sweeps}")
+        if not (isinstance(candidates, int) and 1 <= candidates <= _PAIR_BATCH):
+            raise ValueError(f"candidates must be an integer in [1, {_PAIR_BATCH}], got "
+                             f"{candidates!r}")
+        if working_set == "greedy" and k != 2:
+            raise ValueError("the greedy working set picks row pairs: it needs k = 2")
         self.h, self.k, self.working_set = h, k, working_set
         self.curvature, self.alpha, self.sigma_user = curvature, float(alpha), sigma
         self.sweeps, self.refresh_every = sweeps, refresh_every
+        self.candidates = candidates if working_set == "greedy" else 1
         self._h_log: list[float] = []
 
     # ---- the run ------------------------------------------------------------------------
@@ -232,6 +255,23 @@ class OBCD(ScalarCurvature, IterativeSolver):
             self.vec_eye2 = host_array(self.eye2.reshape(4))
             on_host = isinstance(self.vec_eye2, np.ndarray)
             self.solve_pair = solve_o2_single if on_host else solve_o2
+        # the compiled pair loop: float64 NumPy views of CPU tensors, in C order
+        xa = getattr(tracker, "xa", None)
+        self.kernel = self.arrays and isinstance(xa, np.ndarray) and xa.dtype == np.float64
+        if self.kernel and not (xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
+            tracker.set_point(tracker.x.contiguous())
+        if self.working_set == "greedy" and not self.kernel:
+            raise ValueError("the greedy working set runs in the compiled pair loop: it needs "
+                             "k = 2, curvature='exact', a quadratic f (QuadraticOracle) and "
+                             "float64 CPU tensors")
+        if self.kernel:
+            tab = _tables(self.h)
+            self.h_tables = (tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0,
+                             tab.shared, tab.continuous)
+            self.ca = np.ascontiguousarray(tracker.ca)
+            self.da = (np.empty((0, 0)) if tracker.da is None
+                       else np.ascontiguousarray(tracker.da, dtype=np.float64))
+            self.fval = np.empty(1)
         self.count = 0
         self.pairs, self.pair_pos = None, 0
         if self.working_set == "cyclic":
@@ -250,6 +290,47 @@ class OBCD(ScalarCurvature, IterativeSolver):
             self.pair_pos += 1
             return self.pairs[self.pair_pos - 1]
         return self.pairs[self.count % self.pairs.shape[0]]
+
+    def _pair_block(self, n, generator, count):
+        """The next at most ``count`` pairs (at least ``self.candidates``) as one NumPy array:
+        the same stream as :meth:`_pair` (random batches of ``_PAIR_BATCH`` pairs, rounded down to
+        a multiple of ``candidates`` for greedy; cyclic: the next slice of the sweep)."""
+        if self.working_set == "cyclic":
+            pos = self.count % self.pairs.shape[0]
+            return self.pairs[pos: pos + count]
+        if self.pairs is None or self.pair_pos == self.pairs.shape[0]:
+            size = _PAIR_BATCH - _PAIR_BATCH % self.candidates
+            self.pairs = host_array(random_pairs(n, size, generator, self.dev))
+            self.pair_pos = 0
+        block = self.pairs[self.pair_pos: self.pair_pos + count]
+        self.pair_pos += block.shape[0]
+        return block
+
+    def steps(self, tracker, geometry, generator, count):
+        """``count`` pair steps in the compiled loop (:func:`~orthoplug.kernels.obcd.obcd_pairs`),
+        entered once per block of pairs (a random batch, a cyclic sweep's end and the refresh
+        of ``CX`` split an interval); other paths: one :meth:`step`."""
+        if not self.kernel:
+            return super().steps(tracker, geometry, generator, count)
+        n = tracker.xa.shape[0]
+        nc = self.candidates
+        done = 0
+        while done < count:
+            take = min(count - done, self.refresh_every - self.count % self.refresh_every)
+            block = self._pair_block(n, generator, take * nc)
+            self.fval[0] = tracker._f
+            k, status = obcd_pairs(tracker.xa, tracker.ya, self.ca, self.da, float(tracker.s),
+                                   self.alpha, block, nc, self.snap, *self.h_tables, self.fval)
+            tracker._f = float(self.fval[0])
+            done += k
+            self.count += k
+            if status:
+                err = NonFiniteError(STATUS[status])
+                err.iterations = done
+                raise err
+            if self.count % self.refresh_every == 0:
+                tracker.refresh()
+        return done
 
     def _block(self, n, generator) -> torch.Tensor:
         if self.k == 2:

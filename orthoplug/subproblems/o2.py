@@ -40,7 +40,7 @@ the set {knots} u {interior stationary points of feasible arcs} contains a globa
 **Stationary points** of ``rho cos(t - beta) + R2 cos(2t - gamma)``: with ``z = e^{it}``,
 ``phi' = 0`` iff ``z^4 + kappa e^{i(gamma-beta)} z^3 - kappa e^{i(gamma+beta)} z - e^{2i gamma}``
 vanishes, ``kappa = rho / (2 R2)``; its roots are the eigenvalues of the companion matrix (one
-batched eigenvalue call), their angles are polished by two Newton steps, and the two
+batched eigenvalue call), their angles are polished by five Newton steps, and the two
 stationary points ``beta, beta + pi`` of the linear part are always added (they are the exact answer
 when ``R2 = 0``, e.g. ``Qt = sigma I``, where no eigenvalue problem is solved). Spurious candidates
 are harmless: every candidate value is a true objective value (an upper bound at knots' limits).
@@ -61,10 +61,14 @@ negative residue would make ``V = I`` infeasible in the next nonnegativity subpr
 tolerances are kept that small on purpose: each snap moves the point off the manifold by up to
 the tolerance, and with ``1e-12`` ℓ1 runs left St(n, r) by ~1e-12 within 5000 iterations.
 
-**Implementation.** The search runs in NumPy float64 on the CPU (per-operation overhead matters at
-``K = 1`` in the OBCD hot loop; ``K`` instances are still processed in one vectorised pass, without
-a Python loop over instances); torch inputs on any device are accepted and the result is returned
-as a torch tensor on the input's device and dtype.
+**Implementation.** One instance (``K = 1``: :func:`solve_o2_single`, and :func:`solve_o2` with
+one instance) runs the compiled search :func:`orthoplug.kernels.o2.o2_search` (numba; the same
+algorithm on scalars, with the term passed as its piecewise tables; it also drives the OBCD pair
+loop :mod:`orthoplug.kernels.obcd`). ``K > 1`` instances are processed in one vectorised NumPy
+float64 pass on the CPU, without a Python loop over instances (its stationary points: companion
+eigenvalues, see above; the kernel's: Newton from ``beta``, ``beta + pi`` when ``kappa >= 8``,
+else Durand-Kerner roots of the same quartic, then Newton). Torch inputs on any device are
+accepted and the result is returned as a torch tensor on the input's device and dtype.
 """
 
 from __future__ import annotations
@@ -76,28 +80,25 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from orthoplug.kernels.o2 import LINEAR_ONLY as _LINEAR_ONLY
+from orthoplug.kernels.o2 import PREFER_I as _PREFER_I
+from orthoplug.kernels.o2 import PRUNE_SLACK as _PRUNE_SLACK
+from orthoplug.kernels.o2 import SNAP, o2_search
+from orthoplug.kernels.o2 import TIE as _TIE
+from orthoplug.kernels.o2 import TWO_PI as _TWO_PI
+from orthoplug.kernels.o2 import ZERO_REL as _ZERO_REL
 from orthoplug.nonsmooth import PiecewiseAffine, SeparableTerm, Zero
 
 __all__ = ["solve_o2", "solve_o2_single", "o2_objective", "solve_polar"]
 
-_TWO_PI = 2.0 * math.pi
-_TIE = 1e-14  # knots closer than this (rad) form one group
-_ZERO_REL = 1e-14  # rho_i <= _ZERO_REL * max(1, max rho) -> coordinate identically 0
-#: |(V Z)_ij| <= SNAP * max(1, max rho) counts as 0 when re-evaluating; callers (OBCD) set such
-#: entries of the updated rows to exactly 0
-SNAP = 1e-14
-_PREFER_I = 1e-14  # relative tie tolerance in favour of V = I
-_LINEAR_ONLY = 1e-14  # R2 <= _LINEAR_ONLY * rho_ab: quadratic part treated as constant
-_PRUNE_SLACK = 1e-10  # arcs are pruned only if their lower bound exceeds ub + slack*max(1,|ub|)
-_NEWTON_STEPS = 2
+_NEWTON_STEPS = 5  # from beta (the linear part's stationary points) Newton needs ~4 to converge
 _EYE2 = np.eye(2)
+_EYE4 = np.eye(4)
 _E = np.array([1.0, -1.0])  # e of the two families (rotation, reflection)
-_ROWS2 = np.arange(2)
 # vec(V) = c m + s v per family: rows m_rot, v_rot, m_ref, v_ref; _M / _V index the m / v rows
 _BASIS = np.array([[1.0, 0.0, 0.0, 1.0], [0.0, -1.0, 1.0, 0.0],
                    [-1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0]])
 _M, _V = np.array([0, 2]), np.array([1, 3])
-_DIRS = np.array([0, 1])  # knot directions: up, down
 
 
 # ----------------------------------------------------------------------------------------------
@@ -500,49 +501,14 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
 
 
 def _search_one(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
-    """One instance (K = 1) without the batched path's masks: both families share the live
-    coordinates and the knot count, so only live coordinates and valid knots are kept."""
+    """One instance (K = 1): the compiled search :func:`orthoplug.kernels.o2.o2_search`."""
     tab = _tables(h)
-    a, b, m0, R2, gam, x, y = _families(P, Z, Qt, s)  # rows: rotation, reflection
-    KI = _objective_np(_EYE2[None], P, Z, h, Qt, s, 0.0)
-    rho = np.hypot(x[0], y[0])  # the same for both families
-    live = rho > _ZERO_REL * max(float(rho.max(initial=0.0)), 1.0)
-    L = int(np.count_nonzero(live))
-    base = m0 + ((rho.size - L) * tab.h0 if L < rho.size else 0.0)
-    if L < rho.size:
-        x, y, rho = x[:, live], y[:, live], rho[live]
-    ratio = tab.th / rho[:, None]  # (L, T)
-    li, tj = np.nonzero(np.abs(ratio) < 1.0)  # coordinate li crosses threshold tj
-    if li.size == 0:
-        if tab.T and L:  # every coordinate stays on one piece: the batched search handles it
-            return _search(P, Z, h, Qt, s)
-        val, tc = _smooth(tab, a, b, base, R2, gam, x.sum(1), y.sum(1), np.full(2, L))
-        return _finish(P, Z, h, Qt, s, val, tc, KI, tab)
-    M = 2 * li.size
-    dv = np.arccos(ratio[li, tj])
-    pk = np.arctan2(y, x)[:, li]
-    traw = np.empty((2, li.size, 2))
-    np.subtract(pk, dv, out=traw[..., 0])  # u increases through theta_j here
-    np.add(pk, dv, out=traw[..., 1])  # u decreases through theta_j here
-    traw = traw.reshape(2, M)
-    tm = traw + np.where(traw < 0.0, _TWO_PI, 0.0)
-    tm[tm >= _TWO_PI] = 0.0
-    order = np.argsort(tm, 1)
-    srt = np.take_along_axis(tm, order, 1)
-    gaps = np.empty_like(srt)
-    np.subtract(srt[:, 1:], srt[:, :-1], out=gaps[:, :-1])
-    gaps[:, -1] = srt[:, 0] + _TWO_PI - srt[:, -1]
-    jg = gaps.argmax(1)
-    t0 = srt[_ROWS2, jg] + 0.5 * gaps[_ROWS2, jg]
-    ar = np.arange(M)
-    idx = np.take_along_axis(order, (jg[:, None] + 1 + ar) % M, 1)
-    rel = np.take_along_axis(tm, idx, 1) - t0[:, None]
-    rel += np.where(rel < 0.0, _TWO_PI, 0.0)
-    kid = (2 * tj[:, None] + _DIRS).reshape(M)[idx]  # row of tab.knot
-    knots = (t0, rel, np.take_along_axis(traw, idx, 1), tab.knot[kid], np.repeat(li, 2)[idx],
-             np.full(2, M), np.ones((1, M), dtype=bool), ar == M - 1)
-    return _finish(P, Z, h, Qt, s, *_arcs(tab, (a, b, base, R2, gam), x, y, None, knots, KI),
-                   KI, tab)
+    Q = Qt[0] if Qt is not None else float(s[0]) * _EYE4
+    V = np.empty((1, 2, 2))
+    o2_search(np.ascontiguousarray(P[0]), np.ascontiguousarray(Z[0]), np.ascontiguousarray(Q),
+              tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0, tab.shared,
+              tab.continuous, V[0])
+    return V
 
 
 def _trig(al, be, R2c, cg, sg, c, s, base):
