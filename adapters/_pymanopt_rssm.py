@@ -74,7 +74,7 @@ class StiefelBlock(_GeometryManifold):
         point: a point X of St(n, p) (numpy array).
         columns: the variable columns C.
 
-    Points are n × |C| arrays Y with ``YᵀY = I`` and ``X_RᵀY = 0``; the metric is Euclidean,
+    Points are ``n × |C|`` arrays Y with ``YᵀY = I`` and ``X_RᵀY = 0``; the metric is Euclidean,
     the retraction the polar projection onto the block (with re-orthogonalisation against the
     fixed columns); the Riemannian Hessian is exact (TrustRegions works). See
     :class:`orthoplug.geometry.stiefel_block.StiefelBlockGeometry`.

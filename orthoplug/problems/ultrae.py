@@ -10,7 +10,7 @@ which maps ``U^{p,q}_α`` onto itself isometrically. A triple is scored by
 with the ultrahyperbolic distance ``d_α``
 (:func:`orthoplug.problems.hspp.ultrahyperbolic_distance`) and the global margin ``δ``.
 For a minibatch ``B`` of positive triples, each with ``k`` negatives made by corrupting it,
-the loss is
+the loss is::
 
     L = −(1/|B|) Σ_{(h,r,t)∈B} [ log s(h, r, t) + Σ_{(h',r,t')} log(1 − s(h', r, t')) ]
 

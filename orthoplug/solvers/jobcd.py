@@ -53,7 +53,7 @@ def _spectral_sq(z: torch.Tensor) -> torch.Tensor:
 
 def random_matching(n: int, generator: torch.Generator, device=None,
                     batch: tuple[int, ...] = (), pairs: int | None = None) -> torch.Tensor:
-    """Uniformly random perfect matchings of ``range(n)``: (*batch, ⌊n/2⌋, 2); odd n: one idles.
+    """Uniformly random perfect matchings of ``range(n)``: ``(*batch, ⌊n/2⌋, 2)``; odd n: one idles.
 
     ``pairs`` keeps only the first pairs of each matching (``pairs=1``: one uniformly random
     pair). Drawn on the generator's device, returned on ``device``.
