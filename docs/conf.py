@@ -73,10 +73,11 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 # ---- generated page: which solver when --------------------------------------------------------
 def _which_solver(app) -> None:
+    """Regenerate ``_generated/which_solver.md`` from ``results/`` before reading sources."""
     from orthoplug.bench.which import write_which_solver_page
 
     write_which_solver_page(DOCS / "results", DOCS / "_generated" / "which_solver.md")
 
 
 def setup(app):
-    pass
+    app.connect("builder-inited", _which_solver)
