@@ -109,9 +109,11 @@ class Experiment:
     feasibility_tol: float = 1e-6
 
     def instances(self, scale: str, seed: int) -> list[Instance]:
+        """The problem instances (data, sizes, optimum) at ``scale``, data drawn with ``seed``."""
         raise NotImplementedError
 
     def methods(self, scale: str) -> list[Method]:
+        """The solvers compared at ``scale``, each with its default options and tuning grid."""
         raise NotImplementedError
 
     def evaluate(self, instance: Instance, point) -> dict[str, float]:

@@ -148,6 +148,7 @@ class Submanifold:
 
     @property
     def r(self) -> int:
+        """The slice dimension r."""
         return self.rows.shape[-1] if self.rows is not None else self.basis.shape[-2]
 
     def restrict(self, a: torch.Tensor) -> torch.Tensor:

@@ -125,6 +125,7 @@ class IterativeSolver:
         raise NotImplementedError
 
     def default_eval_every(self, tracker: Tracker) -> int:
+        """Iterations between evaluations when ``eval_every`` is not given (default 1)."""
         return 1
 
     def info(self) -> dict:
