@@ -63,6 +63,9 @@ class RSSM(SolverOptimizer):
     geometries = (StiefelGeometry,)
 
     def oracle_for(self, problem):
+        """A :class:`~orthoplug.solvers.rssm.ColumnOracle` (column access) from the problem's cost
+        and Euclidean gradient.
+        """
         return _rssm.ColumnOracle(lambda x: problem.cost(_n(x)),
                                   lambda x: _t(problem.euclidean_gradient(_n(x))))
 
@@ -93,6 +96,7 @@ class StiefelBlock(_GeometryManifold):
 
     @property
     def columns(self) -> np.ndarray:
+        """The indices of the variable columns C."""
         return self.geometry.columns.numpy().copy()
 
     @property

@@ -82,6 +82,9 @@ class Method:
     grid: list[dict[str, Any]] = field(default_factory=list)
 
     def settings(self, tune: bool) -> list[dict[str, Any]]:
+        """The option settings to run: the grid merged into the defaults when ``tune``, else the
+        defaults alone.
+        """
         if tune and self.grid:
             return [{**self.options, **g} for g in self.grid]
         return [dict(self.options)]
@@ -164,6 +167,7 @@ class Record:
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict (NaN and inf become ``None``)."""
         return _finite_or_none(asdict(self))
 
 
@@ -181,6 +185,7 @@ def _finite_or_none(obj):
 
 
 def relative_gap(value: float, optimum: float | None) -> float | None:
+    """``|value − optimum| / |optimum|``, or ``None`` without an optimum or a finite value."""
     if optimum is None or value is None or not math.isfinite(value):
         return None
     return abs(value - optimum) / max(abs(optimum), 1e-300)

@@ -162,7 +162,7 @@ class JOrthogonalGeometry(_JGeometry):
                                dtype=dtype, device=device, generator=generator)
 
     def random_tangent(self, x, generator=None):
-        """A random tangent vector at ``x`` (unit norm in the metric)."""
+        """A random unit tangent vector ``X J S`` (S Gaussian skew), normalised in the metric."""
         return jo.random_tangent(self.j, x, generator)
 
     def __repr__(self) -> str:
@@ -225,12 +225,13 @@ class IndefiniteStiefelGeometry(_JGeometry):
 
     def random_point(self, batch=(), *, cond=10.0, dtype=torch.float64, device=None,
                      generator=None):
-        """Random feasible points of condition number ``cond``, shape ``batch + (n, k)``."""
+        """k columns of random O(Jₙ) points of condition number ``cond``, shape ``batch + (n, k)``.
+        """
         return ist.random_point(self.j, self.jk, tuple(batch), cond=cond, dtype=dtype,
                                 device=device, generator=generator)
 
     def random_tangent(self, x, generator=None):
-        """A random tangent vector at ``x``."""
+        """A random unit (Frobenius) tangent vector: the projection of a Gaussian."""
         return ist.random_tangent(self.j, x, generator)
 
     def __repr__(self) -> str:

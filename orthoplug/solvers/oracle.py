@@ -171,6 +171,7 @@ class FiniteSumOracle(Oracle):
         return self.component_gradient(x, self._all(x))
 
     def component_gradient(self, x, idx):
+        """The mean of ``∇f_i(X)`` over the indices ``idx`` (a LongTensor on X's device)."""
         return _finite(torch.as_tensor(self._cg(x, idx), dtype=x.dtype, device=x.device),
                        "gradient")
 

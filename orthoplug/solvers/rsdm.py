@@ -91,6 +91,7 @@ class RowGradientOracle(Oracle):
                        "gradient")
 
     def gradient_rows(self, x, rows):
+        """Rows ``rows`` of ``∇f(X)``, from the row function (not checked for finiteness here)."""
         # not checked for finiteness here: RSDM checks the update these rows produce
         return torch.as_tensor(self._rows(x, rows), dtype=x.dtype, device=x.device)
 
@@ -123,6 +124,9 @@ class StochasticOracle(Oracle):
         self._sample, self._value, self._gradient = sample_gradient, value, gradient
 
     def sample_gradient(self, x, batch_size, generator):
+        """A minibatch gradient ``(1/B) Σ_b ∇f(X; ξ_b)`` of ``batch_size`` fresh samples drawn with
+        ``generator``.
+        """
         return _finite(torch.as_tensor(self._sample(x, batch_size, generator), dtype=x.dtype,
                                        device=x.device), "stochastic gradient")
 
