@@ -125,7 +125,8 @@ class IterativeSolver:
         raise NotImplementedError
 
     def default_eval_every(self, tracker: Tracker) -> int:
-        """Iterations between evaluations when ``eval_every`` is not given (default 1)."""
+        """Iterations between evaluations when ``eval_every`` is not given (here 1; block methods
+        override it with about one sweep)."""
         return 1
 
     def info(self) -> dict:

@@ -182,6 +182,12 @@ class RSDM(IterativeSolver):
 
     The run's ``info`` holds the options, ``backtracks`` and ``skipped_steps`` (Armijo), and
     ``row_gradient_evaluations`` (RSDM-P reads of r gradient rows).
+
+    Per-iteration cost (X is n×p): the slice gradient ``skew(B Cᵀ)`` with ``B = P(r)∇F(X)``,
+    ``C = P(r)X`` in ``O(r²p)``; the retraction on O(r) in ``O(r³)``; the update
+    ``X ← U(Y)X`` in ``O(r²p)`` for RSDM-P (r rows change) and ``O(npr)`` for RSDM-O (plus
+    ``O(nr²)`` to sample ``P(r)``). ``∇F``: r rows from a row-gradient or quadratic oracle
+    (the quadratic tracker keeps ``CX`` current in ``O(nrp)``), else one full gradient.
     """
 
     def __init__(self, r: int, *, sampling: str = "permutation", step_size: float = 1.0,
@@ -219,6 +225,7 @@ class RSDM(IterativeSolver):
 
     # ---- run hooks ---------------------------------------------------------------------------
     def default_eval_every(self, tracker):
+        """``⌈1/ρ⌉`` iterations clamped to [10, 1000], ``ρ = r(r − 1)/(n(n − 1))``."""
         n = tracker.x.shape[-2]
         rho = self.r * (self.r - 1) / (n * (n - 1))
         return int(min(1000, max(10, math.ceil(1.0 / rho))))

@@ -478,6 +478,9 @@ class RSSM(SubgradientSolver):
 
     ``info()`` reports the partition sizes and the number of partial-subgradient columns
     computed (``gradient_columns``; divide by p for full-subgradient equivalents).
+
+    Per-iteration cost: ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` (the two blocks'
+    columns) plus the partial subgradient of those columns; no ``n × n`` matrix.
     """
 
     name = "RSSM"
@@ -510,6 +513,7 @@ class RSSM(SubgradientSolver):
         return self.default_decay ** (2.0 / ell)
 
     def default_eval_every(self, tracker):
+        """One sweep of the ``ℓ(ℓ − 1)/2`` column-block pairs, at least 10 iterations."""
         ell = len(self._partition(tracker.x.shape[-1]))
         return max(10, ell * (ell - 1) // 2)
 
