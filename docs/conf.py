@@ -16,6 +16,7 @@ ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS))
 
 import gallery_config  # noqa: E402
+import torch  # noqa: E402
 
 import orthoplug  # noqa: E402
 
@@ -69,6 +70,9 @@ sphinx_gallery_conf = {
     "show_memory": False,
 }
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The examples run in this process at tiny sizes, single-threaded as in tests/test_examples.py:
+# with matrices this small, thread start-up dominates on a loaded machine.
+torch.set_num_threads(1)
 
 
 # ---- generated page: which solver when --------------------------------------------------------

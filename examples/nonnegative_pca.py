@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     # oracle=prob.oracle: the fast path, two gradient rows a step
     obcd = OBCD(h=NonNegative(), max_iterations=args.iterations, min_gradient_norm=0.0,
-                seed=args.seed, log_verbosity=int(args.plot)).run(
+                seed=args.seed, log_verbosity=int(args.plot),
+                eval_every=max(1, args.iterations // 100) if args.plot else None).run(
         pymanopt.Problem(manifold, f), initial_point=x0, oracle=prob.oracle)
     times = [time.perf_counter() - start]
     start = time.perf_counter()

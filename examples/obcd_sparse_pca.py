@@ -32,7 +32,9 @@ def main(argv=None):
     top = float(torch.linalg.eigvalsh(c)[-1])
     out = {}
     for prob in (spca.l1_spca(c, r, 0.1 * top / n**0.5), spca.l0_spca(c, r, 0.1 * top / n)):
-        res = OBCD(prob.h, seed=0, max_iterations=args.iterations).run(
+        # --plot: about 100 evaluations for the curve (default: one per sweep of the row pairs)
+        every = max(1, args.iterations // 100) if args.plot else None
+        res = OBCD(prob.h, seed=0, max_iterations=args.iterations, eval_every=every).run(
             prob.oracle, prob.initial_point("identity"), StiefelGeometry(n, r))
         nnz = spca.count_l0(res.point)
         print(f"{prob.kind}: F = {res.cost:.6f} (f = {res.info['f']:.6f}, h = {res.info['h']:.6f})"
