@@ -79,6 +79,7 @@ def missing_docstrings() -> list[str]:
         if not inspect.getdoc(module):
             missing.append(module_name)
         for name, obj in public_objects(module_name).items():
+            obj = getattr(obj, "py_func", obj)  # a numba kernel: its Python function
             if not (inspect.isclass(obj) or inspect.isfunction(obj)):
                 continue  # constants are documented in the module docstring
             if not (obj.__doc__ and obj.__doc__.strip()):
@@ -105,6 +106,16 @@ def test_every_public_callable_has_a_docstring():
     missing = missing_docstrings()
     assert not missing, f"{len(missing)} public callables without a docstring:\n" + \
         "\n".join(missing)
+
+
+def test_every_public_module_with_members_has_an_api_page():
+    pages = "\n".join(path.read_text(encoding="utf-8")
+                      for path in (ROOT / "docs" / "api").glob("*.rst"))
+    documented = set(re.findall(r"^\.\. automodule:: (\S+)", pages, re.MULTILINE))
+    documented |= {m.rpartition(".")[0]
+                   for m in re.findall(r"^\.\. autoclass:: (\S+)", pages, re.MULTILINE)}
+    missing = [m for m in public_modules() if public_objects(m) and m not in documented]
+    assert not missing, f"public modules without an API page (add them to docs/api/): {missing}"
 
 
 def test_one_docstring_style_google():
