@@ -53,6 +53,7 @@ class _GeometryManifold(Manifold):
 
     @property
     def signature(self) -> np.ndarray:
+        """The diagonal of J as a float array of ±1."""
         return np.asarray(self.geometry.j.values, dtype=float)
 
     @property
