@@ -11,6 +11,7 @@ autodoc shows the base's docstring for it (``autodoc_inherit_docstrings``).
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
@@ -131,6 +132,18 @@ def test_one_docstring_style_google():
 def test_the_style_check_catches_numpydoc():
     assert NUMPYDOC_SECTION.search('"""Sum.\n\n    Parameters\n    ----------\n    x : int\n"""')
     assert not NUMPYDOC_SECTION.search('"""Sum.\n\n    Args:\n        x: an int.\n"""')
+
+
+def test_every_example_starts_with_a_gallery_title():
+    """sphinx-gallery needs an rST title: the docstring's first line, underlined with '='."""
+    untitled = []
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False) or ""
+        title, _, rest = doc.partition("\n")
+        underline = rest.partition("\n")[0]
+        if not title.strip() or underline != "=" * len(title):
+            untitled.append(path.name)
+    assert not untitled, f"examples without a title line underlined by '=': {untitled}"
 
 
 def test_docs_build_with_warnings_as_errors(tmp_path):
