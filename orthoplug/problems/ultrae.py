@@ -235,8 +235,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
 
     Args:
         data (KGData): The knowledge graph (e.g. from :func:`~orthoplug.problems.kg.load_kg`).
-        relation_optimizer: {"JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam"} Optimiser of
-            the J-orthogonal relation matrices.
+        relation_optimizer: Optimiser of the J-orthogonal relation matrices: ``"JJOBCD"``,
+            ``"GSJOBCD"``, ``"RiemannianSGD"`` or ``"RiemannianAdam"``.
         epochs (int): Passes over the shuffled training triples.
         batch_size (int): Positive triples per minibatch.
         num_negatives (int): ``k``, negatives per positive.
