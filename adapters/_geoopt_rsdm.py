@@ -206,6 +206,7 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
 
     @torch.no_grad()
     def stabilize_group(self, group):
+        """Project the group's Stiefel parameters back onto the manifold (``projx``)."""
         for p in group["params"]:
             if _is_stiefel(p):
                 p.copy_(p.manifold.projx(p))

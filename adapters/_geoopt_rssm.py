@@ -42,7 +42,7 @@ __all__ = ["RSSM", "StiefelBlock"]
 
 
 class StiefelBlock(_GeometryManifold):
-    """A submanifold block of St(n, p) as a geoopt manifold (points n × |C|, batchable).
+    """A submanifold block of St(n, p) as a geoopt manifold (points ``n × |C|``, batchable).
 
     Args:
         point: a point X of St(n, p) (tensor); its columns outside ``columns`` are fixed.

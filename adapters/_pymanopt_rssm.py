@@ -63,6 +63,9 @@ class RSSM(SolverOptimizer):
     geometries = (StiefelGeometry,)
 
     def oracle_for(self, problem):
+        """A :class:`~orthoplug.solvers.rssm.ColumnOracle` (column access) from the problem's cost
+        and Euclidean gradient.
+        """
         return _rssm.ColumnOracle(lambda x: problem.cost(_n(x)),
                                   lambda x: _t(problem.euclidean_gradient(_n(x))))
 
@@ -74,7 +77,7 @@ class StiefelBlock(_GeometryManifold):
         point: a point X of St(n, p) (numpy array).
         columns: the variable columns C.
 
-    Points are n × |C| arrays Y with ``YᵀY = I`` and ``X_RᵀY = 0``; the metric is Euclidean,
+    Points are ``n × |C|`` arrays Y with ``YᵀY = I`` and ``X_RᵀY = 0``; the metric is Euclidean,
     the retraction the polar projection onto the block (with re-orthogonalisation against the
     fixed columns); the Riemannian Hessian is exact (TrustRegions works). See
     :class:`orthoplug.geometry.stiefel_block.StiefelBlockGeometry`.
@@ -93,6 +96,7 @@ class StiefelBlock(_GeometryManifold):
 
     @property
     def columns(self) -> np.ndarray:
+        """The indices of the variable columns C."""
         return self.geometry.columns.numpy().copy()
 
     @property

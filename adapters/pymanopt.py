@@ -53,6 +53,7 @@ class _GeometryManifold(Manifold):
 
     @property
     def signature(self) -> np.ndarray:
+        """The diagonal of J as a float array of ±1."""
         return np.asarray(self.geometry.j.values, dtype=float)
 
     @property
@@ -221,9 +222,13 @@ class SolverOptimizer(Optimizer):
         self.make_solver()  # validate the options now, not at run time
 
     def make_solver(self):
+        """A fresh orthoplug solver with this optimizer's options (one per run)."""
         return self.solver_class(**self._solver_kwargs, **self.options)
 
     def oracle_for(self, problem):
+        """A :class:`~orthoplug.solvers.oracle.FunctionOracle` from the problem's cost and Euclidean
+        gradient.
+        """
         from orthoplug.solvers.oracle import FunctionOracle
 
         return FunctionOracle(lambda x: problem.cost(_n(x)),

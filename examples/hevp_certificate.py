@@ -1,10 +1,13 @@
 """Trace-minimisation hyperbolic eigenvalue problem with a certified optimum.
+==========================================================================
 
     min tr(XᵀCX)  subject to  XᵀJX = J,   C = DᵀD/m + εI ≻ 0,
 
 has the global minimum Σ|λ_i(JC)|. This script solves it with pymanopt's own solvers on
 orthoplug's ``JOrthogonal`` manifold (and geoopt's RiemannianSGD on a batch of problems) and
 prints the certificate gap and the constraint violation of each result.
+
+::
 
     python examples/hevp_certificate.py [--n 40] [--geoopt-steps 3000] [--seed 0]
 """
@@ -27,7 +30,7 @@ from orthoplug.problems.hevp import make_spd, trace_min_certificate
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--n", type=int, default=40, help="matrix size (J has n/2 entries +1)")
     parser.add_argument("--geoopt-steps", type=int, default=3000,
                         help="RiemannianSGD steps on the batch of problems")

@@ -1,4 +1,7 @@
 """A hyperbolic structural probe on O(p, q), geoopt style: J-JOBCD and VR-J-JOBCD vs RiemannianAdam.
+=================================================================================================
+
+::
 
     python examples/hspp_probe.py                    # m = 200 Gaussian rows, n = 8, 100 steps
     python examples/hspp_probe.py --source digits --m 500 --n 10 --steps 100
@@ -33,7 +36,7 @@ from orthoplug.problems.hspp import HSPP, make_hspp_data
 def main(argv: list[str] | None = None) -> int:
     """Train the probe three ways from one start; exit code 1 if a JOBCD run does not decrease f
     or leaves the group."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--source", choices=["gaussian", "digits"], default="gaussian")
     parser.add_argument("--m", type=int, default=200, help="data rows (components)")
     parser.add_argument("--n", type=int, default=8, help="features = size of X (even)")

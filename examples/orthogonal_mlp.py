@@ -1,4 +1,7 @@
 """An MLP with orthogonal hidden layers on scikit-learn's digits: geoopt RSDM vs RiemannianSGD.
+============================================================================================
+
+::
 
     python examples/orthogonal_mlp.py                # hidden 128, 2 Stiefel layers, 10 epochs
     python examples/orthogonal_mlp.py --epochs 20 --r 32 --optimizers RSDM RiemannianAdam
@@ -24,7 +27,7 @@ DEFAULT_LR = {"RSDM": 0.05, "RiemannianSGD": 0.02, "RiemannianAdam": 3e-3}
 def main(argv: list[str] | None = None) -> int:
     """Train one model per optimizer; exit code 1 if a result is not orthonormal or the first
     optimizer's accuracy falls below ``--min-accuracy``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--optimizers", nargs="+", choices=OPTIMIZERS,
                         default=["RSDM", "RiemannianSGD"])
     parser.add_argument("--epochs", type=int, default=10)

@@ -1,4 +1,7 @@
 """RSDM on Wen–Yin's QAP relaxation, rounded to a permutation and scored against a planted optimum.
+================================================================================================
+
+::
 
     python examples/qap.py                           # n = 40, r = 20
     python examples/qap.py --n 200 --r 50 --sampling orthogonal
@@ -29,7 +32,7 @@ from orthoplug.solvers.rsdm import RSDM
 def main(argv: list[str] | None = None) -> int:
     """Solve one planted instance with RSDM and SteepestDescent; exit code 1 if a value beats
     the certified optimum (which would be a bug)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--n", type=int, default=40)
     parser.add_argument("--r", type=int, default=20, help="RSDM slice dimension (2 <= r <= n)")
     parser.add_argument("--sampling", choices=["permutation", "orthogonal"], default="permutation")

@@ -1,7 +1,10 @@
 """Robust subspace recovery (DPCP) with RSSM, through pymanopt.
+============================================================
 
 Data: inliers in a random d-dimensional subspace S of ℝⁿ plus as many Gaussian outliers.
 RSSM minimises f(X) = (1/m) Σ_j ‖Xᵀy_j‖₂ over St(n, n − d); the minimiser spans S^⊥.
+
+::
 
     python examples/rssm_dpcp.py --n 100 --d 70 --inliers 500
 """
@@ -18,7 +21,7 @@ from orthoplug.problems.nonsmooth_problems import dpcp_instance
 
 
 def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--n", type=int, default=100)
     parser.add_argument("--d", type=int, default=70)
     parser.add_argument("--inliers", type=int, default=500)

@@ -1,4 +1,5 @@
 """UltraE knowledge-graph embedding: J-JOBCD vs RiemannianAdam on the relation matrices.
+=====================================================================================
 
 Loads Nations (or ``--dataset kinships|umls|synthetic``), trains UltraE twice from the same
 seed — relations by J-JOBCD, then by geoopt's RiemannianAdam; entities by Adam in both — and
@@ -21,7 +22,7 @@ from orthoplug.problems.ultrae import train_ultrae
 
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison; returns the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
     parser.add_argument("--dataset", default="nations", choices=(*KG_DATASETS, "synthetic"))
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=128)

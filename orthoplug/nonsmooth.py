@@ -69,6 +69,7 @@ class PiecewiseAffine:
 
     @property
     def num_thresholds(self) -> int:
+        """Number of breakpoints of φ."""
         return len(self.thresholds)
 
     @property

@@ -66,6 +66,7 @@ class Entry:
 
     @property
     def frontends(self) -> tuple[str, ...]:
+        """The front-ends this entry implements, a subset of ``("pymanopt", "geoopt")``."""
         return tuple(f for f in FRONTENDS if getattr(self, f) is not None)
 
 
@@ -121,6 +122,7 @@ def entries(kind: str | None = None, frontend: str | None = None) -> list[Entry]
 
 
 def names(kind: str | None = None, frontend: str | None = None) -> list[str]:
+    """The names of :func:`entries` (same filters)."""
     return [e.name for e in entries(kind, frontend)]
 
 

@@ -63,6 +63,9 @@ def _list() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``orthoplug-bench``: run a suite, ``report DIR`` or ``list``; returns the exit
+    status (1 if a run failed, 2 on bad arguments).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if argv[:1] == ["list"]:

@@ -82,6 +82,9 @@ class Method:
     grid: list[dict[str, Any]] = field(default_factory=list)
 
     def settings(self, tune: bool) -> list[dict[str, Any]]:
+        """The option settings to run: the grid merged into the defaults when ``tune``, else the
+        defaults alone.
+        """
         if tune and self.grid:
             return [{**self.options, **g} for g in self.grid]
         return [dict(self.options)]
@@ -109,9 +112,11 @@ class Experiment:
     feasibility_tol: float = 1e-6
 
     def instances(self, scale: str, seed: int) -> list[Instance]:
+        """The problem instances (data, sizes, optimum) at ``scale``, data drawn with ``seed``."""
         raise NotImplementedError
 
     def methods(self, scale: str) -> list[Method]:
+        """The solvers compared at ``scale``, each with its default options and tuning grid."""
         raise NotImplementedError
 
     def evaluate(self, instance: Instance, point) -> dict[str, float]:
@@ -162,6 +167,7 @@ class Record:
     schema: int = SCHEMA_VERSION
 
     def to_json(self) -> dict[str, Any]:
+        """The record as a JSON-ready dict (NaN and inf become ``None``)."""
         return _finite_or_none(asdict(self))
 
 
@@ -179,6 +185,7 @@ def _finite_or_none(obj):
 
 
 def relative_gap(value: float, optimum: float | None) -> float | None:
+    """``|value − optimum| / |optimum|``, or ``None`` without an optimum or a finite value."""
     if optimum is None or value is None or not math.isfinite(value):
         return None
     return abs(value - optimum) / max(abs(optimum), 1e-300)

@@ -164,9 +164,10 @@ def plot_experiments(records: list[dict], out_dir: str | Path) -> list[Path]:
 
 
 def render(out_dir: str | Path, records: list[dict] | None = None) -> Path:
-    """Write ``tables.md`` and the PNGs into ``out_dir`` (from ``results.jsonl`` if no
-    records are given); returns the tables' path."""
+    """Write ``tables.md``, ``which-solver.md`` and the PNGs into ``out_dir`` (from
+    ``results.jsonl`` if no records are given); returns the tables' path."""
     from orthoplug.bench.runner import read_records
+    from orthoplug.bench.which import run_command, which_solver
 
     out_dir = Path(out_dir)
     records = read_records(out_dir) if records is None else records
@@ -177,4 +178,6 @@ def render(out_dir: str | Path, records: list[dict] | None = None) -> Path:
     text += "\n" + "\n".join(f"![{p.stem}]({p.name})" for p in pngs) + "\n"
     path = out_dir / "tables.md"
     path.write_text("# orthoplug-bench results\n\n" + text)
+    (out_dir / "which-solver.md").write_text(
+        which_solver(records, command=run_command(out_dir)), encoding="utf-8")
     return path

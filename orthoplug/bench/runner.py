@@ -65,6 +65,7 @@ class Plan:
     items: list[tuple[Experiment, list[Instance], list[Method]]]
 
     def runs(self) -> int:
+        """Number of runs in the plan (instances × option settings × seeds)."""
         return sum(len(insts) * sum(len(m.settings(self.tune)) for m in meths) * len(self.seeds)
                    for _, insts, meths in self.items)
 

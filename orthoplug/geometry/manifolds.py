@@ -113,38 +113,56 @@ class JOrthogonalGeometry(_JGeometry):
 
     @property
     def dim(self) -> int:
+        """Manifold dimension ``n(n − 1)/2`` (that of o(J))."""
         n = self.j.n
         return n * (n - 1) // 2
 
     def inner(self, x, u, v, keepdim=False):
+        """Left-invariant metric ``⟨XΩ₁, XΩ₂⟩ = tr(Ω₁ᵀΩ₂)`` with ``Ω = X⁻¹U`` (batched)."""
         return jo.inner(self.j, x, u, v, keepdim=keepdim)
 
     def proj(self, x, u):
+        """Orthogonal projection of an ambient ``U`` onto ``T_X = {XΩ : ΩᵀJ + JΩ = 0}`` in this
+        metric.
+        """
         return jo.proj(self.j, x, u)
 
     def egrad2rgrad(self, x, g):
+        """Riemannian gradient ``X J skew(J Xᵀ G)`` from the Euclidean gradient ``G`` (no Lyapunov
+        solve).
+        """
         return jo.egrad2rgrad(self.j, x, g)
 
     def ehess2rhess(self, x, g, h, xi):
+        """Riemannian Hessian applied to ``xi``, from the Euclidean gradient ``g`` and
+        Hessian-vector product ``h`` (Levi-Civita connection of the left-invariant metric).
+        """
         return jo.ehess2rhess(self.j, x, g, h, xi)
 
     def retr(self, x, u):
+        """The configured retraction: Cayley (default) or the exponential map."""
         if self.retraction == "exp":
             return jo.expmap(self.j, x, u)
         return jo.retr_cayley(self.j, x, u)
 
     def exp(self, x, u):
+        """Exact Riemannian exponential ``X exp(Ωᵀ) exp(Ω − Ωᵀ)`` for ``U = XΩ``."""
         return jo.expmap(self.j, x, u)
 
     def transp(self, x, y, v):
+        """Vector transport by left translation ``XΩ ↦ YΩ`` (an isometry of this metric)."""
         return jo.transp(self.j, x, y, v)
 
     def random_point(self, batch=(), *, cond=10.0, component=(1, 1), dtype=torch.float64,
                      device=None, generator=None):
+        """Random points ``U Σ Wᵀ`` of condition number ``cond`` in the connected component
+        ``component`` = (sign det X₊₊, sign det X₋₋), shape ``batch + (n, n)``.
+        """
         return jo.random_point(self.j, tuple(batch), cond=cond, component=component,
                                dtype=dtype, device=device, generator=generator)
 
     def random_tangent(self, x, generator=None):
+        """A random unit tangent vector ``X J S`` (S Gaussian skew), normalised in the metric."""
         return jo.random_tangent(self.j, x, generator)
 
     def __repr__(self) -> str:
@@ -169,37 +187,51 @@ class IndefiniteStiefelGeometry(_JGeometry):
 
     @property
     def dim(self) -> int:
+        """Manifold dimension ``nk − k(k + 1)/2``."""
         n, k = self.shape
         return n * k - k * (k + 1) // 2
 
     def inner(self, x, u, v, keepdim=False):
+        """Euclidean (Frobenius) metric ``tr(UᵀV)``."""
         return fro_inner(u, v, keepdim=keepdim)
 
     def proj(self, x, u):
+        """Orthogonal projection ``U − J X S`` onto the tangent space (S from a k×k Lyapunov
+        equation); also the Riemannian gradient of a Euclidean gradient.
+        """
         return ist.proj(self.j, x, u)
 
     egrad2rgrad = proj
 
     def ehess2rhess(self, x, g, h, xi):
+        """Riemannian Hessian applied to ``xi`` by the Weingarten formula."""
         return ist.ehess2rhess(self.j, x, g, h, xi)
 
     def retr(self, x, u):
+        """Cayley retraction of a rank-2k element of o(Jₙ), evaluated with the Woodbury identity in
+        O(nk²).
+        """
         return ist.retr_cayley(self.j, self.jk, x, u)
 
     def exp(self, x, u):
+        """Not available: raises ``NotImplementedError`` (use :meth:`retr`)."""
         raise NotImplementedError(
             "IndefiniteStiefel has no closed-form exponential map; use retr (low-rank Cayley)"
         )
 
     def transp(self, x, y, v):
+        """Vector transport by projection onto the tangent space at ``y``."""
         return ist.proj(self.j, y, v)
 
     def random_point(self, batch=(), *, cond=10.0, dtype=torch.float64, device=None,
                      generator=None):
+        """k columns of random O(Jₙ) points of condition number ``cond``, shape ``batch + (n, k)``.
+        """
         return ist.random_point(self.j, self.jk, tuple(batch), cond=cond, dtype=dtype,
                                 device=device, generator=generator)
 
     def random_tangent(self, x, generator=None):
+        """A random unit (Frobenius) tangent vector: the projection of a Gaussian."""
         return ist.random_tangent(self.j, x, generator)
 
     def __repr__(self) -> str:

@@ -49,10 +49,12 @@ class Signature:
 
     @property
     def n(self) -> int:
+        """Size n of J."""
         return len(self._values)
 
     @property
     def values(self) -> tuple[int, ...]:
+        """The diagonal of J as a tuple of ±1."""
         return self._values
 
     @property
@@ -61,9 +63,11 @@ class Signature:
         return all(v > 0 for v in self._values[: self.plus])
 
     def positive_indices(self) -> np.ndarray:
+        """Indices i with ``J_ii = +1``."""
         return np.flatnonzero(np.asarray(self._values) > 0)
 
     def negative_indices(self) -> np.ndarray:
+        """Indices i with ``J_ii = −1``."""
         return np.flatnonzero(np.asarray(self._values) < 0)
 
     def like(self, x: torch.Tensor) -> torch.Tensor:

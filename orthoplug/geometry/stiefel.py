@@ -46,13 +46,16 @@ class StiefelGeometry:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """``(n, p)``."""
         return (self.n, self.p)
 
     @property
     def dim(self) -> int:
+        """Manifold dimension ``np − p(p + 1)/2``."""
         return self.n * self.p - self.p * (self.p + 1) // 2
 
     def gram_error(self, x: torch.Tensor) -> torch.Tensor:
+        """``XᵀX − I`` (batched)."""
         g = x.mT @ x
         return g - torch.eye(self.p, dtype=x.dtype, device=x.device)
 
@@ -63,29 +66,38 @@ class StiefelGeometry:
     relative_violation = violation
 
     def check_shape(self, x: torch.Tensor, what: str = "point") -> None:
+        """Raise ``ValueError`` naming the expected and the actual shape unless ``x`` is ``(..., n,
+        p)``.
+        """
         if x.ndim < 2 or tuple(x.shape[-2:]) != self.shape:
             raise ValueError(f"{self.name}: {what} must have shape (..., {self.n}, {self.p}), "
                              f"got {tuple(x.shape)}")
 
     def check_point(self, x: torch.Tensor, tol: float | None = None) -> None:
+        """Raise ``ValueError`` on a wrong shape or a point with ``‖XᵀX − I‖_F`` above ``tol``."""
         self.check_shape(x)
         require_feasible(self.name, x, self.violation, "‖XᵀX − I‖_F", tol)
 
     def inner(self, x, u, v, keepdim=False):
+        """Euclidean (Frobenius) metric ``tr(UᵀV)``."""
         return fro_inner(u, v, keepdim=keepdim)
 
     def proj(self, x, u):
+        """Tangent projection ``U − X sym(XᵀU)``; also the Riemannian gradient."""
         return u - x @ sym(x.mT @ u)
 
     egrad2rgrad = proj
 
     def retr(self, x, u):
+        """QR (Q factor with ``diag(R) > 0``) or polar retraction of ``X + U``."""
         return qf(x + u) if self.retraction == "qr" else polar(x + u)
 
     def projx(self, x):
+        """Nearest point on St(n, p): the polar factor of ``x``."""
         return polar(x)
 
     def random_point(self, batch=(), *, dtype=torch.float64, device=None, generator=None):
+        """Haar-distributed points (Q factor of a Gaussian), shape ``batch + (n, p)``."""
         g = torch.randn(*batch, self.n, self.p, dtype=dtype, device=device, generator=generator)
         return qf(g)
 
@@ -100,9 +112,11 @@ class GrassmannGeometry(StiefelGeometry):
 
     @property
     def dim(self) -> int:
+        """Manifold dimension ``p(n − p)``."""
         return self.p * (self.n - self.p)
 
     def proj(self, x, u):
+        """Horizontal projection ``U − X XᵀU``; also the Riemannian gradient."""
         return u - x @ (x.mT @ u)
 
     egrad2rgrad = proj

@@ -263,10 +263,12 @@ class StiefelBlockGeometry:
     # ---- shapes and bookkeeping ------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, int]:
+        """``(n, |C|)``: the shape of the variable columns."""
         return (self.n, self.q)
 
     @property
     def dim(self) -> int:
+        """Manifold dimension ``(n − r)q − q(q + 1)/2`` (q = ``|C|`` variable, r fixed columns)."""
         return (self.n - self.r) * self.q - self.q * (self.q + 1) // 2
 
     @property
@@ -293,6 +295,9 @@ class StiefelBlockGeometry:
         return both[..., order]
 
     def check_shape(self, x: torch.Tensor, what: str = "point") -> None:
+        """Raise ``ValueError`` naming the expected and the actual shape unless ``x`` is ``(..., n,
+        |C|)``.
+        """
         if x.ndim < 2 or tuple(x.shape[-2:]) != self.shape:
             raise ValueError(f"{self.name}: {what} must have shape (..., {self.n}, {self.q}), "
                              f"got {tuple(x.shape)}")
@@ -330,6 +335,7 @@ class StiefelBlockGeometry:
 
     # ---- Riemannian geometry ----------------------------------------------------------------
     def inner(self, x, u, v, keepdim=False):
+        """Euclidean (Frobenius) metric ``tr(UᵀV)``."""
         return fro_inner(u, v, keepdim=keepdim)
 
     def proj(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -365,6 +371,7 @@ class StiefelBlockGeometry:
         return self._project_polar(x + u)
 
     def exp(self, x, u):
+        """Not available: raises ``NotImplementedError`` (use :meth:`retr`)."""
         raise NotImplementedError(f"{self.name}: no exponential map implemented; use retr "
                                   "(the polar projection onto the block)")
 
@@ -391,6 +398,7 @@ class StiefelBlockGeometry:
         return u / torch.linalg.matrix_norm(u, keepdim=True)
 
     def typical_dist(self) -> float:
+        """``√|C|``, pymanopt's typical distance for trust-region radii."""
         return math.sqrt(self.q)
 
     def __repr__(self) -> str:

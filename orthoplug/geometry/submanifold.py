@@ -21,12 +21,12 @@ O(r²p)); it equals ``P(r) skew(∇F Xᵀ) P(r)ᵀ`` without forming the n×n ma
 
 Retractions on O(r) at the identity (:func:`retract_identity`), for a skew ``Ω = −ηΓ``, all O(r³):
 
-=========  ==========================================  ==========================================
-``qr``     ``qf(I + Ω)``                               Q of the QR with ``diag(R) > 0``
-``polar``  ``(I + Ω)(I − Ω²)^{-1/2}``                  ``I − Ω² = I + ΩᵀΩ`` is SPD (eigh)
-``cayley`` ``(I − Ω/2)^{-1}(I + Ω/2)``                 the ½ makes ``D Retr(0) = id``
-``exp``    ``expm(Ω)``                                 the Riemannian exponential
-=========  ==========================================  ==========================================
+==========  ==========================================  ==========================================
+``qr``      ``qf(I + Ω)``                               Q of the QR with ``diag(R) > 0``
+``polar``   ``(I + Ω)(I − Ω²)^{-1/2}``                  ``I − Ω² = I + ΩᵀΩ`` is SPD (eigh)
+``cayley``  ``(I − Ω/2)^{-1}(I + Ω/2)``                 the ½ makes ``D Retr(0) = id``
+``exp``     ``expm(Ω)``                                 the Riemannian exponential
+==========  ==========================================  ==========================================
 
 For skew Ω all four return a matrix of SO(r) (``det = +1``), so RSDM also stays on SO(n) when
 ``p = n``. Everything broadcasts over leading batch dimensions.
@@ -148,6 +148,7 @@ class Submanifold:
 
     @property
     def r(self) -> int:
+        """The slice dimension r."""
         return self.rows.shape[-1] if self.rows is not None else self.basis.shape[-2]
 
     def restrict(self, a: torch.Tensor) -> torch.Tensor:

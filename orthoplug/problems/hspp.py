@@ -149,6 +149,7 @@ class HSPP:
 
     @property
     def num_components(self) -> int:
+        """Number m of components (data rows) of the finite sum."""
         return self.m
 
     @property

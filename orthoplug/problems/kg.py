@@ -38,14 +38,11 @@ ScoreFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 class KGData:
     """A knowledge graph split into train, validation and test triples.
 
-    Attributes
-    ----------
-    name : str
-        Data set name.
-    entities, relations : list of str
-        Names; the id of a name is its position in the list.
-    train, valid, test : torch.Tensor
-        ``int64`` tensors of shape ``(m, 3)`` with rows ``(head, relation, tail)``.
+    Attributes:
+        name (str): Data set name.
+        entities, relations (list of str): Names; the id of a name is its position in the list.
+        train, valid, test (torch.Tensor): ``int64`` tensors of shape ``(m, 3)`` with rows ``(head,
+            relation, tail)``.
     """
 
     name: str
@@ -110,27 +107,19 @@ def _read_triples(path: Path) -> list[tuple[str, str, str]]:
 def load_kg(name: str, *, directory: str | Path | None = None) -> KGData:
     """Load one of the small benchmark knowledge graphs.
 
-    Parameters
-    ----------
-    name : {"nations", "kinships", "umls"}
-        Data set (case-insensitive). Sizes (entities, relations, train/valid/test triples):
-        Nations 14, 55, 1592/199/201; Kinships 104, 25, 8544/1068/1074; UMLS 135, 46,
-        5216/652/661.
-    directory : path, optional
-        Read ``train.txt``, ``valid.txt`` and ``test.txt`` from this folder instead of the
-        ``pykeen`` package data (then ``name`` is only a label).
+    Args:
+        name ({"nations", "kinships", "umls"}): Data set (case-insensitive). Sizes (entities,
+            relations, train/valid/test triples): Nations 14, 55, 1592/199/201; Kinships 104, 25,
+            8544/1068/1074; UMLS 135, 46, 5216/652/661.
+        directory (path, optional): Read ``train.txt``, ``valid.txt`` and ``test.txt`` from this
+            folder instead of the ``pykeen`` package data (then ``name`` is only a label).
 
-    Returns
-    -------
-    KGData
-        Ids sorted by name over all three splits, consistent across splits.
+    Returns:
+        KGData: Ids sorted by name over all three splits, consistent across splits.
 
-    Raises
-    ------
-    ValueError
-        Unknown ``name`` or malformed file.
-    ImportError
-        ``pykeen`` (which holds the files) is not installed.
+    Raises:
+        ValueError: Unknown ``name`` or malformed file.
+        ImportError: ``pykeen`` (which holds the files) is not installed.
     """
     if directory is None:
         key = name.lower()
@@ -162,20 +151,14 @@ def synthetic_kg(num_entities: int, num_relations: int, num_triples: int,
     (held-out triples can be inferred from the others). ``num_triples`` distinct triples are
     drawn without replacement and split 80/10/10 into train/valid/test.
 
-    Parameters
-    ----------
-    num_entities : int
-        At least 3.
-    num_relations : int
-        At least 1.
-    num_triples : int
-        Between 10 and ``num_entities * num_relations``.
-    seed : int
-        Seed of the draw.
+    Args:
+        num_entities (int): At least 3.
+        num_relations (int): At least 1.
+        num_triples (int): Between 10 and ``num_entities * num_relations``.
+        seed (int): Seed of the draw.
 
-    Returns
-    -------
-    KGData
+    Returns:
+        KGData
     """
     if num_entities < 3 or num_relations < 1:
         raise ValueError(f"need num_entities >= 3 and num_relations >= 1, got "
@@ -212,29 +195,21 @@ def evaluate_ranking(score_fn: ScoreFn, triples: torch.Tensor, known_triples: to
                      batch_size: int = 256) -> dict[str, float]:
     """Filtered link-prediction metrics (MRR and Hits@k over head and tail prediction).
 
-    Parameters
-    ----------
-    score_fn : callable
-        ``score_fn(h, r, t)`` with ``int64`` tensors that broadcast against each other
-        (shapes ``(B, 1)`` and ``(1, E)`` are used) returns a float tensor of the broadcast
-        shape; higher means more plausible.
-    triples : torch.Tensor
-        ``(m, 3)`` triples to evaluate.
-    known_triples : torch.Tensor
-        ``(M, 3)`` all true triples (usually train + valid + test); candidates forming one of
-        them, other than the evaluated triple itself, are removed from the ranking.
-    ks : sequence of int
-        Cut-offs for Hits@k.
-    num_entities : int, optional
-        Number of candidate entities (default: largest entity id in ``triples`` and
-        ``known_triples`` plus one).
-    batch_size : int
-        Queries scored at once (memory ``O(batch_size · num_entities)`` scores).
+    Args:
+        score_fn (callable): ``score_fn(h, r, t)`` with ``int64`` tensors that broadcast against
+            each other (shapes ``(B, 1)`` and ``(1, E)`` are used) returns a float tensor of the
+            broadcast shape; higher means more plausible.
+        triples (torch.Tensor): ``(m, 3)`` triples to evaluate.
+        known_triples (torch.Tensor): ``(M, 3)`` all true triples (usually train + valid + test);
+            candidates forming one of them, other than the evaluated triple itself, are removed from
+            the ranking.
+        ks (sequence of int): Cut-offs for Hits@k.
+        num_entities (int, optional): Number of candidate entities (default: largest entity id in
+            ``triples`` and ``known_triples`` plus one).
+        batch_size (int): Queries scored at once (memory ``O(batch_size · num_entities)`` scores).
 
-    Returns
-    -------
-    dict
-        ``{"mrr": …, "mean_rank": …, "hits@k": … for k in ks}``.
+    Returns:
+        dict: ``{"mrr": …, "mean_rank": …, "hits@k": … for k in ks}``.
     """
     triples = _check_triples("triples", triples)
     known = _check_triples("known_triples", known_triples)

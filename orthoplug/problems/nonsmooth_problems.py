@@ -135,6 +135,9 @@ class DPCPOracle(Oracle):
         return (w.mT @ y.mT).mT / self.m
 
     def value_from_z(self, z: torch.Tensor) -> torch.Tensor:
+        """The objective from ``Z = YᵀX``: ``(1/m) Σ_j ‖z_j‖₂`` (``"l12"``) or ``(1/m)‖Z‖₁``
+        (``"l1"``).
+        """
         if self.objective == "l12":
             return self.row_norms(z).sum() / self.m
         return z.abs().sum() / self.m
@@ -155,6 +158,7 @@ class DPCPOracle(Oracle):
         return _finite(self.g_of(y, self.weights(self.z_of(y, x))), "subgradient")
 
     def gradient_columns(self, x, cols):
+        """Columns ``cols`` of the subgradient ``(1/m) Y W`` (``O(nm|C|)`` for ``"l1"``)."""
         y = self._y(x)
         if self.objective == "l1":
             return _finite(self.g_of(y, torch.sign(self.z_of(y, take_columns(x, cols)))),
@@ -230,13 +234,16 @@ class DPCP:
 
     @property
     def n(self) -> int:
+        """Ambient dimension n."""
         return self.data.shape[0]
 
     @property
     def c(self) -> int:
+        """Codimension c of the inlier subspace (the number of columns of X)."""
         return self.normals.shape[1]
 
     def oracle(self, objective: str = "l12") -> DPCPOracle:
+        """A :class:`DPCPOracle` on the data with ``objective`` ``"l12"`` or ``"l1"``."""
         return DPCPOracle(self.data, objective)
 
     def principal_angle(self, x: torch.Tensor) -> float:
@@ -330,6 +337,7 @@ class FactoredQuadraticOracle(Oracle):
         return _finite(2.0 * self.scale * ((b @ x).mT @ b).mT, "gradient")
 
     def gradient_columns(self, x, cols):
+        """Columns ``cols`` of ``∇f = 2s Bᵀ(BX)`` in ``O(m n |C|)``."""
         b = self._b(x)
         return _finite(2.0 * self.scale * ((b @ take_columns(x, cols)).mT @ b).mT, "gradient")
 
@@ -407,6 +415,7 @@ class SparsePCA:
 
     @property
     def n(self) -> int:
+        """Number n of features."""
         return self.b.shape[1]
 
     def smooth_oracle(self) -> FactoredQuadraticOracle:
@@ -414,6 +423,7 @@ class SparsePCA:
         return FactoredQuadraticOracle(self.b, -1.0)
 
     def nonsmooth(self):
+        """The ℓ1 term ``μ‖X‖₁`` as :class:`~orthoplug.nonsmooth.L1`."""
         from orthoplug.nonsmooth import L1
 
         return L1(self.mu)
@@ -427,6 +437,7 @@ class SparsePCA:
         return QuadraticOracle(self.b.mT @ self.b, scale=-1.0)
 
     def value(self, x: torch.Tensor) -> float:
+        """``F(X) = −‖BX‖_F² + μ‖X‖₁``."""
         b = self.b.to(x)
         return float(-(b @ x).square().sum() + self.mu * x.abs().sum())
 
@@ -457,6 +468,11 @@ class DictionaryLearning:
     @classmethod
     def random(cls, n: int, m: int, theta: float = 0.3, *, seed: int | None = 0,
                dtype: torch.dtype = torch.float64) -> DictionaryLearning:
+        """An instance ``Y = D₀S₀`` with Haar ``D₀`` (n×n) and Bernoulli(θ)–Gaussian ``S₀`` (n×m).
+
+        Raises:
+            ValueError: unless ``0 < theta ≤ 1``.
+        """
         if not 0 < theta <= 1:
             raise ValueError(f"theta must lie in (0, 1], got {theta}")
         gen = _generator(seed)
@@ -466,8 +482,12 @@ class DictionaryLearning:
         return cls(d0 @ s0, d0)
 
     def oracle(self) -> L1ColumnOracle:
+        """The column-separable ``(1/m)‖YᵀX‖₁`` oracle."""
         return L1ColumnOracle(self.data)
 
     def recovery_error(self, x: torch.Tensor) -> float:
+        """``1 − min_i max_k |⟨x_i, d_k⟩|``: how far the worst column of X is from a ± column of
+        ``D₀``.
+        """
         corr = (self.dictionary.to(x).mT @ x).abs().max(dim=0).values
         return float(1.0 - corr.min())

@@ -7,7 +7,7 @@ A and B i.i.d. N(0, 1)), relax it to
     min_{XᵀX = I} F(X) = tr(Aᵀ S B Sᵀ),     S = X ⊙ X  (entrywise square),
 
 since ``S`` of an orthogonal ``X`` is doubly stochastic and equals ``P`` at every signed
-permutation ``X``. ``∇F = 2X ⊙ (A S Bᵀ + Aᵀ S B)``; its rows ``idx`` cost O(|idx|·n²) instead
+permutation ``X``. ``∇F = 2X ⊙ (A S Bᵀ + Aᵀ S B)``; its rows ``idx`` cost ``O(|idx|·n²)`` instead
 of O(n³), which :meth:`QAPProblem.oracle` exposes to RSDM-P. A relaxed point is rounded by
 :func:`round_to_permutation` (the assignment maximising ``Σ_i S_{i,π(i)}``, scipy's
 ``linear_sum_assignment``) and scored by :func:`assignment_cost`.
@@ -98,7 +98,7 @@ class QAPProblem(stiefel_problems.QAPProblem):
 
     # ---- oracles -----------------------------------------------------------------------------
     def gradient_rows(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """``∇F(X)[rows] = 2X[rows] ⊙ ((A[rows] S) Bᵀ + (Aᵀ[rows] S) B)`` in O(|rows|·n²)."""
+        """``∇F(X)[rows] = 2X[rows] ⊙ ((A[rows] S) Bᵀ + (Aᵀ[rows] S) B)`` in ``O(|rows|·n²)``."""
         a, b = self.a.to(x), self.b.to(x)
         s = x * x
         inner = (a[rows] @ s) @ b.mT + (a[:, rows].mT @ s) @ b

@@ -68,13 +68,16 @@ class SPCAProblem:
 
     @property
     def n(self) -> int:
+        """Number n of features."""
         return self.c.shape[0]
 
     @property
     def oracle(self) -> QuadraticOracle:
+        """The quadratic fast-path oracle of ``f = scale·tr(XᵀCX)``."""
         return QuadraticOracle(self.c, scale=self.scale)
 
     def f(self, x) -> float:
+        """The smooth part ``f(X) = scale·tr(XᵀCX)``."""
         x = torch.as_tensor(x, dtype=self.c.dtype)
         return float(self.scale * (x * (self.c @ x)).sum())
 

@@ -104,12 +104,15 @@ class PCAProblem:
 
     # ---- cost ------------------------------------------------------------------------------
     def cost(self, x: torch.Tensor) -> torch.Tensor:
+        """``F(X) = −s·tr(XᵀAX)``."""
         return -self.scale * (x * (self.a.to(x) @ x)).sum()
 
     def gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """``∇F(X) = −2s·AX``."""
         return -2.0 * self.scale * (self.a.to(x) @ x)
 
     def relative_gap(self, value) -> float:
+        """``|value − F*| / |F*|`` against the closed-form optimum ``F* = −s Σ_{i≤p} λ_i``."""
         return relative_gap(value, self.optimum)
 
     def target(self, gap: float) -> float:
@@ -118,9 +121,13 @@ class PCAProblem:
 
     # ---- oracles -----------------------------------------------------------------------------
     def oracle(self) -> QuadraticOracle:
+        """The quadratic fast-path oracle, ``QuadraticOracle(A, scale=−s)`` (cached ``AX``, gradient
+        rows).
+        """
         return QuadraticOracle(self.a, scale=-self.scale)
 
     def function_oracle(self) -> FunctionOracle:
+        """A plain value/gradient oracle with the Lipschitz constant ``2s·λ_1`` (no fast path)."""
         lip = 2.0 * self.scale * float(self.eigenvalues[0])
         return FunctionOracle(self.cost, self.gradient, lipschitz=lip)
 
@@ -173,6 +180,11 @@ class ProcrustesProblem:
     @classmethod
     def make(cls, n: int, p: int, *, scale: float | None = None, seed: int = 0,
              dtype=torch.float64) -> ProcrustesProblem:
+        """An instance with i.i.d. N(0, 1) ``A`` (p×p) and ``B`` (n×p) drawn with ``seed``.
+
+        Raises:
+            ValueError: unless ``1 ≤ p ≤ n``.
+        """
         if not 1 <= p <= n:
             raise ValueError(f"need 1 <= p <= n, got n={n}, p={p}")
         gen = _generator(seed)
@@ -181,22 +193,28 @@ class ProcrustesProblem:
         return cls(a, b, scale)
 
     def cost(self, x: torch.Tensor) -> torch.Tensor:
+        """``F(X) = s‖XA − B‖_F²`` (the quadratic form, valid off the manifold too)."""
         r = x @ self.a.to(x) - self.b.to(x)
         return self.scale * (r * r).sum()
 
     def gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """``∇F(X) = 2s(XAAᵀ − M)`` with ``M = BAᵀ``."""
         return 2.0 * self.scale * (x @ self.s.to(x) - self.m.to(x))
 
     def linear_cost(self, x: torch.Tensor) -> torch.Tensor:
+        """The linear form ``s(‖A‖² + ‖B‖² − 2⟨X, M⟩)``, equal to :meth:`cost` on St(n, p)."""
         return self.scale * (self.const - 2.0 * (x * self.m.to(x)).sum())
 
     def linear_gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """The constant gradient ``−2sM`` of :meth:`linear_cost`."""
         return (-2.0 * self.scale) * self.m.to(x)
 
     def relative_gap(self, value) -> float:
+        """``|value − F*| / |F*|`` against the SVD optimum."""
         return relative_gap(value, self.optimum)
 
     def target(self, gap: float) -> float:
+        """The cost at relative gap ``gap`` above the optimum."""
         return self.optimum + gap * abs(self.optimum)
 
     def _check_form(self, form):
@@ -214,12 +232,18 @@ class ProcrustesProblem:
             lambda x, rows: 2.0 * self.scale * (x[rows] @ self.s.to(x) - self.m.to(x)[rows]))
 
     def function_oracle(self, form: str = "quadratic") -> FunctionOracle:
+        """A plain value/gradient oracle of the ``"quadratic"`` or ``"linear"`` form (no row
+        access).
+        """
         self._check_form(form)
         if form == "linear":
             return FunctionOracle(self.linear_cost, self.linear_gradient)
         return FunctionOracle(self.cost, self.gradient)
 
     def pymanopt_problem(self, manifold=None, form: str = "quadratic"):
+        """A ``pymanopt.Problem`` with NumPy cost and gradient of ``form`` (default manifold:
+        pymanopt's Stiefel(n, p)).
+        """
         self._check_form(form)
         if manifold is None:
             from pymanopt.manifolds import Stiefel
@@ -243,25 +267,32 @@ class QAPProblem:
 
     @classmethod
     def make(cls, n: int, *, seed: int = 0, dtype=torch.float64) -> QAPProblem:
+        """An instance with i.i.d. N(0, 1) ``A`` and ``B`` (n×n) drawn with ``seed``."""
         gen = _generator(seed)
         return cls(torch.randn(n, n, dtype=dtype, generator=gen),
                    torch.randn(n, n, dtype=dtype, generator=gen))
 
     def cost(self, x: torch.Tensor) -> torch.Tensor:
+        """``F(X) = tr(Aᵀ S B Sᵀ)`` with ``S = X⊙X``."""
         s = x * x
         return (self.a.to(x) * (s @ self.b.to(x) @ s.mT)).sum()
 
     def gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """``∇F = 2X ⊙ (A S Bᵀ + Aᵀ S B)`` (O(n³))."""
         a, b = self.a.to(x), self.b.to(x)
         s = x * x
         return 2.0 * x * (a @ s @ b.mT + a.mT @ s @ b)
 
     def function_oracle(self) -> FunctionOracle:
+        """A value/gradient oracle (also available as ``oracle``)."""
         return FunctionOracle(self.cost, self.gradient)
 
     oracle = function_oracle
 
     def pymanopt_problem(self, manifold=None):
+        """A ``pymanopt.Problem`` with NumPy cost and gradient (default manifold: pymanopt's
+        Stiefel(n, n)).
+        """
         if manifold is None:
             from pymanopt.manifolds import Stiefel
 

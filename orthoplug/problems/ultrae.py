@@ -10,7 +10,7 @@ which maps ``U^{p,q}_α`` onto itself isometrically. A triple is scored by
 with the ultrahyperbolic distance ``d_α``
 (:func:`orthoplug.problems.hspp.ultrahyperbolic_distance`) and the global margin ``δ``.
 For a minibatch ``B`` of positive triples, each with ``k`` negatives made by corrupting it,
-the loss is
+the loss is::
 
     L = −(1/|B|) Σ_{(h,r,t)∈B} [ log s(h, r, t) + Σ_{(h',r,t')} log(1 − s(h', r, t')) ]
 
@@ -78,29 +78,20 @@ RELATION_OPTIMIZERS = ("JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam")
 class UltraE(nn.Module):
     r"""UltraE scoring model (see the module docstring).
 
-    Parameters
-    ----------
-    num_entities, num_relations : int
-        Sizes of the knowledge graph.
-    dim : int
-        Embedding dimension ``n = p + q``.
-    p : int
-        Number of ``+1`` entries of ``J`` (``1 ≤ p < dim``; the ``q = dim − p ≥ 1`` negative
-        directions are needed by ``φ``).
-    alpha : float
-        Curvature radius ``α > 0``.
-    margin : float
-        Global margin ``δ``.
-    init_scale : float
-        Standard deviation of the free entity vectors at initialisation.
-    relation_cond : float
-        2-norm condition number (≥ 1) of the random initial relation matrices.
-    clamp : float
-        Clamp of ``u = |⟨x, y⟩_q|/α²`` around 1 in the distance.
-    dtype : torch.dtype
-        Parameter dtype.
-    generator : torch.Generator, optional
-        Source of the initial entity vectors and relation matrices.
+    Args:
+        num_entities, num_relations (int): Sizes of the knowledge graph.
+        dim (int): Embedding dimension ``n = p + q``.
+        p (int): Number of ``+1`` entries of ``J`` (``1 ≤ p < dim``; the ``q = dim − p ≥ 1``
+            negative directions are needed by ``φ``).
+        alpha (float): Curvature radius ``α > 0``.
+        margin (float): Global margin ``δ``.
+        init_scale (float): Standard deviation of the free entity vectors at initialisation.
+        relation_cond (float): 2-norm condition number (≥ 1) of the random initial relation
+            matrices.
+        clamp (float): Clamp of ``u = |⟨x, y⟩_q|/α²`` around 1 in the distance.
+        dtype (torch.dtype): Parameter dtype.
+        generator (torch.Generator, optional): Source of the initial entity vectors and relation
+            matrices.
     """
 
     def __init__(self, num_entities: int, num_relations: int, dim: int = 36, p: int = 18, *,
@@ -203,22 +194,16 @@ def corrupt(triples: torch.Tensor, k: int, num_entities: int,
 class UltraEResult:
     """Outcome of :func:`train_ultrae`.
 
-    Attributes
-    ----------
-    history : list of (float, float, float)
-        ``(training seconds, mean minibatch loss of the epoch, validation MRR)`` after every
-        evaluated epoch (evaluation time is not counted in the seconds); the first entry is the
-        initial model (loss ``nan``).
-    test : dict
-        Filtered test metrics of the final model (``mrr``, ``mean_rank``, ``hits@1/3/10``).
-    violation : float
-        ``max_r ‖R_rᵀJR_r − J‖_F`` of the final relation matrices.
-    epochs : int
-        Epochs completed.
-    train_seconds : float
-        Training time (without evaluation).
-    model : UltraE
-        The trained model.
+    Attributes:
+        history (list of (float, float, float)): ``(training seconds, mean minibatch loss of the
+            epoch, validation MRR)`` after every evaluated epoch (evaluation time is not counted in
+            the seconds); the first entry is the initial model (loss ``nan``).
+        test (dict): Filtered test metrics of the final model (``mrr``, ``mean_rank``,
+            ``hits@1/3/10``).
+        violation (float): ``max_r ‖R_rᵀJR_r − J‖_F`` of the final relation matrices.
+        epochs (int): Epochs completed.
+        train_seconds (float): Training time (without evaluation).
+        model (UltraE): The trained model.
     """
 
     history: list[tuple[float, float, float]]
@@ -248,43 +233,29 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
                  eval_every: int = 1, dtype: torch.dtype = torch.float64) -> UltraEResult:
     """Train UltraE on ``data.train``; validate on ``data.valid``; report ``data.test``.
 
-    Parameters
-    ----------
-    data : KGData
-        The knowledge graph (e.g. from :func:`~orthoplug.problems.kg.load_kg`).
-    relation_optimizer : {"JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam"}
-        Optimiser of the J-orthogonal relation matrices.
-    epochs : int
-        Passes over the shuffled training triples.
-    batch_size : int
-        Positive triples per minibatch.
-    num_negatives : int
-        ``k``, negatives per positive.
-    entity_lr : float
-        Adam learning rate of entity vectors and biases.
-    relation_lr : float
-        Learning rate of ``RiemannianSGD`` / ``RiemannianAdam`` (unused by JOBCD).
-    sigma : float, optional
-        Fixed σ of the JOBCD optimisers; ``None`` (default) uses their adaptive σ with a
-        descent check (one extra loss evaluation per step).
-    dim, p, alpha, margin : int, int, float, float
-        ``n``, ``p``, ``α``, ``δ`` of the model.
-    init_scale : float
-        Standard deviation of the initial free entity vectors.
-    relation_cond : float
-        Condition number (≥ 1) of the random initial relation matrices.
-    time_limit : float, optional
-        Stop after the first minibatch that ends past this many training seconds.
-    seed : int
-        Seed of initialisation, shuffling, negatives and JOBCD's random pairs.
-    eval_every : int
-        Validate every this many epochs (and after the last one).
-    dtype : torch.dtype
-        Parameter dtype (float64 keeps the relation violation near 1e-13).
+    Args:
+        data (KGData): The knowledge graph (e.g. from :func:`~orthoplug.problems.kg.load_kg`).
+        relation_optimizer: Optimiser of the J-orthogonal relation matrices: ``"JJOBCD"``,
+            ``"GSJOBCD"``, ``"RiemannianSGD"`` or ``"RiemannianAdam"``.
+        epochs (int): Passes over the shuffled training triples.
+        batch_size (int): Positive triples per minibatch.
+        num_negatives (int): ``k``, negatives per positive.
+        entity_lr (float): Adam learning rate of entity vectors and biases.
+        relation_lr (float): Learning rate of ``RiemannianSGD`` / ``RiemannianAdam`` (unused by
+            JOBCD).
+        sigma (float, optional): Fixed σ of the JOBCD optimisers; ``None`` (default) uses their
+            adaptive σ with a descent check (one extra loss evaluation per step).
+        dim, p, alpha, margin (int, int, float, float): ``n``, ``p``, ``α``, ``δ`` of the model.
+        init_scale (float): Standard deviation of the initial free entity vectors.
+        relation_cond (float): Condition number (≥ 1) of the random initial relation matrices.
+        time_limit (float, optional): Stop after the first minibatch that ends past this many
+            training seconds.
+        seed (int): Seed of initialisation, shuffling, negatives and JOBCD's random pairs.
+        eval_every (int): Validate every this many epochs (and after the last one).
+        dtype (torch.dtype): Parameter dtype (float64 keeps the relation violation near 1e-13).
 
-    Returns
-    -------
-    UltraEResult
+    Returns:
+        UltraEResult
     """
     if relation_optimizer not in RELATION_OPTIMIZERS:
         raise ValueError(f"unknown relation_optimizer {relation_optimizer!r}; choose from "

@@ -134,6 +134,8 @@ class IterativeSolver:
         return 1
 
     def default_eval_every(self, tracker: Tracker) -> int:
+        """Iterations between evaluations when ``eval_every`` is not given (here 1; block methods
+        override it with about one sweep)."""
         return 1
 
     def info(self) -> dict:

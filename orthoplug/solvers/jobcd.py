@@ -63,7 +63,7 @@ def _spectral_sq(z: torch.Tensor) -> torch.Tensor:
 
 def random_matching(n: int, generator: torch.Generator, device=None,
                     batch: tuple[int, ...] = (), pairs: int | None = None) -> torch.Tensor:
-    """Uniformly random perfect matchings of ``range(n)``: (*batch, ⌊n/2⌋, 2); odd n: one idles.
+    """Uniformly random perfect matchings of ``range(n)``: ``(*batch, ⌊n/2⌋, 2)``; odd n: one idles.
 
     ``pairs`` keeps only the first pairs of each matching (``pairs=1``: one uniformly random
     pair). Drawn on the generator's device, returned on ``device``.
@@ -232,6 +232,11 @@ class GSJOBCD(_JOBCDBase):
         refresh_every: recompute the fast path's cached ``CX`` every this many iterations.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
             ``seed``, ``eval_every`` — default one sweep of ``n(n−1)/2`` pairs capped at 1000).
+
+    Per-iteration cost: with a :class:`~orthoplug.solvers.oracle.QuadraticOracle` (the fast
+    path) two rows of ``∇f`` read from the cached ``CX``, an ``O(nk)`` update of ``CX`` and one
+    exact 2×2 subproblem; with any other oracle one full gradient (the point changed), plus cost
+    evaluations while σ is being estimated.
     """
 
     name = "GS-JOBCD"
@@ -251,6 +256,7 @@ class GSJOBCD(_JOBCDBase):
         self.candidates = candidates if pairs == "greedy" else 1
 
     def default_eval_every(self, tracker):
+        """One sweep of the ``n(n − 1)/2`` row pairs, capped at 1000 iterations."""
         n = tracker.x.shape[-2]
         return max(1, min(1000, n * (n - 1) // 2))
 
@@ -409,11 +415,15 @@ class JJOBCD(_JOBCDBase):
 
     Args: as :class:`GSJOBCD` (without ``pairs``/``curvature``: the curvature is always scalar,
     ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change when σ ≥ L_f).
+
+    Per-iteration cost: one full gradient, ⌊n/2⌋ exact 2×2 subproblems in one batched call and
+    ``O(nk)`` for the row updates, plus cost evaluations while σ is being estimated.
     """
 
     name = "J-JOBCD"
 
     def default_eval_every(self, tracker):
+        """1: one iteration already updates every row."""
         return 1
 
     def step(self, tracker, geometry, generator):
@@ -433,6 +443,10 @@ class VRJJOBCD(_JOBCDBase):
     constant): the estimator gives no cost values to backtrack with.
 
     ``component_gradients`` in the result's ``info`` counts ∇f_i evaluations.
+
+    Per-iteration cost: ``2b'`` component gradients (``∇f_i`` at X and at the previous point),
+    or with probability ``p`` a minibatch of ``b`` (``N``: a full gradient), plus the J-JOBCD
+    step (⌊n/2⌋ batched 2×2 subproblems).
     """
 
     name = "VR-J-JOBCD"

@@ -148,6 +148,11 @@ class OBCD(ScalarCurvature, IterativeSolver):
     Raises:
         ValueError: invalid options; at run time: a manifold other than St(n, r), ``k > n``, an
             initial point where ``h`` is infinite (e.g. negative entries for NonNegative).
+
+    Per-iteration cost (k = 2): with a :class:`~orthoplug.solvers.oracle.QuadraticOracle` two
+    gradient rows, an ``O(nr)`` update of ``CX`` and the ``O(r log r)`` breakpoint search of the
+    exact O(2) subproblem; with any other oracle one full gradient instead of the two rows. A
+    Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
     """
 
     name = "OBCD"
@@ -224,6 +229,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
         return cost, float(torch.linalg.norm(rg)), float(geometry.violation(x).max())
 
     def default_eval_every(self, tracker):
+        """1 for the Jacobi working set, else one sweep of the ``C(n, k)`` row blocks capped at
+        1000 iterations."""
         if self.working_set == "jacobi":
             return 1
         n = tracker.x.shape[-2]

@@ -51,15 +51,19 @@ class Oracle:
     lipschitz: float | None = None
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
+        """``f(X)`` as a 0-dimensional tensor on X's device."""
         raise NotImplementedError
 
     def gradient(self, x: torch.Tensor) -> torch.Tensor:
+        """The Euclidean gradient ``∇f(X)``, same shape as X."""
         raise NotImplementedError
 
     def value_and_gradient(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(f(X), ∇f(X))``; override when both come cheaper together."""
         return self.value(x), self.gradient(x)
 
     def track(self, x: torch.Tensor) -> Tracker:
+        """A :class:`Tracker` holding a copy of X: the run's view of the iterate."""
         return Tracker(self, x)
 
 
@@ -167,6 +171,7 @@ class FiniteSumOracle(Oracle):
         return self.component_gradient(x, self._all(x))
 
     def component_gradient(self, x, idx):
+        """The mean of ``∇f_i(X)`` over the indices ``idx`` (a LongTensor on X's device)."""
         return _finite(torch.as_tensor(self._cg(x, idx), dtype=x.dtype, device=x.device),
                        "gradient")
 
@@ -186,11 +191,13 @@ class Tracker:
         self.gradient_evaluations = 0
 
     def value(self) -> torch.Tensor:
+        """``f`` at the current point (cached until the point changes)."""
         if self._value is None:
             self._value = self.oracle.value(self.x)
         return self._value
 
     def gradient(self) -> torch.Tensor:
+        """``∇f`` at the current point (cached; counted in ``gradient_evaluations``)."""
         if self._grad is None:
             self._grad = self.oracle.gradient(self.x)
             self.gradient_evaluations += 1

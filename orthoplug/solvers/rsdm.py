@@ -91,6 +91,7 @@ class RowGradientOracle(Oracle):
                        "gradient")
 
     def gradient_rows(self, x, rows):
+        """Rows ``rows`` of ``∇f(X)``, from the row function (not checked for finiteness here)."""
         # not checked for finiteness here: RSDM checks the update these rows produce
         return torch.as_tensor(self._rows(x, rows), dtype=x.dtype, device=x.device)
 
@@ -123,6 +124,9 @@ class StochasticOracle(Oracle):
         self._sample, self._value, self._gradient = sample_gradient, value, gradient
 
     def sample_gradient(self, x, batch_size, generator):
+        """A minibatch gradient ``(1/B) Σ_b ∇f(X; ξ_b)`` of ``batch_size`` fresh samples drawn with
+        ``generator``.
+        """
         return _finite(torch.as_tensor(self._sample(x, batch_size, generator), dtype=x.dtype,
                                        device=x.device), "stochastic gradient")
 
@@ -178,6 +182,12 @@ class RSDM(IterativeSolver):
 
     The run's ``info`` holds the options, ``backtracks`` and ``skipped_steps`` (Armijo), and
     ``row_gradient_evaluations`` (RSDM-P reads of r gradient rows).
+
+    Per-iteration cost (X is n×p): the slice gradient ``skew(B Cᵀ)`` with ``B = P(r)∇F(X)``,
+    ``C = P(r)X`` in ``O(r²p)``; the retraction on O(r) in ``O(r³)``; the update
+    ``X ← U(Y)X`` in ``O(r²p)`` for RSDM-P (r rows change) and ``O(npr)`` for RSDM-O (plus
+    ``O(nr²)`` to sample ``P(r)``). ``∇F``: r rows from a row-gradient or quadratic oracle
+    (the quadratic tracker keeps ``CX`` current in ``O(nrp)``), else one full gradient.
     """
 
     def __init__(self, r: int, *, sampling: str = "permutation", step_size: float = 1.0,
@@ -215,6 +225,7 @@ class RSDM(IterativeSolver):
 
     # ---- run hooks ---------------------------------------------------------------------------
     def default_eval_every(self, tracker):
+        """``⌈1/ρ⌉`` iterations clamped to [10, 1000], ``ρ = r(r − 1)/(n(n − 1))``."""
         n = tracker.x.shape[-2]
         rho = self.r * (self.r - 1) / (n * (n - 1))
         return int(min(1000, max(10, math.ceil(1.0 / rho))))

@@ -134,6 +134,7 @@ class StepSchedule:
         return self.step_size * self.decay ** k
 
     def info(self) -> dict:
+        """The schedule's parameters, stored in the run's result."""
         return {"step_size": self.step_size, "schedule": self.kind,
                 "decay": self.decay if self.kind == "geometric" else None}
 
@@ -156,6 +157,9 @@ class ColumnTracker(Tracker):
         self.column_evaluations = 0
 
     def gradient_columns(self, cols: torch.Tensor) -> torch.Tensor:
+        """Columns ``cols`` of ``∇f`` at the current point (from the cached gradient, else from the
+        oracle's ``gradient_columns``).
+        """
         if self._grad is not None:
             return take_columns(self._grad, cols)
         fn = getattr(self.oracle, "gradient_columns", None)
@@ -188,6 +192,9 @@ class ColumnOracle(FunctionOracle):
         self._gcols = gradient_columns
 
     def gradient_columns(self, x, cols):
+        """Columns ``cols`` of ``∇f(X)``: the given column function, else the full gradient's
+        columns.
+        """
         if self._gcols is None:
             return self.gradient(x)[..., cols]
         return torch.as_tensor(self._gcols(x, cols), dtype=x.dtype, device=x.device)
@@ -222,6 +229,7 @@ class CompositeOracle(Oracle):
         return _finite(self.smooth.gradient(x) + self.nonsmooth.subgradient(x), "subgradient")
 
     def gradient_columns(self, x, cols):
+        """Columns ``cols`` of a subgradient of ``f + h``: ``∇f(X)[:, cols] + ∂h(X[:, cols])``."""
         fn = getattr(self.smooth, "gradient_columns", None)
         g = fn(x, cols) if fn is not None else self.smooth.gradient(x)[..., cols]
         return _finite(g + self.nonsmooth.subgradient(x[..., cols]), "subgradient")
@@ -362,9 +370,11 @@ class SubgradientSolver(IterativeSolver):
                             self.resolve_decay(tracker) if decay is None else decay)
 
     def resolve_decay(self, tracker) -> float:
+        """The geometric schedule's ``β`` when ``decay`` is not given (``default_decay``)."""
         return self.default_decay
 
     def check_geometry(self, geometry) -> None:
+        """Raise ``ValueError`` unless the geometry is Stiefel (or Grassmann representatives)."""
         if not isinstance(geometry, StiefelGeometry):
             raise ValueError(f"{self.name} runs on the Stiefel manifold (or Grassmann "
                              f"representatives); got {geometry!r}")
@@ -436,6 +446,7 @@ class SubgradientSolver(IterativeSolver):
         self.update(tracker, geometry, generator)
 
     def update(self, tracker, geometry, generator):
+        """One subgradient update of the tracker's point (the method-specific part of a step)."""
         raise NotImplementedError
 
     def info(self) -> dict:
@@ -467,6 +478,9 @@ class RSSM(SubgradientSolver):
 
     ``info()`` reports the partition sizes and the number of partial-subgradient columns
     computed (``gradient_columns``; divide by p for full-subgradient equivalents).
+
+    Per-iteration cost: ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` (the two blocks'
+    columns) plus the partial subgradient of those columns; no ``n × n`` matrix.
     """
 
     name = "RSSM"
@@ -499,6 +513,7 @@ class RSSM(SubgradientSolver):
         return self.default_decay ** (2.0 / ell)
 
     def default_eval_every(self, tracker):
+        """One sweep of the ``ℓ(ℓ − 1)/2`` column-block pairs, at least 10 iterations."""
         ell = len(self._partition(tracker.x.shape[-1]))
         return max(10, ell * (ell - 1) // 2)
 

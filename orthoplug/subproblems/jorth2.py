@@ -51,9 +51,10 @@ Why not the paper's t = tanh μ reduction? With ``c = ±1/√(1−t²)``, ``s = 
 t ∈ (−1, 1), stationarity reads ``d t² + 2wt + d = −(b + at)√(1−t²)`` (w = cq + e); it becomes a
 polynomial only after squaring, which mixes in the stationary points of the other sign branch, so
 every real root in (−1, 1) must be tried with both signs and the spurious ones rejected. The
-u-form needs no squaring, so it has no spurious roots at all. The t-form also loses digits as |μ|
-grows: 1 − t ≈ 2e^{−2|μ|}, so at |μ| = 15 only about 3 significant digits of 1 − t² survive in
-float64 and for |μ| ≳ 19 t rounds to exactly ±1, while u = e^μ stays accurately representable.
+u-form needs no squaring, so it has no spurious roots at all. The t-form also loses digits as
+``|μ|`` grows: ``1 − t ≈ 2e^{−2|μ|}``, so at ``|μ| = 15`` only about 3 significant digits of
+1 − t² survive in float64 and for ``|μ| ≳ 19`` t rounds to exactly ±1, while u = e^μ stays
+accurately representable.
 The endpoints t → ±1 are u → ∞ and u → 0, where F → +∞ because ``w± > 0`` (Qd ≻ 0), so neither
 form needs endpoint candidates. The degenerate coefficient cases of the t-form (a = d = 0 drops its
 degree to 2, a = b = 0 turns it into a perfect square with double roots) are ordinary cases of the
@@ -73,10 +74,10 @@ Orthogonal case
   ``a' = c0 a + s0 b``, ``b' = c0 b − s0 a``, ``(cq−e)' = C2 (cq−e) + S2 d``,
   ``d' = C2 d − S2 (cq−e)`` (c0, s0 = cos, sin φ0; C2, S2 = cos, sin 2φ0), and the leading
   coefficient becomes ``g(φ0 + π)``. φ0 + π is picked among 5 equispaced angles as the one with the
-  largest |g|; a nonzero trigonometric polynomial of degree 2 has at most 4 zeros per period, so it
-  is nonzero there unless g ≡ 0 (F constant on the form). Candidates ``φ0 + 2 atan(Re τ)`` for all
-  four roots, plus φ = 0 and φ = π of both families. Since the largest |coefficient| ratio is then
-  bounded, root errors are absolute ~eps, which is what an angle needs.
+  largest ``|g|``; a nonzero trigonometric polynomial of degree 2 has at most 4 zeros per period,
+  so it is nonzero there unless g ≡ 0 (F constant on the form). Candidates ``φ0 + 2 atan(Re τ)``
+  for all four roots, plus φ = 0 and φ = π of both families. Since the largest ``|coefficient|``
+  ratio is then bounded, root errors are absolute ~eps, which is what an angle needs.
 
 Implementation note: (b, a, d, cq − e) are linear in (vec P, vec Qd) and the quartic coefficients
 are linear in them for each fixed shift, so the code forms all coefficients with one or two small
@@ -90,8 +91,8 @@ all forms × candidates is returned. Candidates include the four diagonal sign m
 resp. φ ∈ {0, π}), which lie in both groups; I is candidate 0, and I is returned whenever
 ``F(I) ≤ F_best + tol·max(1, |F_best|)`` (tol = 1e-14 in float64, a few ulps in float32), so a
 stationary point does not move needlessly. log u is clamped to ``±0.3·log(finfo.max)`` before
-cosh/sinh are formed (float64: |μ| ≤ 212, float32: |μ| ≤ 26), so u² and Qd-weighted sums stay
-finite; any NaN value of F (from a discarded candidate) is mapped to +∞ before the argmin.
+cosh/sinh are formed (float64: ``|μ| ≤ 212``, float32: ``|μ| ≤ 26``), so u² and Qd-weighted sums
+stay finite; any NaN value of F (from a discarded candidate) is mapped to +∞ before the argmin.
 """
 
 from __future__ import annotations

@@ -641,21 +641,22 @@ def _finish(P, Z, h, Qt, s, val, ang, KI, tab):
 def solve_o2(P, Z, h, Qt=None, s=None) -> torch.Tensor:
     """Global minimiser over ``O(2)`` of ``K(V) = 1/2 vec(V)^T Qt vec(V) + <V, P> + h(V Z)``.
 
-    Parameters
-    ----------
-    P : (K, 2, 2) tensor (or (2, 2) for a single instance; then Z is (2, r), Qt (4, 4)).
-    Z : (K, 2, r) tensor.
-    h : :class:`~orthoplug.nonsmooth.SeparableTerm` (Zero, L1, L0, CappedL1, NonNegative, ...).
-    Qt : (K, 4, 4) (or (4, 4), shared), symmetrised, any inertia; or
-    s : scalar or (K,), meaning ``Qt = s I_4`` (then the quadratic term is the constant ``s``).
+    Args:
+        P: ``(K, 2, 2)`` tensor (or ``(2, 2)`` for a single instance; then Z is ``(2, r)`` and
+            Qt ``(4, 4)``).
+        Z: ``(K, 2, r)`` tensor.
+        h: a :class:`~orthoplug.nonsmooth.SeparableTerm` (Zero, L1, L0, CappedL1, NonNegative,
+            ...).
+        Qt: ``(K, 4, 4)`` (or ``(4, 4)``, shared), symmetrised, any inertia; or
+        s: scalar or ``(K,)``, meaning ``Qt = s I_4`` (then the quadratic term is the constant
+            ``s``).
 
-    Returns
-    -------
-    V : (K, 2, 2) in ``O(2)`` (rotation or reflection), a global minimiser, in ``P``'s dtype and on
-    ``P``'s device. ``V = I`` when it ties with the best value (relative ``1e-14``) or when no
-    feasible ``V`` exists (nonnegativity). For ``l0`` / nonnegativity, entries of ``V Z`` with
-    modulus ``<= 1e-14 max(1, max_j ||Z_:j||)`` are counted as 0: the caller should set such entries
-    of the updated rows to exactly 0.
+    Returns:
+        V, ``(K, 2, 2)`` in ``O(2)`` (rotation or reflection): a global minimiser, in ``P``'s
+        dtype and on ``P``'s device. ``V = I`` when it ties with the best value (relative
+        ``1e-14``) or when no feasible ``V`` exists (nonnegativity). For ``l0`` / nonnegativity,
+        entries of ``V Z`` with modulus ``<= 1e-14 max(1, max_j ||Z_:j||)`` are counted as 0: the
+        caller should set such entries of the updated rows to exactly 0.
 
     Cost: ``O(r log r)`` per instance (sorting the knots) plus one batched 4 x 4 eigenvalue call;
     all K instances and both families are processed together (no Python loop over instances).

@@ -243,6 +243,9 @@ class _JOrthogonalExperiment(Experiment):
         raise NotImplementedError
 
     def cost(self, instance: Instance, x: torch.Tensor) -> torch.Tensor:
+        """The objective at ``x`` as a torch scalar, differentiable in ``x`` (for geoopt's
+        optimizers).
+        """
         raise NotImplementedError
 
     def initial_point(self, instance: Instance, seed: int) -> np.ndarray:

@@ -1,0 +1,205 @@
+"""The "which solver when" page, generated from measured benchmark records.
+
+:func:`which_solver` turns the records of one ``orthoplug-bench`` run (the lines of
+``results.jsonl``) into a Markdown page: for each problem class (experiment) and dataset, the
+solvers ranked by the experiment's criterion, and a summary of which solver won most datasets.
+``orthoplug-bench report DIR`` writes it as ``DIR/which-solver.md`` next to ``tables.md``; the
+documentation builds its page with :func:`write_which_solver_page` from ``docs/results/``.
+
+Ranking, per (experiment, dataset), among the feasible runs that did not fail:
+
+* experiments with a certified optimum: reached the target gap first (``time_to_target``), then
+  the smallest relative gap;
+* otherwise the experiment's criterion in :data:`CRITERIA` (default: the lowest final objective);
+* experiments mapped to ``None`` in :data:`CRITERIA` have no winner (``hevp-paper`` is unbounded
+  below, so its objective measures divergence, not quality).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+
+__all__ = ["CRITERIA", "rank_runs", "which_solver", "time_to_gap_section", "run_command",
+           "write_which_solver_page"]
+
+#: experiment → (record field or metric name, "min" or "max"); ``None``: no ranking.
+CRITERIA: dict[str, tuple[str, str] | None] = {
+    "hevp-paper": None,
+    "ultrae": ("mrr", "max"),
+    "orthonet": ("accuracy", "max"),
+}
+
+_PAGE_INTRO = """\
+This page is generated from measured benchmark records by
+`orthoplug.bench.which.which_solver`; `orthoplug-bench report DIR` writes the same page as
+`DIR/which-solver.md` for any run. Answers change as solvers improve: rerun the command below
+and the page follows. Times compare only within one run (one process per table).
+"""
+
+
+def _value(rec: dict, key: str) -> float | None:
+    value = rec[key] if key in rec and key != "metrics" else rec["metrics"].get(key)
+    return value if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def rank_runs(records: list[dict], experiment: str) -> dict[str, list[tuple[str, float, str]]]:
+    """Rank the solvers of one experiment on each of its datasets.
+
+    Args:
+        records: benchmark records (``results.jsonl`` lines); with several runs of a solver on
+            a dataset (seeds, a tuning grid) its best one counts.
+        experiment: the experiment's name, e.g. ``"hevp-tracemin"``.
+
+    Returns:
+        dataset → ``[(solver, value, label), ...]`` best first, where ``value`` is the ranking
+        value and ``label`` the rendered figure; empty if the experiment has no criterion.
+    """
+    criterion = CRITERIA.get(experiment, ("objective", "min"))
+    if criterion is None:
+        return {}
+    key, direction = criterion
+    sign = -1.0 if direction == "max" else 1.0
+    by_dataset: dict[str, list[tuple[tuple, str, float, str]]] = defaultdict(list)
+    for rec in records:
+        if rec["experiment"] != experiment or rec["status"] == "error" or not rec["feasible"]:
+            continue
+        if rec["optimum"] is not None and rec["gap"] is not None:
+            ttt = rec["time_to_target"]
+            order = (ttt is None, ttt if ttt is not None else 0.0, rec["gap"])
+            label = (f"{ttt:.3g} s to gap {rec['target_gap']:.0e}" if ttt is not None
+                     else f"gap {rec['gap']:.2e} at {rec['time']:.3g} s")
+            by_dataset[rec["dataset"]].append((order, rec["solver"], rec["gap"], label))
+        elif (value := _value(rec, key)) is not None:
+            by_dataset[rec["dataset"]].append(((sign * value,), rec["solver"], value,
+                                               f"{key} {value:.6g}"))
+    ranking = {}
+    for dataset, runs in by_dataset.items():
+        seen: set[str] = set()  # each solver once, with its best run (seeds, tuning grids)
+        ranking[dataset] = [(solver, value, label) for _, solver, value, label in sorted(runs)
+                            if not (solver in seen or seen.add(solver))]
+    return ranking
+
+
+def which_solver(records: list[dict], *, command: str | None = None,
+                 provenance: str = "") -> str:
+    """Markdown "which solver when" page from benchmark records.
+
+    Args:
+        records: the records of one run (``results.jsonl`` lines).
+        command: the command that produced them, shown verbatim.
+        provenance: a sentence on where the records come from, shown under the command.
+
+    Returns:
+        The page: a summary table (problem class → solver that won most datasets), then one
+        table per problem class with the winner and runner-up on each dataset.
+
+    Raises:
+        ValueError: ``records`` is empty.
+    """
+    if not records:
+        raise ValueError("no records: nothing to rank")
+    experiments = list(dict.fromkeys(rec["experiment"] for rec in records))
+    summary = ["| problem class | suite | best on most datasets | datasets won |",
+               "|---|---|---|---|"]
+    sections = []
+    for exp in experiments:
+        suite = next(rec["suite"] for rec in records if rec["experiment"] == exp)
+        ranking = rank_runs(records, exp)
+        if not ranking:
+            reason = ("no ranking (unbounded below: the objective measures divergence)"
+                      if exp in CRITERIA else "no feasible run")
+            summary.append(f"| `{exp}` | {suite} | – | {reason} |")
+            continue
+        wins = Counter(runs[0][0] for runs in ranking.values())
+        top = max(wins.values())
+        leaders = ", ".join(sorted(s for s, c in wins.items() if c == top))
+        summary.append(f"| `{exp}` | {suite} | {leaders} | {top} of {len(ranking)} |")
+        lines = [f"### `{exp}` ({suite})", "", "| dataset | best | runner-up | third |",
+                 "|---|---|---|---|"]
+        for dataset, runs in ranking.items():
+            cells = [f"**{s}**: {label}" if k == 0 else f"{s}: {label}"
+                     for k, (s, _, label) in enumerate(runs[:3])]
+            cells += ["–"] * (3 - len(cells))
+            lines.append(f"| {dataset} | " + " | ".join(cells) + " |")
+        sections.append("\n".join(lines))
+    scale = ", ".join(sorted({rec["scale"] for rec in records}))
+    limits = ", ".join(f"{t:g} s" for t in sorted({rec["time_limit"] for rec in records}))
+    head = ["# Which solver when", "", _PAGE_INTRO,
+            f"**Records:** {len(records)} runs, scale `{scale}`, time limit {limits} per run."]
+    if command:
+        head += ["", "**Command:**", "", "```", command, "```"]
+    if provenance:
+        head += ["", provenance]
+    head += ["", "## Summary", "", *summary, "", "## Per problem class", ""]
+    return "\n".join(head) + "\n" + "\n\n".join(sections) + "\n"
+
+
+def time_to_gap_section(result: dict, *, title: str) -> str:
+    """Markdown section from a ``benchmarks/rsdm_stiefel.py`` JSON file: per problem, the method
+    first to each relative-gap decade (the question "which solver to which accuracy").
+
+    Args:
+        result: the parsed JSON file (keys ``args`` and ``problems``).
+        title: the section heading.
+    """
+    args = result["args"]
+    command = ["python benchmarks/rsdm_stiefel.py", f"--threads {args['threads']}",
+               "--problems " + " ".join(args["problems"]),
+               "--methods " + " ".join(args["methods"]), f"--max-time {args['max_time']:g}"]
+    command += ["--no-scaling"] if args.get("no_scaling") else []
+    lines = [f"## {title}", "", "```", " ".join(command), "```", ""]
+    for name, prob in result["problems"].items():
+        sizes = ", ".join(f"{k} = {prob[k]}" for k in ("n", "p", "r") if k in prob)
+        decades = sorted({d for run in prob["results"] for d in run["times_to_gap"]},
+                         key=float, reverse=True)
+        lines += [f"**{name}** ({sizes}), seconds to each relative gap, capped at "
+                  f"{args['max_time']:g} s:", "",
+                  "| gap | first | time (s) | second | time (s) |", "|---|---|---|---|---|"]
+        for decade in decades:
+            times = sorted((run["times_to_gap"][decade], run["method"]) for run in prob["results"]
+                           if run["times_to_gap"].get(decade) is not None)
+            cells = [c for t, m in times[:2] for c in (m, f"{t:.1f}")]
+            cells += ["–"] * (4 - len(cells))
+            lines.append(f"| {decade} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run_command(out_dir: str | Path) -> str | None:
+    """The command recorded in ``out_dir/run.json`` by ``orthoplug-bench`` (None if absent)."""
+    path = Path(out_dir) / "run.json"
+    if not path.exists():
+        return None
+    argv = json.loads(path.read_text(encoding="utf-8")).get("argv")
+    return " ".join(argv) if argv else None
+
+
+def write_which_solver_page(results_dir: str | Path, out: str | Path) -> Path:
+    """Write the documentation's page from the measured data in ``results_dir``.
+
+    Reads ``paper-run.jsonl`` (the records of the paper-size run, with its command in
+    ``paper-run.json``) and every ``rsdm-stiefel-*-long.json`` time-to-gap benchmark.
+
+    Args:
+        results_dir: the folder with the measured data (``docs/results`` in the repository).
+        out: the Markdown file to write.
+
+    Returns:
+        The path written.
+    """
+    from orthoplug.bench.runner import read_records
+
+    results_dir, out = Path(results_dir), Path(out)
+    meta = json.loads((results_dir / "paper-run.json").read_text(encoding="utf-8"))
+    text = which_solver(read_records(results_dir / "paper-run.jsonl"),
+                        command="\n".join(meta["commands"]), provenance=meta["provenance"])
+    for path in sorted(results_dir.glob("rsdm-stiefel-*-long.json")):
+        result = json.loads(path.read_text(encoding="utf-8"))
+        text += "\n" + time_to_gap_section(
+            result, title=f"Time to each accuracy: `{path.name}`")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
