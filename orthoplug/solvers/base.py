@@ -121,7 +121,9 @@ class IterativeSolver:
 
     def step(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
         """One iteration. A long one (e.g. a full sweep) may end early once
-        ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``)."""
+        ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``). A step that
+        finds the method converged (further steps cannot change X) sets ``self.finished`` to
+        the reason: the run then evaluates and stops."""
         raise NotImplementedError
 
     def default_eval_every(self, tracker: Tracker) -> int:
@@ -159,6 +161,7 @@ class IterativeSolver:
             cost, gnorm, viol = self.measure(tracker, geometry)
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
+        self.finished: str | None = None
         self.setup(tracker, geometry, generator)
         every = self.eval_every or self.default_eval_every(tracker)
         start = time.perf_counter()
@@ -194,7 +197,7 @@ class IterativeSolver:
                 reason = f"stopped on {err}; returning the last finite iterate"
                 break
             iteration += 1
-            if iteration % every and iteration < stop.max_iterations:
+            if iteration % every and iteration < stop.max_iterations and not self.finished:
                 continue
             try:
                 cost, gnorm, viol = self.measure(tracker, geometry)
@@ -214,6 +217,8 @@ class IterativeSolver:
                     stalled += 1
                     if stalled >= stop.stall_evaluations:
                         reason = f"stalled: no progress over {stalled} evaluations"
+            if reason is None and self.finished:
+                reason = self.finished
         elapsed = time.perf_counter() - start
         if last_eval != iteration or reason.startswith("stopped on"):
             try:

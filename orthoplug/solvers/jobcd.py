@@ -20,6 +20,15 @@ plus the proximal term ``θ/2 ‖W‖²`` (``θ > 0`` makes the subproblem coerc
   joint majoriser (cross terms between blocks).
 * **VR-J-JOBCD** (:class:`VRJJOBCD`): J-JOBCD driven by the PAGE estimator of the gradient of
   ``f = (1/N) Σ f_i`` (:class:`~orthoplug.solvers.oracle.FiniteSumOracle`).
+
+**Column side** (``side="column"``, square X only). ``X ← X V̂`` with ``V ∈ O(J_BB)`` on a column
+pair keeps ``XᵀJX = J`` as well. Its linear term is ``⟨Xᵀ∇f, V̂ − I⟩ = ⟨(Xᵀ∇f)_BB, W⟩`` and
+``‖X(V̂ − I)‖_F ≤ ‖X[:, B]‖₂ ‖W‖_F``, so a column step is exactly a row step on ``Xᵀ`` with the
+gradient ``∇fᵀ`` (and ``Vᵀ ∈ O(J_BB)`` iff ``V`` is): the generic steps run on transposed views.
+For ``f = s·tr(XᵀCX)`` (a :class:`~orthoplug.solvers.oracle.QuadraticOracle` without D) GS-JOBCD
+instead runs column J-Jacobi sweeps (:mod:`orthoplug.solvers.jjacobi`): each pair minimises f
+exactly, and one iteration is one sweep of ``n(n−1)/2`` pairs. Column steps keep the column space
+of X, so they cannot solve problems on iSt(n, k < n); ``side="column"`` needs a square X.
 """
 
 from __future__ import annotations
@@ -160,9 +169,18 @@ def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: flo
     return out.reshape(*batch, n, k), predicted
 
 
+SIDES = ("row", "column")
+
+
 class _JOBCDBase(ScalarCurvature, IterativeSolver):
-    def __init__(self, *, theta: float = 1e-6, sigma: float | None = None, **kwargs):
+    sides = SIDES
+
+    def __init__(self, *, theta: float = 1e-6, sigma: float | None = None, side: str = "row",
+                 **kwargs):
         super().__init__(**kwargs)
+        if side not in self.sides:
+            raise ValueError(f"side must be one of {self.sides}, got {side!r}")
+        self.side = side
         if not theta > 0:
             raise ValueError(f"theta must be > 0 (it makes the subproblem coercive), got {theta}")
         if sigma is not None and not sigma > 0:
@@ -173,8 +191,29 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
     def setup(self, tracker, geometry, generator):
         if not hasattr(geometry, "j"):
             raise ValueError(f"{self.name} needs a J-orthogonal or indefinite Stiefel manifold")
-        self.jvec = geometry.j.like(tracker.x)
+        self.column = self.resolve_side(tracker, geometry) == "column"
+        self.jvec = (geometry.jk if self.column else geometry.j).like(tracker.x)
         self.init_sigma(tracker, generator, self.sigma_user or tracker.oracle.lipschitz)
+
+    def resolve_side(self, tracker, geometry) -> str:
+        """The side used in this run (``"row"`` or ``"column"``, checked against X's shape)."""
+        n, k = tracker.x.shape[-2:]
+        if self.side == "column" and n != k:
+            raise ValueError(f"{self.name}: side='column' needs a square X (O(J)), got {n}×{k}: "
+                             "column steps keep the column space of X, so they cannot reach the "
+                             "optimum over iSt(n, k < n)")
+        return self.side
+
+    def oriented(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` as the solver's row-step code sees it: ``t`` (row side) or its transpose (a
+        view; column side), so that column pairs of X are row pairs of ``oriented(X)``."""
+        return t.mT if self.column else t
+
+    def pair_step(self, x, g, generator, pairs_per_matrix=None):
+        """:func:`jacobi_step` on the solver's side (``X`` and ``∇f`` transposed for columns)."""
+        new, predicted = jacobi_step(self.oriented(x), self.oriented(g), self.jvec, self.sigma,
+                                     self.theta, generator, pairs_per_matrix)
+        return (new.mT.contiguous() if self.column else new), predicted
 
     def _step_checked(self, tracker, make_step):
         """Take ``make_step(x) -> (x_new, predicted)``, re-proposed until :meth:`accept_step`."""
@@ -185,44 +224,88 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
                 return
 
     def info(self):
-        return {"theta": self.theta, "sigma": self.sigma_user, "backtracks": self.backtracks}
+        return {"theta": self.theta, "sigma": self.sigma_user, "backtracks": self.backtracks,
+                "side": "column" if getattr(self, "column", False) else "row"}
 
 
 class GSJOBCD(_JOBCDBase):
-    """Gauss–Seidel JOBCD: one row pair per iteration, solved exactly.
+    """Gauss–Seidel JOBCD: one row (or column) pair per iteration, solved exactly.
 
     Args:
         theta: proximal weight θ > 0 (default 1e-6).
         sigma: scalar curvature constant (``Q = σ‖X[B]‖₂² I``) for non-quadratic costs;
             default: the oracle's Lipschitz constant, else estimated with backtracking.
-        pairs: ``"random"`` (uniform with replacement, the default) or ``"cyclic"``.
+        side: ``"auto"`` (default), ``"row"`` or ``"column"``. ``"auto"`` takes the column
+            J-Jacobi sweeps when they apply — square X, ``QuadraticOracle`` without D,
+            ``curvature="exact"`` — (measured fastest: ``benchmarks/jobcd_hevp.py``), else rows.
+        pairs: ``"random"`` (uniform with replacement), ``"cyclic"`` or, for column J-Jacobi
+            only, ``"greedy"`` (best of ``candidates`` random pairs). Default ``None``: cyclic
+            for column J-Jacobi, random otherwise.
         curvature: ``"exact"`` (default; uses Q̲ when the cost is quadratic) or ``"scalar"``.
-        refresh_every: recompute the fast path's cached ``CX`` every this many iterations.
+        refresh_every: recompute the row fast path's cached ``CX`` every this many iterations.
+        jacobi_tol, max_boost, same_sign, candidates: options of the column J-Jacobi sweeps
+            (:class:`~orthoplug.solvers.jjacobi.ColumnJacobi`: ``tol``, ``max_boost``,
+            ``same_sign``, ``candidates``).
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
-            ``seed``, ``eval_every`` — default one sweep of ``n(n−1)/2`` pairs capped at 1000).
+            ``seed``, ``eval_every`` — default one sweep of ``n(n−1)/2`` pairs capped at 1000;
+            1 for column J-Jacobi, whose iteration is already a sweep).
+
+    Iterations: one pair, except with column J-Jacobi, where one iteration is one sweep of
+    ``n(n−1)/2`` pair rotations (which then stops by itself, with the reason "converged", once
+    a cyclic sweep rotates no pair).
     """
 
     name = "GS-JOBCD"
+    sides = ("auto", *SIDES)
 
-    def __init__(self, *, pairs: str = "random", curvature: str = "exact",
-                 refresh_every: int = 10_000, **kwargs):
-        super().__init__(**kwargs)
-        if pairs not in ("random", "cyclic"):
-            raise ValueError(f"pairs must be 'random' or 'cyclic', got {pairs!r}")
+    def __init__(self, *, pairs: str | None = None, curvature: str = "exact",
+                 refresh_every: int = 10_000, side: str = "auto", jacobi_tol: float = 1e-12,
+                 max_boost: float = 4.0, same_sign: bool = True, candidates: int = 8,
+                 **kwargs):
+        super().__init__(side=side, **kwargs)
+        if pairs not in (None, "random", "cyclic", "greedy"):
+            raise ValueError(f"pairs must be 'random', 'cyclic' or 'greedy', got {pairs!r}")
         if curvature not in ("exact", "scalar"):
             raise ValueError(f"curvature must be 'exact' or 'scalar', got {curvature!r}")
         self.pairs, self.curvature, self.refresh_every = pairs, curvature, refresh_every
+        self.jacobi_options = dict(tol=jacobi_tol, max_boost=max_boost, same_sign=same_sign,
+                                   candidates=candidates)
+
+    def _column_jacobi_applies(self, tracker) -> bool:
+        n, k = tracker.x.shape[-2:]
+        quad = tracker.oracle.quadratic
+        return (n == k and tracker.x.ndim == 2 and quad is not None and quad.d is None
+                and self.curvature == "exact")
+
+    def resolve_side(self, tracker, geometry):
+        if self.side == "auto":
+            return "column" if self._column_jacobi_applies(tracker) else "row"
+        return super().resolve_side(tracker, geometry)
 
     def default_eval_every(self, tracker):
+        if self.jacobi is not None:
+            return 1
         n = tracker.x.shape[-2]
         return max(1, min(1000, n * (n - 1) // 2))
 
     def setup(self, tracker, geometry, generator):
         super().setup(tracker, geometry, generator)
-        n = tracker.x.shape[-2]
+        n = tracker.x.shape[-1 if self.column else -2]
         if n < 2:
-            raise ValueError("JOBCD needs n >= 2 rows")
-        self.exact = self.curvature == "exact" and tracker.block_curvature(
+            raise ValueError("JOBCD needs n >= 2 rows (or columns on the column side)")
+        self.jacobi = None
+        if self.column and self._column_jacobi_applies(tracker):
+            from .jjacobi import ColumnJacobi
+
+            quad = tracker.oracle.quadratic
+            self.jacobi = ColumnJacobi(quad._cd(tracker.x)[0].cpu().numpy(), quad.scale,
+                                       self.jvec.cpu().numpy(),
+                                       order=self.pairs or "cyclic", **self.jacobi_options)
+            return
+        if self.pairs == "greedy":
+            raise ValueError("pairs='greedy' needs the column J-Jacobi path (square X, "
+                             "QuadraticOracle without D, curvature='exact')")
+        self.exact = not self.column and self.curvature == "exact" and tracker.block_curvature(
             torch.zeros(1, 2, dtype=torch.long, device=tracker.x.device),
             tracker.x[:2][None]) is not None
         if self.exact:
@@ -257,14 +340,22 @@ class GSJOBCD(_JOBCDBase):
             if self.pairs == "cyclic":
                 self._cursor = 0
             else:
-                self._set_pairs(random_pairs(tracker.x.shape[-2], PAIR_BATCH, generator,
-                                             tracker.x.device))
+                self._set_pairs(random_pairs(self.oriented(tracker.x).shape[-2], PAIR_BATCH,
+                                             generator, tracker.x.device))
         k = self._cursor
         self._cursor = k + 1
         i, j = self._pair_list[k]
         return self._pair_rows[k], i, j
 
     def step(self, tracker, geometry, generator):
+        if self.jacobi is not None:  # column J-Jacobi: one sweep
+            x = tracker.x
+            new = self.jacobi.sweep(x.detach().cpu().numpy(), generator)
+            tracker.set_point(torch.from_numpy(new).to(x.device))
+            if self.jacobi.converged:
+                self.finished = (f"converged: a cyclic sweep rotated no pair (off-diagonals "
+                                 f"≤ {self.jacobi.tol:g} relative)")
+            return
         rows, i, j = self._next_pair(tracker, generator)
         self.count += 1
         if self.exact:  # the fast path's hot loop
@@ -277,17 +368,18 @@ class GSJOBCD(_JOBCDBase):
                 tracker.refresh()
             return
         pair = torch.as_tensor(rows)[None]
-        g_rows = tracker.gradient_rows(pair)
+        g_rows = (self.oriented(tracker.gradient())[pair] if self.column
+                  else tracker.gradient_rows(pair))
 
         def make_step(x):
-            z = x[pair]
+            z = self.oriented(x)[pair]
             m = g_rows @ z.mT
             v = solve_blocks(self.jvec, pair, z, m, self.theta, sigma=self.sigma)
             new = v @ z
             if not bool(torch.isfinite(new).all()):
                 raise NonFiniteError("non-finite block update")
             x_new = x.clone()
-            x_new[pair[0]] = new[0]
+            self.oriented(x_new)[pair[0]] = new[0]
             return x_new, _model_change(v, m, z, self.sigma)
 
         self._step_checked(tracker, make_step)
@@ -308,14 +400,19 @@ class GSJOBCD(_JOBCDBase):
         tracker.set_rows(torch.as_tensor(rows), new)
 
     def info(self):
-        return {**super().info(), "pairs": self.pairs, "curvature": self.curvature}
+        out = {**super().info(), "pairs": self.pairs, "curvature": self.curvature}
+        jacobi = getattr(self, "jacobi", None)
+        if jacobi is not None:
+            out.update(pairs=jacobi.order, rotations=jacobi.rotations, **self.jacobi_options)
+        return out
 
 
 class JJOBCD(_JOBCDBase):
     """Jacobi JOBCD: ⌊n/2⌋ disjoint pairs per iteration in one batched exact solve.
 
     Args: as :class:`GSJOBCD` (without ``pairs``/``curvature``: the curvature is always scalar,
-    ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change when σ ≥ L_f).
+    ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change when σ ≥ L_f; ``side`` is
+    ``"row"`` (default) or ``"column"``: a matching of the columns, square X only).
     """
 
     name = "J-JOBCD"
@@ -325,8 +422,7 @@ class JJOBCD(_JOBCDBase):
 
     def step(self, tracker, geometry, generator):
         g = tracker.gradient()
-        self._step_checked(tracker, lambda x: jacobi_step(
-            x, g, self.jvec, self.sigma, self.theta, generator))
+        self._step_checked(tracker, lambda x: self.pair_step(x, g, generator))
 
 
 class VRJJOBCD(_JOBCDBase):
@@ -390,7 +486,7 @@ class VRJJOBCD(_JOBCDBase):
                     - oracle.component_gradient(self.x_prev, idx)
                 self.component_gradients += 2 * self.bs_eff
         self.iteration += 1
-        x_new, _ = jacobi_step(x, self.g_est, self.jvec, self.sigma, self.theta, generator)
+        x_new, _ = self.pair_step(x, self.g_est, generator)
         self.x_prev = x
         tracker.set_point(x_new)
 
