@@ -17,6 +17,8 @@ step on the transposed matrix and gradient (see :mod:`orthoplug.solvers.jobcd`).
 ``backward()`` and returns the loss. With ``sigma=None`` σ starts at ``sigma0`` and is doubled
 (the step redone) until the loss at the new point is below the model, so a step never increases
 the loss; pass ``sigma`` (≥ the Lipschitz constant) to skip that check and its extra closure call.
+``sigma_shrink < 1`` (without ``sigma``) makes σ adaptive: multiplied by ``sigma_shrink`` after
+each accepted step, doubled on each rejection, so steps stay monotone.
 """
 
 from __future__ import annotations
@@ -63,9 +65,13 @@ class _JOBCDOptimizer(torch.optim.Optimizer):
 
     def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
                  sigma0: float = 1.0, max_backtracks: int = 60, seed: int | None = None,
-                 side: str = "row"):
+                 side: str = "row", sigma_shrink: float = 1.0):
         if sigma is not None and not sigma > 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
+        if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
+            raise ValueError(f"sigma_shrink must be in (0, 1] and < 1 only without a fixed "
+                             f"sigma, got {sigma_shrink} with sigma={sigma}")
+        self.sigma_shrink = float(sigma_shrink)
         if not theta > 0:
             raise ValueError(f"theta must be > 0, got {theta}")
         if side not in SIDES:
@@ -130,6 +136,9 @@ class _JOBCDOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 f1 = _as_float(closure())
             if f1 <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
+                if self.sigma_shrink < 1:  # adaptive σ: shrink after an accepted step
+                    for p in params:
+                        self.state[p]["sigma"] = self.sigma_shrink * self.state[p]["sigma"]
                 return loss
             for p, o in zip(params, old, strict=True):  # reject: restore and double σ
                 p.copy_(o)

@@ -13,8 +13,10 @@ whose global minimum is the certificate Σ|λ_i(JC)|. Data ``D`` (m × n):
 image and digit features are centred and scaled to unit mean variance, ε = 1e-2. Data, sizes
 (``HEVP_SIZES``) and the solvers' default options (``SOLVERS``) come from
 :mod:`orthoplug.bench.suites.jobcd`, shared with ``orthoplug-bench``'s ``hevp-tracemin``.
-Two more datasets, ``tracemin200`` and ``tracemin500``: C = DᵀD/(2n) + 0.05·I with Gaussian
-D (2n × n), started from X₀ = I (issue #17's trace-minimisation instances).
+More datasets, ``tracemin<n>`` for n ∈ {12, 30, 200, 500}: C = DᵀD/(2n) + 0.05·I with Gaussian
+D (2n × n), started from X₀ = I (issue #17's trace-minimisation instances). ``--autodiff 12,30``
+adds the same problem as a pymanopt autodiff ``Problem`` (no structure given to JOBCD): pymanopt
+CG/TR against J-/GS-JOBCD with and without adaptive σ, rows and columns.
 
 Methods, all from the same X₀ (cond 10): GS-JOBCD with the quadratic fast path
 (``QuadraticOracle``; its default there is the column J-Jacobi sweep, cyclic order), the same
@@ -71,7 +73,7 @@ JOBCD_METHODS = tuple(JOBCD_VARIANTS)
 ALL_METHODS = (*JOBCD_METHODS, "pymanopt-SD", "pymanopt-CG", "pymanopt-TR", "UMCM",
                "ADMM", "ADMM-fixed", "CSDM")
 #: the issue-#17 trace-minimisation instances: name → n
-TRACEMIN = {"tracemin200": 200, "tracemin500": 500}
+TRACEMIN = {"tracemin12": 12, "tracemin30": 30, "tracemin200": 200, "tracemin500": 500}
 VIOLATION_OK = 1e-8
 
 
@@ -183,6 +185,71 @@ def speedups(rows: dict, key: str = "time_to_tol") -> dict:
             "speedup": (pt / jt) if jt is not None and pt is not None else None}
 
 
+# ---- autodiff costs ----------------------------------------------------------------------
+#: J-/GS-JOBCD variants on a pymanopt autodiff problem: name → (front-end class, options)
+AUTODIFF_VARIANTS = {
+    "J-JOBCD (σ doubling only)": ("JJOBCD", {}),
+    "J-JOBCD adaptive σ": ("JJOBCD", {"sigma_shrink": 0.5}),
+    "J-JOBCD adaptive σ, columns": ("JJOBCD", {"sigma_shrink": 0.5, "side": "column"}),
+    "GS-JOBCD (σ doubling only)": ("GSJOBCD", {}),
+    "GS-JOBCD adaptive σ": ("GSJOBCD", {"sigma_shrink": 0.5}),
+    "GS-JOBCD adaptive σ, columns": ("GSJOBCD", {"sigma_shrink": 0.5, "side": "column"}),
+}
+
+
+def autodiff_case(n: int, args) -> dict:
+    """min tr(XᵀCX) over O(J) as a pymanopt ``Problem`` with an autograd cost (no structure
+    given to JOBCD: FunctionOracle, scalar majoriser), C = DᵀD/(2n) + 0.05·I, X₀ = I: time and
+    iterations to the relative gap ``args.tol`` for pymanopt CG/TR and the JOBCD variants."""
+    from orthoplug.adapters import pymanopt as pm
+
+    c, label, x0 = make_instance(f"tracemin{n}", "paper", args.seed)
+    geo = JOrthogonalGeometry(n, n // 2)
+    cert = trace_min_certificate(c, geo.j)
+    rows = {name: run_pymanopt(name, c, geo, x0, cert, args)
+            for name in ("pymanopt-CG", "pymanopt-TR")}
+    import autograd.numpy as anp
+    import pymanopt
+
+    manifold = pm.JOrthogonal(n, n // 2)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.sum(x * (c @ x))
+
+    problem = pymanopt.Problem(manifold, cost)
+    for name, (cls, options) in AUTODIFF_VARIANTS.items():
+        every = 1 if cls == "JJOBCD" else max(1, n * (n - 1) // 2 // 4)
+        opt = getattr(pm, cls)(max_time=args.time_limit, max_iterations=10**9,
+                               min_gradient_norm=0.0, seed=args.seed, eval_every=every,
+                               target_cost=cert * (1 + args.tol), log_verbosity=1, **options)
+        res = opt.run(problem, initial_point=x0.numpy()).solver_result
+        rows[name] = {"time_to_tol": first_time(res.history, cert, args.tol),
+                      "time_to_loose": first_time(res.history, cert, args.loose_tol),
+                      "cost": res.cost, "gap": (res.cost - cert) / cert,
+                      "violation": res.violation, "iterations": res.iterations,
+                      "time": res.time, "stop": res.stop_reason}
+        print(f"  autodiff n={n} {name}: {rows[name]}", file=sys.stderr, flush=True)
+    return {"label": f"autodiff {label}", "certificate": cert, "methods": rows}
+
+
+def autodiff_markdown(case: dict, args) -> str:
+    rows = case["methods"]
+    cg = rows["pymanopt-CG"]["time_to_tol"]
+    lines = [f"### {case['label']}: certificate {case['certificate']:.10g}, "
+             f"limit {args.time_limit:g} s", "",
+             f"| method | time to {args.tol:g} gap [s] | ÷ CG | iterations | final gap |",
+             "|---|---|---|---|---|"]
+    for name, r in rows.items():
+        t = r["time_to_tol"]
+        ratio = "—" if t is None or cg is None else f"{t / cg:.3g}"
+        lines.append(f"| {name} | {'not reached' if t is None else f'{t:.3f}'} | {ratio} | "
+                     f"{r['iterations']} | {r['gap']:.2e} |")
+    lines.append("\niterations: J-JOBCD one matching of ⌊n/2⌋ pairs, GS-JOBCD one pair, "
+                 "pymanopt its own (CG: one line search; TR: one outer step).")
+    return "\n".join(lines)
+
+
 # ---- fast path ----------------------------------------------------------------------------
 def fast_path(n: int, seconds: float, seed: int) -> dict:
     """Iterations/s of GS-JOBCD with QuadraticOracle vs FunctionOracle (full gradient)."""
@@ -261,6 +328,9 @@ def main(argv=None) -> int:
     parser.add_argument("--fast-path-seconds", type=float, default=None)
     parser.add_argument("--profile", default=None, metavar="METHOD",
                         help="run METHOD on the first dataset under cProfile and print the top")
+    parser.add_argument("--autodiff", default="",
+                        help="comma-separated n of the autodiff cases (e.g. 12,30); they run "
+                             "after the datasets ('--datasets \"\"' runs them alone)")
     parser.add_argument("--out", default=None, help="write all results to this JSON file")
     args = parser.parse_args(argv)
     if args.time_limit is None:
@@ -304,6 +374,10 @@ def main(argv=None) -> int:
             results["hevp"][label] = {"certificate": cert, "methods": rows,
                                       "speedup": speedups(rows)}
             print(markdown(label, cert, rows, args) + "\n", flush=True)
+        for n in [int(v) for v in args.autodiff.split(",") if v.strip()]:
+            case = autodiff_case(n, args)
+            results.setdefault("autodiff", {})[str(n)] = case
+            print(autodiff_markdown(case, args) + "\n", flush=True)
         fp_n = args.fast_path_n if args.fast_path_n is not None else (200 if args.quick else 1000)
         if fp_n:
             secs = args.fast_path_seconds or (3.0 if args.quick else 15.0)

@@ -176,11 +176,13 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
     sides = SIDES
 
     def __init__(self, *, theta: float = 1e-6, sigma: float | None = None, side: str = "row",
-                 **kwargs):
+                 sigma_shrink: float = 1.0, **kwargs):
         super().__init__(**kwargs)
         if side not in self.sides:
             raise ValueError(f"side must be one of {self.sides}, got {side!r}")
-        self.side = side
+        if not 0 < sigma_shrink <= 1:
+            raise ValueError(f"sigma_shrink must be in (0, 1], got {sigma_shrink}")
+        self.side, self.sigma_shrink = side, float(sigma_shrink)
         if not theta > 0:
             raise ValueError(f"theta must be > 0 (it makes the subproblem coercive), got {theta}")
         if sigma is not None and not sigma > 0:
@@ -225,7 +227,8 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
 
     def info(self):
         return {"theta": self.theta, "sigma": self.sigma_user, "backtracks": self.backtracks,
-                "side": "column" if getattr(self, "column", False) else "row"}
+                "side": "column" if getattr(self, "column", False) else "row",
+                "sigma_shrink": self.sigma_shrink}
 
 
 class GSJOBCD(_JOBCDBase):
@@ -243,6 +246,10 @@ class GSJOBCD(_JOBCDBase):
             for column J-Jacobi, random otherwise.
         curvature: ``"exact"`` (default; uses Q̲ when the cost is quadratic) or ``"scalar"``.
         refresh_every: recompute the row fast path's cached ``CX`` every this many iterations.
+        sigma_shrink: adaptive σ for the scalar majoriser when < 1 (default 1: σ only doubles
+            on rejection): every step is checked, σ shrinks by this factor after accepted steps
+            and doubles on rejections; starts from a Barzilai–Borwein curvature when no σ is
+            known (:class:`~orthoplug.solvers.base.ScalarCurvature`). Also for J-JOBCD.
         jacobi_tol, max_boost, same_sign, candidates: options of the column J-Jacobi sweeps
             (:class:`~orthoplug.solvers.jjacobi.ColumnJacobi`: ``tol``, ``max_boost``,
             ``same_sign``, ``candidates``).
@@ -449,6 +456,9 @@ class VRJJOBCD(_JOBCDBase):
         oracle = tracker.oracle
         if not isinstance(oracle, FiniteSumOracle):
             raise ValueError("VR-J-JOBCD needs a FiniteSumOracle (f = (1/N) Σ f_i)")
+        if self.sigma_shrink < 1:
+            raise ValueError("VR-J-JOBCD cannot adapt σ (sigma_shrink < 1): checking a step "
+                             "needs full cost values, which the estimator avoids")
         super().setup(tracker, geometry, generator)
         if self.backtrack:
             raise ValueError("VR-J-JOBCD needs sigma= or an oracle with a known Lipschitz "
