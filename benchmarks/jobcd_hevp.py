@@ -347,7 +347,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     scale = "quick" if args.quick else "paper"
-    results: dict = {"settings": {k: v for k, v in vars(args).items()}, "hevp": {}}
+    settings = {**vars(args), "out": Path(args.out).name if args.out else None}  # no machine paths
+    results: dict = {"settings": settings, "hevp": {}}
     with threadpool_limits(args.threads):
         warm_up_kernels()
         if args.profile:
