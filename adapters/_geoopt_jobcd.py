@@ -246,7 +246,7 @@ class ColumnJJacobi(torch.optim.Optimizer):
     """
 
     def __init__(self, params, *, c, scale: float = 1.0, pairs: str = "cyclic",
-                 seed: int | None = None, tol: float = 1e-12, max_boost: float = 4.0,
+                 seed: int | None = None, tol: float | None = None, max_boost: float = 4.0,
                  same_sign: bool = True, candidates: int = 8):
         super().__init__(params, {})
         _check_params(type(self).__name__, self.param_groups)

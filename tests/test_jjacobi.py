@@ -315,3 +315,30 @@ def test_adaptive_sigma_in_the_geoopt_optimizer_is_monotone():
         go.JJOBCD([x], sigma=1.0, sigma_shrink=0.5)
     with pytest.raises(ValueError, match="sigma_shrink"):
         JJOBCD(sigma_shrink=0.0)
+
+
+def test_float32_sweeps_converge_and_stop():
+    """The default threshold follows the dtype: float32 sweeps stop as converged (a 1e-12
+    threshold would never be met in float32)."""
+    n = 7
+    geo = JOrthogonalGeometry(n, signature=_signature(n, "unsorted"))
+    c = make_spd(n, seed=7)
+    cert = trace_min_certificate(c, geo.j)
+    res = GSJOBCD(seed=0, max_iterations=100).run(
+        QuadraticOracle(torch.from_numpy(c).float()), torch.eye(n), geo)
+    assert res.stop_reason.startswith("converged") and res.iterations < 20
+    assert abs(res.cost - cert) <= 1e-5 * cert
+
+
+def test_singular_psd_c_stays_monotone_and_stops():
+    """C ⪰ 0 of rank 3 (n = 6): blocks without a minimiser take bounded steps; the run keeps f
+    non-increasing and stops by itself (converged, or a sweep that rounding made increase f)."""
+    n = 6
+    geo = JOrthogonalGeometry(n, 3)
+    d = np.random.default_rng(0).standard_normal((3, n))
+    res = GSJOBCD(seed=0, max_iterations=200).run(
+        QuadraticOracle(torch.from_numpy(d.T @ d)), torch.eye(n, dtype=torch.float64), geo)
+    costs = np.asarray(res.history["cost"])
+    assert np.all(np.diff(costs) <= 1e-11 * costs[0]) and costs[-1] < costs[0]
+    assert res.iterations < 200 and res.stop_reason.startswith(("converged", "stopped"))
+    assert geo.relative_violation(res.point) <= 1e-10

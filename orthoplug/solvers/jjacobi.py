@@ -38,12 +38,14 @@ ORDERS = ("cyclic", "random", "greedy")
 
 def factor_quadratic(c: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """``(G, Σ)`` with ``C = Gᵀ diag(Σ) G``: Cholesky (``Σ = None``: all +1) when C ≻ 0, else
-    ``G = |Λ|^{1/2} Uᵀ``, ``Σ = sign Λ`` from ``C = U Λ Uᵀ``."""
+    ``G = |Λ|^{1/2} Uᵀ``, ``Σ = sign Λ`` from ``C = U Λ Uᵀ``, eigenvalues within rounding of 0
+    (``|λ| ≤ n·eps·max|λ|``) counted as 0 (so a PSD C gives a PSD A in floating point too)."""
     try:
         return np.linalg.cholesky(c).T.copy(), None
     except np.linalg.LinAlgError:
         lam, u = np.linalg.eigh(c)
-        return np.sqrt(np.abs(lam))[:, None] * u.T, np.sign(lam)
+        small = np.abs(lam) <= c.shape[0] * np.finfo(c.dtype).eps * np.abs(lam).max()
+        return np.sqrt(np.abs(lam))[:, None] * u.T, np.where(small, 0.0, np.sign(lam))
 
 
 class ColumnJacobi:
@@ -55,7 +57,8 @@ class ColumnJacobi:
         jvec: the signature J (length n, ±1).
         order: ``"cyclic"`` (default), ``"random"`` or ``"greedy"``.
         candidates: candidate pairs per greedy choice.
-        tol: relative threshold below which a pair's off-diagonal counts as zero.
+        tol: relative threshold below which a pair's off-diagonal counts as zero (default
+            ``max(1e-12, 100·eps)`` of C's dtype: 1e-12 in float64, 1.2e-5 in float32).
         max_boost: cap ``t_max`` on ``|2μ|`` of one hyperbolic rotation (see the kernel module).
         same_sign: also rotate same-sign pairs (Jacobi rotations that keep f; default True).
 
@@ -64,7 +67,7 @@ class ColumnJacobi:
     """
 
     def __init__(self, c: np.ndarray, scale: float, jvec, *, order: str = "cyclic",
-                 candidates: int = 8, tol: float = 1e-12, max_boost: float = 4.0,
+                 candidates: int = 8, tol: float | None = None, max_boost: float = 4.0,
                  same_sign: bool = True):
         c = np.asarray(c)
         if c.ndim != 2 or c.shape[0] != c.shape[1]:
@@ -74,6 +77,8 @@ class ColumnJacobi:
             raise ValueError(f"J has {jv.size} entries but C is {c.shape[0]}×{c.shape[0]}")
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+        if tol is None:
+            tol = max(1e-12, 100 * float(np.finfo(c.dtype).eps))
         if candidates < 1 or not tol >= 0 or not max_boost > 0:
             raise ValueError(f"need candidates >= 1, tol >= 0, max_boost > 0; got "
                              f"{candidates}, {tol}, {max_boost}")

@@ -266,7 +266,7 @@ class GSJOBCD(_JOBCDBase):
     sides = ("auto", *SIDES)
 
     def __init__(self, *, pairs: str | None = None, curvature: str = "exact",
-                 refresh_every: int = 10_000, side: str = "auto", jacobi_tol: float = 1e-12,
+                 refresh_every: int = 10_000, side: str = "auto", jacobi_tol: float | None = None,
                  max_boost: float = 4.0, same_sign: bool = True, candidates: int = 8,
                  **kwargs):
         super().__init__(side=side, **kwargs)
@@ -356,12 +356,18 @@ class GSJOBCD(_JOBCDBase):
 
     def step(self, tracker, geometry, generator):
         if self.jacobi is not None:  # column J-Jacobi: one sweep
-            x = tracker.x
+            x, f0 = tracker.x, float(tracker.value())
             new = self.jacobi.sweep(x.detach().cpu().numpy(), generator)
             tracker.set_point(torch.from_numpy(new).to(x.device))
             if self.jacobi.converged:
                 self.finished = (f"converged: a cyclic sweep rotated no pair (off-diagonals "
                                  f"≤ {self.jacobi.tol:g} relative)")
+            elif float(tracker.value()) > f0 + 1e-12 * max(1.0, abs(f0)):
+                # every rotation decreases f in exact arithmetic; an increase means rounding
+                # dominates (e.g. an infimum approached only as ‖X‖ → ∞): keep the old point
+                tracker.set_point(x)
+                self.finished = ("stopped: a sweep increased f (rounding dominates the "
+                                 "remaining decrease); kept the point before it")
             return
         rows, i, j = self._next_pair(tracker, generator)
         self.count += 1
