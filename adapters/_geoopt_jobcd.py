@@ -7,10 +7,18 @@ All pairs of all matrices are solved in one batched exact call
 coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever σ bounds
 the Lipschitz constant of the whole loss.
 
+``side="column"`` (square matrices only) takes the pairs among the columns instead: the same
+step on the transposed matrix and gradient (see :mod:`orthoplug.solvers.jobcd`).
+
+:class:`ColumnJJacobi` is the column J-Jacobi sweep for a known quadratic loss
+``s·tr(XᵀCX)`` (no gradients needed): one sweep of every matrix per ``step()``.
+
 ``step(closure)`` needs a closure that zeroes the gradients, computes the loss, calls
 ``backward()`` and returns the loss. With ``sigma=None`` σ starts at ``sigma0`` and is doubled
 (the step redone) until the loss at the new point is below the model, so a step never increases
 the loss; pass ``sigma`` (≥ the Lipschitz constant) to skip that check and its extra closure call.
+``sigma_shrink < 1`` (without ``sigma``) makes σ adaptive: multiplied by ``sigma_shrink`` after
+each accepted step, doubled on each rejection, so steps stay monotone.
 """
 
 from __future__ import annotations
@@ -18,11 +26,14 @@ from __future__ import annotations
 import math
 
 import geoopt
+import numpy as np
 import torch
 
-from orthoplug.solvers.jobcd import jacobi_step
+from orthoplug.solvers.jjacobi import ColumnJacobi
+from orthoplug.solvers.jobcd import SIDES, jacobi_step
+from orthoplug.solvers.oracle import NonFiniteError
 
-__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD"]
+__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
 
 
 def _as_float(loss) -> float:
@@ -41,17 +52,35 @@ def _check_params(name, groups):
                     f"{type(manifold).__name__ if manifold is not None else 'no manifold'}")
 
 
+def _check_square(name, groups):
+    for group in groups:
+        for p in group["params"]:
+            if p.shape[-1] != p.shape[-2]:
+                raise ValueError(f"{name}: column steps need square matrices (O(J)), got a "
+                                 f"parameter of shape {tuple(p.shape)}")
+
+
 class _JOBCDOptimizer(torch.optim.Optimizer):
     pairs_per_matrix: int | None = None
 
     def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
-                 sigma0: float = 1.0, max_backtracks: int = 60, seed: int | None = None):
+                 sigma0: float = 1.0, max_backtracks: int = 60, seed: int | None = None,
+                 side: str = "row", sigma_shrink: float = 1.0):
         if sigma is not None and not sigma > 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
+        if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
+            raise ValueError(f"sigma_shrink must be in (0, 1] and < 1 only without a fixed "
+                             f"sigma, got {sigma_shrink} with sigma={sigma}")
+        self.sigma_shrink = float(sigma_shrink)
         if not theta > 0:
             raise ValueError(f"theta must be > 0, got {theta}")
+        if side not in SIDES:
+            raise ValueError(f"side must be one of {SIDES}, got {side!r}")
         super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0))
         _check_params(type(self).__name__, self.param_groups)
+        self.column = side == "column"
+        if self.column:
+            _check_square(type(self).__name__, self.param_groups)
         self.max_backtracks = max_backtracks
         self.generator = torch.Generator()
         self.generator.manual_seed(seed if seed is not None else torch.seed())
@@ -69,9 +98,15 @@ class _JOBCDOptimizer(torch.optim.Optimizer):
                 g = grads.get(p)
                 if g is None:
                     continue
-                jvec = p.manifold.geometry.j.like(p)
-                new, pred = jacobi_step(p.detach(), g, jvec, self._sigma(group, p),
+                geometry = p.manifold.geometry
+                x = p.detach()
+                if self.column:  # column pairs of X = row pairs of Xᵀ (gradient ∇fᵀ)
+                    x, g = x.mT, g.mT
+                jvec = (geometry.jk if self.column else geometry.j).like(p)
+                new, pred = jacobi_step(x, g, jvec, self._sigma(group, p),
                                         group["theta"], self.generator, self.pairs_per_matrix)
+                if self.column:
+                    new = new.mT
                 params.append(p)
                 old.append(p.detach().clone())
                 p.copy_(new)
@@ -101,6 +136,9 @@ class _JOBCDOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 f1 = _as_float(closure())
             if f1 <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
+                if self.sigma_shrink < 1:  # adaptive σ: shrink after an accepted step
+                    for p in params:
+                        self.state[p]["sigma"] = self.sigma_shrink * self.state[p]["sigma"]
                 return loss
             for p, o in zip(params, old, strict=True):  # reject: restore and double σ
                 p.copy_(o)
@@ -182,4 +220,75 @@ class VRJJOBCD(_JOBCDOptimizer):
         for p in params:
             self.state[p]["x_prev"] = p.detach().clone()
         self._update_all({p: self.state[p]["g_est"] for p in params})
+        return loss
+
+
+class ColumnJJacobi(torch.optim.Optimizer):
+    """Column J-Jacobi sweeps for the quadratic loss ``s·tr(XᵀCX)`` of square O(J) parameters.
+
+    Each ``step()`` applies one sweep of ``n(n−1)/2`` column-pair rotations to every matrix of
+    every parameter (in order; batched parameters matrix by matrix), each pair minimising the
+    loss exactly (:class:`~orthoplug.solvers.jjacobi.ColumnJacobi`). No gradients are used; a
+    ``closure``, if given, is evaluated before the sweep and its loss returned. With the same
+    ``seed`` and options the iterates equal those of ``GSJOBCD(side="column")`` run on
+    ``QuadraticOracle(C, scale=s)`` (pymanopt or orthoplug front-end).
+
+    Args:
+        params: ``ManifoldParameter``\\ s on square orthoplug ``JOrthogonal`` manifolds (n×n).
+        c: the symmetric n×n matrix C (a tensor or array).
+        scale: s.
+        pairs: ``"cyclic"`` (default), ``"random"`` or ``"greedy"``.
+        seed: seed of the pair draws (random / greedy orders).
+        tol, max_boost, same_sign, candidates: see :class:`~orthoplug.solvers.jjacobi.ColumnJacobi`.
+
+    ``converged`` is true once every matrix's last sweep was a cyclic one that rotated no pair.
+    Each matrix has its own :class:`~orthoplug.solvers.jjacobi.ColumnJacobi` state.
+    """
+
+    def __init__(self, params, *, c, scale: float = 1.0, pairs: str = "cyclic",
+                 seed: int | None = None, tol: float | None = None, max_boost: float = 4.0,
+                 same_sign: bool = True, candidates: int = 8):
+        super().__init__(params, {})
+        _check_params(type(self).__name__, self.param_groups)
+        _check_square(type(self).__name__, self.param_groups)
+        self.c = torch.as_tensor(c).detach().cpu().to(torch.float64).numpy()
+        self.options = dict(order=pairs, tol=tol, max_boost=max_boost, same_sign=same_sign,
+                            candidates=candidates)
+        self.scale = float(scale)
+        self.engines: dict = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._engine(p, 0)  # validate C and the options against every parameter now
+        self.generator = torch.Generator()
+        self.generator.manual_seed(seed if seed is not None else torch.seed())
+
+    def _engine(self, p, index: int) -> ColumnJacobi:
+        """The sweep state of matrix ``index`` of parameter ``p``."""
+        key = (p, index)
+        if key not in self.engines:
+            dtype = torch.empty((), dtype=p.dtype).numpy().dtype
+            self.engines[key] = ColumnJacobi(self.c.astype(dtype), self.scale,
+                                             p.manifold.geometry.jk.values, **self.options)
+        return self.engines[key]
+
+    @property
+    def converged(self) -> bool:
+        return all(e.converged for e in self.engines.values())
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                n = p.shape[-1]
+                mats = p.detach().cpu().numpy().reshape(-1, n, n)
+                try:
+                    new = [self._engine(p, b).sweep(x, self.generator)
+                           for b, x in enumerate(mats)]
+                except NonFiniteError as err:
+                    raise FloatingPointError(f"{type(self).__name__}: {err}") from err
+                p.copy_(torch.from_numpy(np.stack(new).reshape(p.shape)).to(p))
         return loss

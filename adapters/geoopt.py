@@ -144,6 +144,7 @@ _FRONTENDS = {
     "GSJOBCD": "_geoopt_jobcd",
     "JJOBCD": "_geoopt_jobcd",
     "VRJJOBCD": "_geoopt_jobcd",
+    "ColumnJJacobi": "_geoopt_jobcd",
     "OBCD": "_geoopt_obcd",
     "RSDM": "_geoopt_rsdm",
     "RSSM": "_geoopt_rssm",

@@ -278,12 +278,15 @@ def _jobcd_optimizer(solver_name: str, doc: str):
 GSJOBCD = _jobcd_optimizer("GSJOBCD", """GS-JOBCD as a pymanopt optimizer.
 
     Options (see :class:`orthoplug.solvers.jobcd.GSJOBCD`): ``theta``, ``sigma``,
-    ``pairs="random"|"cyclic"``, ``curvature="exact"|"scalar"``. For the quadratic fast path pass
-    ``run(problem, oracle=QuadraticOracle(C, D, scale))``.
+    ``side="auto"|"row"|"column"``, ``pairs="random"|"cyclic"|"greedy"``,
+    ``curvature="exact"|"scalar"``, ``jacobi_tol``, ``max_boost``, ``same_sign``, ``candidates``.
+    For the quadratic fast path pass ``run(problem, oracle=QuadraticOracle(C, D, scale))``; on
+    square O(J) with ``D = None`` that runs column J-Jacobi sweeps (one sweep per iteration).
     """)
 JJOBCD = _jobcd_optimizer("JJOBCD", """J-JOBCD (Jacobi, ⌊n/2⌋ pairs per iteration) for pymanopt.
 
-    Options: ``theta``, ``sigma`` (see :class:`orthoplug.solvers.jobcd.JJOBCD`).
+    Options: ``theta``, ``sigma``, ``side="row"|"column"`` (see
+    :class:`orthoplug.solvers.jobcd.JJOBCD`).
     """)
 VRJJOBCD = _jobcd_optimizer("VRJJOBCD", """VR-J-JOBCD for pymanopt.
 

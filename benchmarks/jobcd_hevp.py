@@ -1,4 +1,4 @@
-r"""HEVP benchmark: time to a certified 1e-6 relative gap, JOBCD against the baselines.
+r"""HEVP benchmark: time to a certified relative gap (default 1e-6), JOBCD against the baselines.
 
 Problem (the well-posed trace-minimisation form of the JOBCD papers' HEVP):
 
@@ -13,9 +13,16 @@ whose global minimum is the certificate Σ|λ_i(JC)|. Data ``D`` (m × n):
 image and digit features are centred and scaled to unit mean variance, ε = 1e-2. Data, sizes
 (``HEVP_SIZES``) and the solvers' default options (``SOLVERS``) come from
 :mod:`orthoplug.bench.suites.jobcd`, shared with ``orthoplug-bench``'s ``hevp-tracemin``.
+More datasets, ``tracemin<n>`` for n ∈ {12, 30, 200, 500}: C = DᵀD/(2n) + 0.05·I with Gaussian
+D (2n × n), started from X₀ = I (issue #17's trace-minimisation instances). ``--autodiff 12,30``
+adds the same problem as a pymanopt autodiff ``Problem`` (no structure given to JOBCD): pymanopt
+CG/TR against J-/GS-JOBCD with and without adaptive σ, rows and columns.
 
 Methods, all from the same X₀ (cond 10): GS-JOBCD with the quadratic fast path
-(``QuadraticOracle``), J-JOBCD, pymanopt's SteepestDescent / ConjugateGradient / TrustRegions on
+(``QuadraticOracle``; its default there is the column J-Jacobi sweep, cyclic order), the same
+with random (``GS-JOBCD-col-random``) and greedy (``GS-JOBCD-col-greedy``) pair orders, the row
+row fast path with cyclic pairs (``GS-JOBCD-row``, the fastest variant before issue #17), J-JOBCD,
+pymanopt's SteepestDescent / ConjugateGradient / TrustRegions on
 ``orthoplug.adapters.pymanopt.JOrthogonal`` (autograd cost), UMCM and ADMM with the paper's
 dynamic β, ADMM with a fixed β = L_f (our addition: the dynamic β freezes ADMM), and CSDM.
 A method *reaches* the target at the first evaluation with ``|f − f*|/f* ≤ tol`` and
@@ -31,7 +38,8 @@ iteration), at n = 1000.
     python benchmarks/jobcd_hevp.py --quick --profile GS-JOBCD   # cProfile of one method
 
 All BLAS pools are limited to ``--threads`` (default 1) so that methods compare fairly on a
-shared machine; report ratios within one run.
+shared machine; report ratios within one run. The numba kernels are compiled (or loaded from
+their cache) before any timing starts.
 """
 
 from __future__ import annotations
@@ -53,9 +61,19 @@ from orthoplug.problems.hevp import trace_min_certificate
 from orthoplug.solvers.jobcd import GSJOBCD
 from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
 
-JOBCD_METHODS = ("GS-JOBCD", "J-JOBCD")
-ALL_METHODS = ("GS-JOBCD", "J-JOBCD", "pymanopt-SD", "pymanopt-CG", "pymanopt-TR", "UMCM",
+#: benchmark name → (solver of ``SOLVERS``, options): JOBCD variants
+JOBCD_VARIANTS = {
+    "GS-JOBCD": ("GS-JOBCD", {}),
+    "GS-JOBCD-col-random": ("GS-JOBCD", {"pairs": "random"}),
+    "GS-JOBCD-col-greedy": ("GS-JOBCD", {"pairs": "greedy"}),
+    "GS-JOBCD-row": ("GS-JOBCD", {"side": "row", "pairs": "cyclic"}),
+    "J-JOBCD": ("J-JOBCD", {}),
+}
+JOBCD_METHODS = tuple(JOBCD_VARIANTS)
+ALL_METHODS = (*JOBCD_METHODS, "pymanopt-SD", "pymanopt-CG", "pymanopt-TR", "UMCM",
                "ADMM", "ADMM-fixed", "CSDM")
+#: the issue-#17 trace-minimisation instances: name → n
+TRACEMIN = {"tracemin12": 12, "tracemin30": 30, "tracemin200": 200, "tracemin500": 500}
 VIOLATION_OK = 1e-8
 
 
@@ -71,10 +89,12 @@ def run_orthoplug(name, c, geo, x0, cert, args):
     n = geo.j.n
     oracle = QuadraticOracle(torch.from_numpy(c))
     target = cert * (1 + args.tol)
-    extra = {"GS-JOBCD": dict(target_cost=target,
-                              eval_every=max(500, min(5000, n * n // 50))),
-             "J-JOBCD": dict(target_cost=target)}.get(name, {})
-    solver = build_solver(name, oracle, max_time=args.time_limit, seed=args.seed,
+    solver_name, extra = JOBCD_VARIANTS.get(name, (name, {}))
+    if name in JOBCD_VARIANTS:
+        extra = {**extra, "target_cost": target}
+    if name == "GS-JOBCD-row":  # one iteration = one pair
+        extra["eval_every"] = max(500, min(5000, n * n // 50))
+    solver = build_solver(solver_name, oracle, max_time=args.time_limit, seed=args.seed,
                           max_iterations=10**9, **extra)
     res = solver.run(oracle, x0, geo)
     return {"time_to_tol": first_time(res.history, cert, args.tol),
@@ -130,6 +150,106 @@ def run_method(name, c, geo, x0, cert, args):
     return run_orthoplug(name, c, geo, x0, cert, args)
 
 
+def make_instance(dataset: str, scale: str, seed: int):
+    """``(C, label, X₀)``: a suite dataset (X₀ random, cond 10) or an issue-#17 trace-min
+    instance (X₀ = I)."""
+    if dataset in TRACEMIN:
+        n = TRACEMIN[dataset]
+        d = np.random.default_rng(seed).standard_normal((2 * n, n))
+        c = d.T @ d / (2 * n) + 0.05 * np.eye(n)
+        return c, f"tracemin({2 * n}-{n}-{n // 2}, X0 = I)", torch.eye(n, dtype=torch.float64)
+    c, label = make_c(dataset, scale, seed)
+    geo = JOrthogonalGeometry(c.shape[0], c.shape[0] // 2)
+    return c, label, geo.random_point(generator=torch.Generator().manual_seed(seed))
+
+
+def warm_up_kernels() -> None:
+    """Compile (or load from the cache) the column J-Jacobi kernels outside the timed runs."""
+    c = np.diag([2.0, 1.0, 3.0, 1.5])
+    geo = JOrthogonalGeometry(4, 2)
+    for pairs in ("cyclic", "random", "greedy"):
+        GSJOBCD(pairs=pairs, max_iterations=2, seed=0).run(
+            QuadraticOracle(torch.from_numpy(c)), torch.eye(4, dtype=torch.float64), geo)
+
+
+def speedups(rows: dict, key: str = "time_to_tol") -> dict:
+    """Best JOBCD variant, faster of pymanopt CG/TR, and their time ratio (None if missing)."""
+    def best(names):
+        times = {k: rows[k][key] for k in names if k in rows and rows[k][key] is not None}
+        return min(times.items(), key=lambda kv: kv[1]) if times else (None, None)
+
+    jb, jt = best(JOBCD_METHODS)
+    pb, pt = best(("pymanopt-CG", "pymanopt-TR"))
+    return {"best_jobcd": jb, "best_jobcd_time": jt, "best_pymanopt": pb,
+            "best_pymanopt_time": pt,
+            "speedup": (pt / jt) if jt is not None and pt is not None else None}
+
+
+# ---- autodiff costs ----------------------------------------------------------------------
+#: J-/GS-JOBCD variants on a pymanopt autodiff problem: name → (front-end class, options)
+AUTODIFF_VARIANTS = {
+    "J-JOBCD (σ doubling only)": ("JJOBCD", {}),
+    "J-JOBCD adaptive σ": ("JJOBCD", {"sigma_shrink": 0.5}),
+    "J-JOBCD adaptive σ, columns": ("JJOBCD", {"sigma_shrink": 0.5, "side": "column"}),
+    "GS-JOBCD (σ doubling only)": ("GSJOBCD", {}),
+    "GS-JOBCD adaptive σ": ("GSJOBCD", {"sigma_shrink": 0.5}),
+    "GS-JOBCD adaptive σ, columns": ("GSJOBCD", {"sigma_shrink": 0.5, "side": "column"}),
+}
+
+
+def autodiff_case(n: int, args) -> dict:
+    """min tr(XᵀCX) over O(J) as a pymanopt ``Problem`` with an autograd cost (no structure
+    given to JOBCD: FunctionOracle, scalar majoriser), C = DᵀD/(2n) + 0.05·I, X₀ = I: time and
+    iterations to the relative gap ``args.tol`` for pymanopt CG/TR and the JOBCD variants."""
+    from orthoplug.adapters import pymanopt as pm
+
+    c, label, x0 = make_instance(f"tracemin{n}", "paper", args.seed)
+    geo = JOrthogonalGeometry(n, n // 2)
+    cert = trace_min_certificate(c, geo.j)
+    rows = {name: run_pymanopt(name, c, geo, x0, cert, args)
+            for name in ("pymanopt-CG", "pymanopt-TR")}
+    import autograd.numpy as anp
+    import pymanopt
+
+    manifold = pm.JOrthogonal(n, n // 2)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.sum(x * (c @ x))
+
+    problem = pymanopt.Problem(manifold, cost)
+    for name, (cls, options) in AUTODIFF_VARIANTS.items():
+        every = 1 if cls == "JJOBCD" else max(1, n * (n - 1) // 2 // 4)
+        opt = getattr(pm, cls)(max_time=args.time_limit, max_iterations=10**9,
+                               min_gradient_norm=0.0, seed=args.seed, eval_every=every,
+                               target_cost=cert * (1 + args.tol), log_verbosity=1, **options)
+        res = opt.run(problem, initial_point=x0.numpy()).solver_result
+        rows[name] = {"time_to_tol": first_time(res.history, cert, args.tol),
+                      "time_to_loose": first_time(res.history, cert, args.loose_tol),
+                      "cost": res.cost, "gap": (res.cost - cert) / cert,
+                      "violation": res.violation, "iterations": res.iterations,
+                      "time": res.time, "stop": res.stop_reason}
+        print(f"  autodiff n={n} {name}: {rows[name]}", file=sys.stderr, flush=True)
+    return {"label": f"autodiff {label}", "certificate": cert, "methods": rows}
+
+
+def autodiff_markdown(case: dict, args) -> str:
+    rows = case["methods"]
+    cg = rows["pymanopt-CG"]["time_to_tol"]
+    lines = [f"### {case['label']}: certificate {case['certificate']:.10g}, "
+             f"limit {args.time_limit:g} s", "",
+             f"| method | time to {args.tol:g} gap [s] | ÷ CG | iterations | final gap |",
+             "|---|---|---|---|---|"]
+    for name, r in rows.items():
+        t = r["time_to_tol"]
+        ratio = "—" if t is None or cg is None else f"{t / cg:.3g}"
+        lines.append(f"| {name} | {'not reached' if t is None else f'{t:.3f}'} | {ratio} | "
+                     f"{r['iterations']} | {r['gap']:.2e} |")
+    lines.append("\niterations: J-JOBCD one matching of ⌊n/2⌋ pairs, GS-JOBCD one pair, "
+                 "pymanopt its own (CG: one line search; TR: one outer step).")
+    return "\n".join(lines)
+
+
 # ---- fast path ----------------------------------------------------------------------------
 def fast_path(n: int, seconds: float, seed: int) -> dict:
     """Iterations/s of GS-JOBCD with QuadraticOracle vs FunctionOracle (full gradient)."""
@@ -144,7 +264,8 @@ def fast_path(n: int, seconds: float, seed: int) -> dict:
     out = {"n": n}
     for label, oracle in (("fast path (QuadraticOracle)", quad),
                           ("full gradient (FunctionOracle)", func)):
-        solver = GSJOBCD(max_time=seconds, max_iterations=10**9, eval_every=10**9, seed=seed)
+        solver = GSJOBCD(side="row", max_time=seconds, max_iterations=10**9, eval_every=10**9,
+                         seed=seed)
         res = solver.run(oracle, x0, geo)
         out[label] = {"iterations": res.iterations, "time": res.time,
                       "iterations_per_s": res.iterations / res.time, "cost": res.cost}
@@ -182,6 +303,10 @@ def markdown(label: str, cert: float, rows: dict, args) -> str:
                      f"{r['violation']:.1e} | {r['iterations']} |")
     lines.append("\nratio: time over the fastest non-JOBCD method's time (target: relative gap "
                  f"and violation ≤ {VIOLATION_OK:g}).")
+    sp = speedups(rows)
+    if sp["speedup"] is not None:
+        lines.append(f"Best JOBCD ({sp['best_jobcd']}) is {sp['speedup']:.2f}× faster than the "
+                     f"faster of pymanopt CG/TR ({sp['best_pymanopt']}) to a {args.tol:g} gap.")
     return "\n".join(lines)
 
 
@@ -203,6 +328,9 @@ def main(argv=None) -> int:
     parser.add_argument("--fast-path-seconds", type=float, default=None)
     parser.add_argument("--profile", default=None, metavar="METHOD",
                         help="run METHOD on the first dataset under cProfile and print the top")
+    parser.add_argument("--autodiff", default="",
+                        help="comma-separated n of the autodiff cases (e.g. 12,30); they run "
+                             "after the datasets ('--datasets \"\"' runs them alone)")
     parser.add_argument("--out", default=None, help="write all results to this JSON file")
     args = parser.parse_args(argv)
     if args.time_limit is None:
@@ -219,13 +347,14 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     scale = "quick" if args.quick else "paper"
-    results: dict = {"settings": {k: v for k, v in vars(args).items()}, "hevp": {}}
+    settings = {**vars(args), "out": Path(args.out).name if args.out else None}  # no machine paths
+    results: dict = {"settings": settings, "hevp": {}}
     with threadpool_limits(args.threads):
+        warm_up_kernels()
         if args.profile:
-            c, label = make_c(datasets[0], scale, args.seed)
+            c, label, x0 = make_instance(datasets[0], scale, args.seed)
             n = c.shape[0]
             geo = JOrthogonalGeometry(n, n // 2)
-            x0 = geo.random_point(generator=torch.Generator().manual_seed(args.seed))
             cert = trace_min_certificate(c, geo.j)
             prof = cProfile.Profile()
             prof.enable()
@@ -235,17 +364,21 @@ def main(argv=None) -> int:
             pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(20)
             return 0
         for ds in datasets:
-            c, label = make_c(ds, scale, args.seed)
+            c, label, x0 = make_instance(ds, scale, args.seed)
             n = c.shape[0]
             geo = JOrthogonalGeometry(n, n // 2)
-            x0 = geo.random_point(generator=torch.Generator().manual_seed(args.seed))
             cert = trace_min_certificate(c, geo.j)
             rows = {}
             for name in methods:
                 rows[name] = run_method(name, c, geo, x0, cert, args)
                 print(f"  {label} {name}: {rows[name]}", file=sys.stderr, flush=True)
-            results["hevp"][label] = {"certificate": cert, "methods": rows}
+            results["hevp"][label] = {"certificate": cert, "methods": rows,
+                                      "speedup": speedups(rows)}
             print(markdown(label, cert, rows, args) + "\n", flush=True)
+        for n in [int(v) for v in args.autodiff.split(",") if v.strip()]:
+            case = autodiff_case(n, args)
+            results.setdefault("autodiff", {})[str(n)] = case
+            print(autodiff_markdown(case, args) + "\n", flush=True)
         fp_n = args.fast_path_n if args.fast_path_n is not None else (200 if args.quick else 1000)
         if fp_n:
             secs = args.fast_path_seconds or (3.0 if args.quick else 15.0)

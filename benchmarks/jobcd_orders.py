@@ -47,9 +47,9 @@ def main(argv=None) -> None:
         geo = JOrthogonalGeometry(n, n // 2)
         cert = trace_min_certificate(c, geo.j)
         x0 = torch.eye(n, dtype=torch.float64)
-        GSJOBCD(seed=args.seed, max_iterations=10).run(oracle, x0, geo)  # load the kernel
+        GSJOBCD(side="row", seed=args.seed, max_iterations=10).run(oracle, x0, geo)  # compile
         for order, cand in orders:
-            solver = GSJOBCD(pairs=order, candidates=cand, seed=args.seed,
+            solver = GSJOBCD(side="row", pairs=order, candidates=cand, seed=args.seed,
                              max_iterations=10**7, target_cost=cert * (1 + 1e-9), eval_every=500)
             t0 = time.perf_counter()
             res = solver.run(oracle, x0, geo)

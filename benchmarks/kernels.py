@@ -101,7 +101,7 @@ def _jobcd_step_us(n: int, k: int, seed: int,
     step_us = (best_us(steps) - best_us(reset)) / m
     # the per-pair path (one Python step per pair: the path before the kernel, still the one of
     # other devices and dtypes) on the same problem, same kind of pairs
-    solver = GSJOBCD(seed=seed)
+    solver = GSJOBCD(side="row", seed=seed)
     solver.setup(tracker, geo, gen)
     solver.compiled = False
     m_py = 64

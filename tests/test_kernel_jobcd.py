@@ -98,7 +98,7 @@ def test_compiled_gs_jobcd_matches_reference(order, name):
     oracle = QuadraticOracle(torch.from_numpy(c), None if d is None else torch.from_numpy(d),
                              scale=scale)
     assert oracle.curvature_is_psd == (name != "rect-indefinite")
-    solver = GSJOBCD(pairs=order, seed=5, max_iterations=steps, eval_every=60)
+    solver = GSJOBCD(side="row", pairs=order, seed=5, max_iterations=steps, eval_every=60)
     res = solver.run(oracle, x0, geo)
     assert solver.compiled and res.iterations == steps
     x_ref, f_ref = _reference_gs(c, d, scale, np.array(geo.j.values, float), x0.numpy(),
@@ -115,9 +115,9 @@ def test_compiled_and_per_pair_paths_agree_with_refresh():
     with ``refresh_every`` splitting the kernel's chunks (Y and f recomputed every 37 pairs)."""
     c, d, scale, geo, x0 = _case("rect")
     oracle = QuadraticOracle(torch.from_numpy(c), torch.from_numpy(d), scale=scale)
-    compiled = GSJOBCD(seed=1, max_iterations=700, eval_every=300, refresh_every=37)
+    compiled = GSJOBCD(side="row", seed=1, max_iterations=700, eval_every=300, refresh_every=37)
     res_c = compiled.run(oracle, x0, geo)
-    per_pair = GSJOBCD(seed=1, max_iterations=700, eval_every=300, refresh_every=37)
+    per_pair = GSJOBCD(side="row", seed=1, max_iterations=700, eval_every=300, refresh_every=37)
     per_pair.setup = _without_kernel(per_pair.setup)
     res_p = per_pair.run(oracle, x0, geo)
     assert compiled.compiled and not per_pair.compiled
@@ -173,14 +173,14 @@ def test_greedy_order_is_monotone_and_reaches_certificate(kind):
         JOrthogonalGeometry(n, signature=list(_unsorted(n)))
     cert = trace_min_certificate(c.numpy(), geo.j)
     x0 = geo.random_point(generator=torch.Generator().manual_seed(1))
-    res = GSJOBCD(pairs="greedy", candidates=6, seed=0, max_iterations=200_000,
+    res = GSJOBCD(side="row", pairs="greedy", candidates=6, seed=0, max_iterations=200_000,
                   target_cost=cert * (1 + 1e-9), eval_every=50).run(QuadraticOracle(c), x0, geo)
     assert (res.cost - cert) / cert <= 1e-8, res.stop_reason
     assert res.violation <= 1e-10
     costs = np.asarray(res.history["cost"])
     assert np.all(np.diff(costs) <= 1e-12 * abs(costs[0]))
     # deterministic given the seed
-    again = GSJOBCD(pairs="greedy", candidates=6, seed=0, max_iterations=res.iterations,
+    again = GSJOBCD(side="row", pairs="greedy", candidates=6, seed=0, max_iterations=res.iterations,
                     eval_every=50).run(QuadraticOracle(c), x0, geo)
     assert torch.equal(again.point, res.point)
 
@@ -189,15 +189,15 @@ def test_greedy_needs_the_compiled_path_and_options_are_checked():
     geo = JOrthogonalGeometry(4, 2)
     oracle = QuadraticOracle(torch.eye(4, dtype=torch.float64))
     with pytest.raises(ValueError, match="greedy.*compiled kernel.*float32"):
-        GSJOBCD(pairs="greedy").run(oracle, torch.eye(4, dtype=torch.float32), geo)
+        GSJOBCD(side="row", pairs="greedy").run(oracle, torch.eye(4, dtype=torch.float32), geo)
     with pytest.raises(ValueError, match="greedy.*curvature='scalar'"):
-        GSJOBCD(pairs="greedy", curvature="scalar").run(oracle, torch.eye(4,
+        GSJOBCD(side="row", pairs="greedy", curvature="scalar").run(oracle, torch.eye(4,
                                                                           dtype=torch.float64),
                                                         geo)
     with pytest.raises(ValueError, match="candidates"):
-        GSJOBCD(pairs="greedy", candidates=0)
+        GSJOBCD(side="row", pairs="greedy", candidates=0)
     with pytest.raises(ValueError, match="refresh_every"):
-        GSJOBCD(refresh_every=0)
+        GSJOBCD(side="row", refresh_every=0)
 
 
 def _rcd_reference_sweep(x, g, rounds, eta):
@@ -249,7 +249,7 @@ _TINY_RUNS = textwrap.dedent("""
                                  torch.from_numpy(make_spd(3, seed=1)))
         out = {}
         for order in ("random", "greedy"):
-            res = GSJOBCD(pairs=order, candidates=3, seed=0, max_iterations=120).run(
+            res = GSJOBCD(side="row", pairs=order, candidates=3, seed=0, max_iterations=120).run(
                 oracle, x0, geo)
             out[order], out[order + "-cost"] = res.point.tolist(), res.cost
         res = RCD(seed=0, max_iterations=3).run(
@@ -288,7 +288,7 @@ def test_feasibility_after_a_million_compiled_pair_steps():
     geo = JOrthogonalGeometry(n, signature=list(_unsorted(n, 3)))
     x0 = geo.random_point(cond=1e3, generator=torch.Generator().manual_seed(4))
     cert = trace_min_certificate(c, geo.j)
-    res = GSJOBCD(seed=0, max_iterations=10**6, eval_every=10**5).run(
+    res = GSJOBCD(side="row", seed=0, max_iterations=10**6, eval_every=10**5).run(
         QuadraticOracle(torch.from_numpy(0.5 * (c + c.T))), x0, geo)
     assert res.iterations == 10**6
     gap = (res.cost - cert) / cert
@@ -318,7 +318,7 @@ def test_pairs_the_kernel_cannot_solve_go_to_the_batched_solver(monkeypatch):
 
     c, d, scale, geo, x0 = _case("square-unsorted")
     oracle = QuadraticOracle(torch.from_numpy(c))
-    plain = GSJOBCD(seed=2, max_iterations=300, eval_every=100).run(oracle, x0, geo)
+    plain = GSJOBCD(side="row", seed=2, max_iterations=300, eval_every=100).run(oracle, x0, geo)
     calls = {"n": 0}
     kernel = jobcd_mod.gs_pairs
 
@@ -331,7 +331,7 @@ def test_pairs_the_kernel_cannot_solve_go_to_the_batched_solver(monkeypatch):
         return kernel(x, y, c, d, s, f, jvec, theta, clip, pairs, start, steps, candidates)
 
     monkeypatch.setattr(jobcd_mod, "gs_pairs", refusing)
-    res = GSJOBCD(seed=2, max_iterations=300, eval_every=100).run(oracle, x0, geo)
+    res = GSJOBCD(side="row", seed=2, max_iterations=300, eval_every=100).run(oracle, x0, geo)
     assert calls["n"] > 3 and res.iterations == 300
     torch.testing.assert_close(res.point, plain.point, rtol=0, atol=1e-12)
     assert res.cost == pytest.approx(plain.cost, rel=1e-12)

@@ -121,7 +121,9 @@ class IterativeSolver:
 
     def step(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
         """One iteration. A long one (e.g. a full sweep) may end early once
-        ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``)."""
+        ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``). A step that
+        finds the method converged (further steps cannot change X) sets ``self.finished`` to
+        the reason: the run then evaluates and stops."""
         raise NotImplementedError
 
     def steps(self, tracker: Tracker, geometry, generator: torch.Generator, count: int) -> int:
@@ -170,6 +172,7 @@ class IterativeSolver:
             cost, gnorm, viol = self.measure(tracker, geometry)
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
+        self.finished: str | None = None
         self.setup(tracker, geometry, generator)
         every = self.eval_every or self.default_eval_every(tracker)
         start = time.perf_counter()
@@ -206,7 +209,7 @@ class IterativeSolver:
                 iteration += getattr(err, "iterations", 0)
                 reason = f"stopped on {err}; returning the last finite iterate"
                 break
-            if iteration % every and iteration < stop.max_iterations:
+            if iteration % every and iteration < stop.max_iterations and not self.finished:
                 continue
             try:
                 cost, gnorm, viol = self.measure(tracker, geometry)
@@ -226,6 +229,8 @@ class IterativeSolver:
                     stalled += 1
                     if stalled >= stop.stall_evaluations:
                         reason = f"stalled: no progress over {stalled} evaluations"
+            if reason is None and self.finished:
+                reason = self.finished
         elapsed = time.perf_counter() - start
         if last_eval != iteration or reason.startswith("stopped on"):
             try:
@@ -245,18 +250,31 @@ class ScalarCurvature:
     Mixed into JOBCD and OBCD. σ is the user's, else the known Lipschitz constant, else a local
     estimate that :meth:`accept_step` doubles until the majorisation holds at the proposed point
     (so no accepted step increases f).
+
+    **Adaptive σ** (``sigma_shrink < 1``, set by the solver before :meth:`init_sigma`): every
+    step is checked as above (also with a known σ), σ is multiplied by ``sigma_shrink`` after
+    each accepted step and doubled on each rejection, never below ``1e-12`` times its start.
+    Accepted steps satisfy ``f(X⁺) ≤ f(X) + predicted ≤ f(X)``, so the method stays monotone.
+    Without a known σ it starts from the Barzilai–Borwein curvature of one secant pair,
+    ``|⟨S, Y⟩| / ‖S‖²`` with ``S = −ε∇f(X)``, ``Y = ∇f(X + S) − ∇f(X)`` (:meth:`estimate_bb`),
+    which is ≤ the Lipschitz estimate and so starts with longer steps.
     """
 
     max_backtracks = 200
+    sigma_shrink = 1.0
 
     def init_sigma(self, tracker: Tracker, generator: torch.Generator,
                    known: float | None) -> None:
         """Set ``self.sigma`` (``known``, or estimated) and whether steps must be checked."""
+        adaptive = self.sigma_shrink < 1.0
         self.sigma = known
-        self.backtrack = known is None
+        self.backtrack = known is None or adaptive
         if known is None:
-            self.sigma = self.estimate_lipschitz(tracker, generator)
+            self.sigma = (self.estimate_bb(tracker) if adaptive
+                          else self.estimate_lipschitz(tracker, generator))
+        self.sigma_floor = 1e-12 * self.sigma
         self.backtracks = 0
+        self._rejections = 0
 
     @staticmethod
     def estimate_lipschitz(tracker: Tracker, generator: torch.Generator) -> float:
@@ -269,12 +287,25 @@ class ScalarCurvature:
             torch.linalg.norm(e)))
         return max(est, 1e-12)
 
+    @staticmethod
+    def estimate_bb(tracker: Tracker) -> float:
+        """Barzilai–Borwein curvature ``|⟨S, Y⟩| / ‖S‖²`` along ``S = −ε∇f(X)``,
+        ``ε = 1e-4‖X‖/‖∇f(X)‖`` (the secant pair of a short gradient step; one extra gradient)."""
+        x, g = tracker.x, tracker.gradient()
+        gnorm = float(torch.linalg.norm(g))
+        if not gnorm > 0:
+            return 1.0
+        step = -(1e-4 * float(torch.linalg.norm(x)) / gnorm) * g
+        y = tracker.oracle.gradient(x + step) - g
+        return max(abs(float((step * y).sum())) / float((step * step).sum()), 1e-12)
+
     def accept_step(self, tracker: Tracker, x_new: torch.Tensor, predicted: float) -> bool:
         """Whether ``X⁺ = x_new`` may be taken; if not, σ has been doubled for a new proposal.
 
-        Always true with a known σ. With an estimated σ, true iff
+        Always true with a known σ (unless adaptive). Otherwise true iff
         ``f(X⁺) ≤ f(X) + predicted`` (the scalar model's change, up to 1e-12 relative); the
-        value ``f(X⁺)`` it computed is kept in ``self.trial_value`` (else ``None``).
+        value ``f(X⁺)`` it computed is kept in ``self.trial_value`` (else ``None``). With
+        adaptive σ an accepted step shrinks σ by ``sigma_shrink``.
         """
         self.trial_value = None
         if not self.backtrack:
@@ -282,9 +313,14 @@ class ScalarCurvature:
         f0 = float(tracker.value())
         self.trial_value = tracker.oracle.value(x_new)
         if float(self.trial_value) <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
+            if self.sigma_shrink < 1.0:
+                self.sigma = max(self.sigma * self.sigma_shrink, self.sigma_floor)
+            self._rejections = 0
             return True
         self.sigma *= 2.0
         self.backtracks += 1
-        if self.backtracks > self.max_backtracks:
+        # (adaptive σ rejects routinely: only an unbroken run of rejections means divergence)
+        self._rejections += 1
+        if self._rejections > self.max_backtracks:
             raise NonFiniteError("curvature estimate diverged during backtracking")
         return False

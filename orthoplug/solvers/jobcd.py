@@ -20,6 +20,15 @@ plus the proximal term ``θ/2 ‖W‖²`` (``θ > 0`` makes the subproblem coerc
   joint majoriser (cross terms between blocks).
 * **VR-J-JOBCD** (:class:`VRJJOBCD`): J-JOBCD driven by the PAGE estimator of the gradient of
   ``f = (1/N) Σ f_i`` (:class:`~orthoplug.solvers.oracle.FiniteSumOracle`).
+
+**Column side** (``side="column"``, square X only). ``X ← X V̂`` with ``V ∈ O(J_BB)`` on a column
+pair keeps ``XᵀJX = J`` as well. Its linear term is ``⟨Xᵀ∇f, V̂ − I⟩ = ⟨(Xᵀ∇f)_BB, W⟩`` and
+``‖X(V̂ − I)‖_F ≤ ‖X[:, B]‖₂ ‖W‖_F``, so a column step is exactly a row step on ``Xᵀ`` with the
+gradient ``∇fᵀ`` (and ``Vᵀ ∈ O(J_BB)`` iff ``V`` is): the generic steps run on transposed views.
+For ``f = s·tr(XᵀCX)`` (a :class:`~orthoplug.solvers.oracle.QuadraticOracle` without D) GS-JOBCD
+instead runs column J-Jacobi sweeps (:mod:`orthoplug.solvers.jjacobi`): each pair minimises f
+exactly, and one iteration is one sweep of ``n(n−1)/2`` pairs. Column steps keep the column space
+of X, so they cannot solve problems on iSt(n, k < n); ``side="column"`` needs a square X.
 """
 
 from __future__ import annotations
@@ -170,9 +179,20 @@ def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: flo
     return out.reshape(*batch, n, k), predicted
 
 
+SIDES = ("row", "column")
+
+
 class _JOBCDBase(ScalarCurvature, IterativeSolver):
-    def __init__(self, *, theta: float = 1e-6, sigma: float | None = None, **kwargs):
+    sides = SIDES
+
+    def __init__(self, *, theta: float = 1e-6, sigma: float | None = None, side: str = "row",
+                 sigma_shrink: float = 1.0, **kwargs):
         super().__init__(**kwargs)
+        if side not in self.sides:
+            raise ValueError(f"side must be one of {self.sides}, got {side!r}")
+        if not 0 < sigma_shrink <= 1:
+            raise ValueError(f"sigma_shrink must be in (0, 1], got {sigma_shrink}")
+        self.side, self.sigma_shrink = side, float(sigma_shrink)
         if not theta > 0:
             raise ValueError(f"theta must be > 0 (it makes the subproblem coercive), got {theta}")
         if sigma is not None and not sigma > 0:
@@ -183,8 +203,29 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
     def setup(self, tracker, geometry, generator):
         if not hasattr(geometry, "j"):
             raise ValueError(f"{self.name} needs a J-orthogonal or indefinite Stiefel manifold")
-        self.jvec = geometry.j.like(tracker.x)
+        self.column = self.resolve_side(tracker, geometry) == "column"
+        self.jvec = (geometry.jk if self.column else geometry.j).like(tracker.x)
         self.init_sigma(tracker, generator, self.sigma_user or tracker.oracle.lipschitz)
+
+    def resolve_side(self, tracker, geometry) -> str:
+        """The side used in this run (``"row"`` or ``"column"``, checked against X's shape)."""
+        n, k = tracker.x.shape[-2:]
+        if self.side == "column" and n != k:
+            raise ValueError(f"{self.name}: side='column' needs a square X (O(J)), got {n}×{k}: "
+                             "column steps keep the column space of X, so they cannot reach the "
+                             "optimum over iSt(n, k < n)")
+        return self.side
+
+    def oriented(self, t: torch.Tensor) -> torch.Tensor:
+        """``t`` as the solver's row-step code sees it: ``t`` (row side) or its transpose (a
+        view; column side), so that column pairs of X are row pairs of ``oriented(X)``."""
+        return t.mT if self.column else t
+
+    def pair_step(self, x, g, generator, pairs_per_matrix=None):
+        """:func:`jacobi_step` on the solver's side (``X`` and ``∇f`` transposed for columns)."""
+        new, predicted = jacobi_step(self.oriented(x), self.oriented(g), self.jvec, self.sigma,
+                                     self.theta, generator, pairs_per_matrix)
+        return (new.mT.contiguous() if self.column else new), predicted
 
     def _step_checked(self, tracker, make_step):
         """Take ``make_step(x) -> (x_new, predicted)``, re-proposed until :meth:`accept_step`."""
@@ -195,11 +236,13 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
                 return
 
     def info(self):
-        return {"theta": self.theta, "sigma": self.sigma_user, "backtracks": self.backtracks}
+        return {"theta": self.theta, "sigma": self.sigma_user, "backtracks": self.backtracks,
+                "side": "column" if getattr(self, "column", False) else "row",
+                "sigma_shrink": self.sigma_shrink}
 
 
 class GSJOBCD(_JOBCDBase):
-    """Gauss–Seidel JOBCD: one row pair per iteration, solved exactly.
+    """Gauss–Seidel JOBCD: one row (or column) pair per iteration, solved exactly.
 
     On the quadratic fast path with float64 CPU tensors the pair loop runs compiled
     (:func:`orthoplug.kernels.jobcd.gs_pairs`): Python enters it once per chunk of iterations (up
@@ -226,25 +269,46 @@ class GSJOBCD(_JOBCDBase):
         theta: proximal weight θ > 0 (default 1e-6).
         sigma: scalar curvature constant (``Q = σ‖X[B]‖₂² I``) for non-quadratic costs;
             default: the oracle's Lipschitz constant, else estimated with backtracking.
-        pairs: ``"random"`` (default), ``"cyclic"`` or ``"greedy"`` (above).
+        side: ``"auto"`` (default), ``"row"`` or ``"column"``. ``"auto"`` takes the column
+            J-Jacobi sweeps when they apply — square X, ``QuadraticOracle`` without D,
+            ``curvature="exact"`` — (measured fastest: ``benchmarks/jobcd_hevp.py``), else rows.
+        pairs: ``"random"``, ``"cyclic"`` or ``"greedy"`` (above; for column J-Jacobi, greedy
+            takes the best of ``candidates`` random pairs). Default ``None``: cyclic for column
+            J-Jacobi, random otherwise.
         candidates: pairs compared per greedy iteration (default 8).
         curvature: ``"exact"`` (default; uses Q̲ when the cost is quadratic) or ``"scalar"``.
-        refresh_every: recompute the fast path's cached ``CX`` every this many iterations.
+        refresh_every: recompute the row fast path's cached ``CX`` every this many iterations.
+        sigma_shrink: adaptive σ for the scalar majoriser when < 1 (default 1: σ only doubles
+            on rejection): every step is checked, σ shrinks by this factor after accepted steps
+            and doubles on rejections; starts from a Barzilai–Borwein curvature when no σ is
+            known (:class:`~orthoplug.solvers.base.ScalarCurvature`). Also for J-JOBCD.
+        jacobi_tol, max_boost, same_sign, candidates: options of the column J-Jacobi sweeps
+            (:class:`~orthoplug.solvers.jjacobi.ColumnJacobi`: ``tol``, ``max_boost``,
+            ``same_sign``, ``candidates``).
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
-            ``seed``, ``eval_every`` — default one sweep of ``n(n−1)/2`` pairs capped at 1000).
+            ``seed``, ``eval_every`` — default one sweep of ``n(n−1)/2`` pairs capped at 1000;
+            1 for column J-Jacobi, whose iteration is already a sweep).
+
+    Iterations: one pair, except with column J-Jacobi, where one iteration is one sweep of
+    ``n(n−1)/2`` pair rotations (which then stops by itself, with the reason "converged", once
+    a cyclic sweep rotates no pair).
 
     Per-iteration cost: with a :class:`~orthoplug.solvers.oracle.QuadraticOracle` (the fast
     path) two rows of ``∇f`` read from the cached ``CX``, an ``O(nk)`` update of ``CX`` and one
-    exact 2×2 subproblem; with any other oracle one full gradient (the point changed), plus cost
-    evaluations while σ is being estimated.
+    exact 2×2 subproblem; column J-Jacobi ``O(n)`` per pair rotation, ``O(n³)`` per sweep; with
+    any other oracle one full gradient (the point changed), plus cost evaluations while σ is
+    being estimated.
     """
 
     name = "GS-JOBCD"
+    sides = ("auto", *SIDES)
 
-    def __init__(self, *, pairs: str = "random", curvature: str = "exact", candidates: int = 8,
-                 refresh_every: int = 10_000, **kwargs):
-        super().__init__(**kwargs)
-        if pairs not in ("random", "cyclic", "greedy"):
+    def __init__(self, *, pairs: str | None = None, curvature: str = "exact",
+                 refresh_every: int = 10_000, side: str = "auto", jacobi_tol: float | None = None,
+                 max_boost: float = 4.0, same_sign: bool = True, candidates: int = 8,
+                 **kwargs):
+        super().__init__(side=side, **kwargs)
+        if pairs not in (None, "random", "cyclic", "greedy"):
             raise ValueError(f"pairs must be 'random', 'cyclic' or 'greedy', got {pairs!r}")
         if curvature not in ("exact", "scalar"):
             raise ValueError(f"curvature must be 'exact' or 'scalar', got {curvature!r}")
@@ -254,24 +318,51 @@ class GSJOBCD(_JOBCDBase):
             raise ValueError(f"refresh_every must be an int >= 1, got {refresh_every!r}")
         self.pairs, self.curvature, self.refresh_every = pairs, curvature, refresh_every
         self.candidates = candidates if pairs == "greedy" else 1
+        self.jacobi_options = dict(tol=jacobi_tol, max_boost=max_boost, same_sign=same_sign,
+                                   candidates=candidates)
+
+    def _column_jacobi_applies(self, tracker) -> bool:
+        n, k = tracker.x.shape[-2:]
+        quad = tracker.oracle.quadratic
+        return (n == k and tracker.x.ndim == 2 and quad is not None and quad.d is None
+                and self.curvature == "exact")
+
+    def resolve_side(self, tracker, geometry):
+        """``"auto"`` resolves to the column side when column J-Jacobi applies, else rows."""
+        if self.side == "auto":
+            return "column" if self._column_jacobi_applies(tracker) else "row"
+        return super().resolve_side(tracker, geometry)
 
     def default_eval_every(self, tracker):
-        """One sweep of the ``n(n − 1)/2`` row pairs, capped at 1000 iterations."""
+        """One sweep of the ``n(n − 1)/2`` pairs capped at 1000 iterations (1 for column
+        J-Jacobi, whose iteration is a sweep)."""
+        if self.jacobi is not None:
+            return 1
         n = tracker.x.shape[-2]
         return max(1, min(1000, n * (n - 1) // 2))
 
     def setup(self, tracker, geometry, generator):
         super().setup(tracker, geometry, generator)
-        n = tracker.x.shape[-2]
+        n = tracker.x.shape[-1 if self.column else -2]
         if n < 2:
-            raise ValueError("JOBCD needs n >= 2 rows")
-        self.exact = self.curvature == "exact" and tracker.block_curvature(
+            raise ValueError("JOBCD needs n >= 2 rows (or columns on the column side)")
+        self.jacobi = None
+        if self.column and self._column_jacobi_applies(tracker):
+            from .jjacobi import ColumnJacobi
+
+            quad = tracker.oracle.quadratic
+            self.jacobi = ColumnJacobi(quad._cd(tracker.x)[0].cpu().numpy(), quad.scale,
+                                       self.jvec.cpu().numpy(),
+                                       order=self.pairs or "cyclic", **self.jacobi_options)
+            return
+        self.exact = not self.column and self.curvature == "exact" and tracker.block_curvature(
             torch.zeros(1, 2, dtype=torch.long, device=tracker.x.device),
             tracker.x[:2][None]) is not None
         self.compiled = (self.exact and isinstance(tracker, QuadraticTracker) and tracker.on_host
                          and tracker.xa.dtype == np.float64)
         if self.pairs == "greedy" and not self.compiled:
-            raise ValueError("pairs='greedy' runs in the compiled kernel only: it needs a "
+            raise ValueError("pairs='greedy' runs in a compiled kernel only: column J-Jacobi "
+                             "(square X, QuadraticOracle without D) or row pairs with a "
                              "QuadraticOracle cost, curvature='exact' and float64 CPU tensors "
                              f"(got {tracker.oracle.__class__.__name__}, "
                              f"curvature={self.curvature!r}, {tracker.x.dtype} on "
@@ -314,16 +405,31 @@ class GSJOBCD(_JOBCDBase):
             if self.pairs == "cyclic":
                 self._cursor = 0
             else:
-                self._set_pairs(random_pairs(tracker.x.shape[-2], PAIR_BATCH * self.candidates,
-                                             generator, tracker.x.device))
+                self._set_pairs(random_pairs(self.oriented(tracker.x).shape[-2],
+                                             PAIR_BATCH * self.candidates, generator,
+                                             tracker.x.device))
 
     def steps(self, tracker, geometry, generator, count):
-        if not self.compiled:
+        if self.jacobi is not None or not self.compiled:
             return super().steps(tracker, geometry, generator, count)
         self._refill(tracker, generator)
         return self._compiled_steps(tracker, count)
 
     def step(self, tracker, geometry, generator):
+        if self.jacobi is not None:  # column J-Jacobi: one sweep
+            x, f0 = tracker.x, float(tracker.value())
+            new = self.jacobi.sweep(x.detach().cpu().numpy(), generator)
+            tracker.set_point(torch.from_numpy(new).to(x.device))
+            if self.jacobi.converged:
+                self.finished = (f"converged: a cyclic sweep rotated no pair (off-diagonals "
+                                 f"≤ {self.jacobi.tol:g} relative)")
+            elif float(tracker.value()) > f0 + 1e-12 * max(1.0, abs(f0)):
+                # every rotation decreases f in exact arithmetic; an increase means rounding
+                # dominates (e.g. an infimum approached only as ‖X‖ → ∞): keep the old point
+                tracker.set_point(x)
+                self.finished = ("stopped: a sweep increased f (rounding dominates the "
+                                 "remaining decrease); kept the point before it")
+            return
         self._refill(tracker, generator)
         if self.compiled:
             self._compiled_steps(tracker, 1)
@@ -336,17 +442,18 @@ class GSJOBCD(_JOBCDBase):
             self._exact_step(tracker, rows, i, j)
             return None
         pair = torch.as_tensor(rows)[None]
-        g_rows = tracker.gradient_rows(pair)
+        g_rows = (self.oriented(tracker.gradient())[pair] if self.column
+                  else tracker.gradient_rows(pair))
 
         def make_step(x):
-            z = x[pair]
+            z = self.oriented(x)[pair]
             m = g_rows @ z.mT
             v = solve_blocks(self.jvec, pair, z, m, self.theta, sigma=self.sigma)
             new = v @ z
             if not bool(torch.isfinite(new).all()):
                 raise NonFiniteError("non-finite block update")
             x_new = x.clone()
-            x_new[pair[0]] = new[0]
+            self.oriented(x_new)[pair[0]] = new[0]
             return x_new, _model_change(v, m, z, self.sigma)
 
         self._step_checked(tracker, make_step)
@@ -406,15 +513,20 @@ class GSJOBCD(_JOBCDBase):
         tracker.set_rows(torch.as_tensor(rows), new)
 
     def info(self):
-        return {**super().info(), "pairs": self.pairs, "curvature": self.curvature,
-                "candidates": self.candidates}
+        out = {**super().info(), "pairs": self.pairs, "curvature": self.curvature,
+               "candidates": self.candidates}
+        jacobi = getattr(self, "jacobi", None)
+        if jacobi is not None:
+            out.update(pairs=jacobi.order, rotations=jacobi.rotations, **self.jacobi_options)
+        return out
 
 
 class JJOBCD(_JOBCDBase):
     """Jacobi JOBCD: ⌊n/2⌋ disjoint pairs per iteration in one batched exact solve.
 
     Args: as :class:`GSJOBCD` (without ``pairs``/``curvature``: the curvature is always scalar,
-    ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change when σ ≥ L_f).
+    ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change when σ ≥ L_f; ``side`` is
+    ``"row"`` (default) or ``"column"``: a matching of the columns, square X only).
 
     Per-iteration cost: one full gradient, ⌊n/2⌋ exact 2×2 subproblems in one batched call and
     ``O(nk)`` for the row updates, plus cost evaluations while σ is being estimated.
@@ -428,8 +540,7 @@ class JJOBCD(_JOBCDBase):
 
     def step(self, tracker, geometry, generator):
         g = tracker.gradient()
-        self._step_checked(tracker, lambda x: jacobi_step(
-            x, g, self.jvec, self.sigma, self.theta, generator))
+        self._step_checked(tracker, lambda x: self.pair_step(x, g, generator))
 
 
 class VRJJOBCD(_JOBCDBase):
@@ -460,6 +571,9 @@ class VRJJOBCD(_JOBCDBase):
         oracle = tracker.oracle
         if not isinstance(oracle, FiniteSumOracle):
             raise ValueError("VR-J-JOBCD needs a FiniteSumOracle (f = (1/N) Σ f_i)")
+        if self.sigma_shrink < 1:
+            raise ValueError("VR-J-JOBCD cannot adapt σ (sigma_shrink < 1): checking a step "
+                             "needs full cost values, which the estimator avoids")
         super().setup(tracker, geometry, generator)
         if self.backtrack:
             raise ValueError("VR-J-JOBCD needs sigma= or an oracle with a known Lipschitz "
@@ -497,7 +611,7 @@ class VRJJOBCD(_JOBCDBase):
                     - oracle.component_gradient(self.x_prev, idx)
                 self.component_gradients += 2 * self.bs_eff
         self.iteration += 1
-        x_new, _ = jacobi_step(x, self.g_est, self.jvec, self.sigma, self.theta, generator)
+        x_new, _ = self.pair_step(x, self.g_est, generator)
         self.x_prev = x
         tracker.set_point(x_new)
 

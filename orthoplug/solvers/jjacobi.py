@@ -1,0 +1,133 @@
+r"""Column J-Jacobi sweeps for ``f = s·tr(XᵀCX)`` over square O(J): the engine behind
+``GSJOBCD(side="column")`` (and its ``"auto"`` default on such problems) and the geoopt
+:class:`~orthoplug.adapters.geoopt.ColumnJJacobi` optimizer.
+
+One *sweep* is ``n(n−1)/2`` pair rotations (:mod:`orthoplug.kernels.jjacobi`), in one of three
+orders:
+
+* ``"cyclic"`` — row-cyclic ``(0,1), (0,2), …, (n−2, n−1)``;
+* ``"random"`` — ``n(n−1)/2`` uniformly random pairs (with replacement) from the run's generator;
+* ``"greedy"`` — ``n(n−1)/2`` times the best of ``candidates`` random pairs, by relative
+  off-diagonal ``a_ij²/|a_ii a_jj|``.
+
+Before each sweep ``W = G X`` is rebuilt from the current X (``C = Gᵀ Σ G``, factored once), so
+rounding in W never accumulates past one sweep. Convergence: a cyclic sweep that rotates no pair
+(every off-diagonal below ``tol`` relative) leaves X unchanged, so later sweeps would too; the
+engine then reports :attr:`ColumnJacobi.converged`. A random or greedy sweep that rotates nothing
+is followed by such a cyclic check.
+
+``D ≠ None`` (``f = s·tr(XᵀCXD)``) is not supported here: after ``X ← X V̂`` the cost
+``s·tr(V̂ᵀAV̂D)`` depends on ``A_BB``, ``D_BB`` and on the rows ``(AD)_B·`` (a general 2×2
+quadratic in V, not a function of ``A_BB`` alone), which would need ``A`` itself; such costs take
+the generic column step of GS-JOBCD (scalar majoriser on the columns of ``Xᵀ∇f``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from orthoplug.kernels.jjacobi import rotate_pairs, sweep_cyclic
+
+from .oracle import NonFiniteError
+
+__all__ = ["ColumnJacobi", "ORDERS", "factor_quadratic"]
+
+ORDERS = ("cyclic", "random", "greedy")
+
+
+def factor_quadratic(c: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(G, Σ)`` with ``C = Gᵀ diag(Σ) G``: Cholesky (``Σ = None``: all +1) when C ≻ 0, else
+    ``G = |Λ|^{1/2} Uᵀ``, ``Σ = sign Λ`` from ``C = U Λ Uᵀ``, eigenvalues within rounding of 0
+    (``|λ| ≤ n·eps·max|λ|``) counted as 0 (so a PSD C gives a PSD A in floating point too)."""
+    try:
+        return np.linalg.cholesky(c).T.copy(), None
+    except np.linalg.LinAlgError:
+        lam, u = np.linalg.eigh(c)
+        small = np.abs(lam) <= c.shape[0] * np.finfo(c.dtype).eps * np.abs(lam).max()
+        return np.sqrt(np.abs(lam))[:, None] * u.T, np.where(small, 0.0, np.sign(lam))
+
+
+class ColumnJacobi:
+    """Sweeps of column J-Jacobi rotations for one ``(C, s, J)`` (square O(J)).
+
+    Args:
+        c: symmetric C (n×n NumPy array, float32/float64).
+        scale: s in ``f = s·tr(XᵀCX)``.
+        jvec: the signature J (length n, ±1).
+        order: ``"cyclic"`` (default), ``"random"`` or ``"greedy"``.
+        candidates: candidate pairs per greedy choice.
+        tol: relative threshold below which a pair's off-diagonal counts as zero (default
+            ``max(1e-12, 100·eps)`` of C's dtype: 1e-12 in float64, 1.2e-5 in float32).
+        max_boost: cap ``t_max`` on ``|2μ|`` of one hyperbolic rotation (see the kernel module).
+        same_sign: also rotate same-sign pairs (Jacobi rotations that keep f; default True).
+
+    Raises:
+        ValueError: on a non-square or non-symmetric C, a J of another length, or bad options.
+    """
+
+    def __init__(self, c: np.ndarray, scale: float, jvec, *, order: str = "cyclic",
+                 candidates: int = 8, tol: float | None = None, max_boost: float = 4.0,
+                 same_sign: bool = True):
+        c = np.asarray(c)
+        if c.ndim != 2 or c.shape[0] != c.shape[1]:
+            raise ValueError(f"C must be a square matrix, got shape {c.shape}")
+        jv = np.asarray(jvec, dtype=c.dtype).reshape(-1)
+        if jv.size != c.shape[0]:
+            raise ValueError(f"J has {jv.size} entries but C is {c.shape[0]}×{c.shape[0]}")
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+        if tol is None:
+            tol = max(1e-12, 100 * float(np.finfo(c.dtype).eps))
+        if candidates < 1 or not tol >= 0 or not max_boost > 0:
+            raise ValueError(f"need candidates >= 1, tol >= 0, max_boost > 0; got "
+                             f"{candidates}, {tol}, {max_boost}")
+        self.g, sig = factor_quadratic(c)
+        self.g = self.g.astype(c.dtype, copy=False)
+        self.weighted = sig is not None
+        self.sig = np.ones(1, dtype=c.dtype) if sig is None else sig.astype(c.dtype)
+        self.gt = np.ascontiguousarray(self.g.T)
+        self.jv, self.s = jv, float(scale)
+        self.order, self.candidates = order, int(candidates)
+        self.tol, self.t_max, self.same_sign = float(tol), float(max_boost), bool(same_sign)
+        self.n = c.shape[0]
+        self.pairs_per_sweep = self.n * (self.n - 1) // 2
+        self.converged = False
+        self.rotations = 0
+        self._check = False
+
+    def _pairs(self, generator: torch.Generator) -> np.ndarray:
+        """(G, m, 2) int64 pair groups of one random (m = 1) or greedy sweep."""
+        from .jobcd import random_pairs
+
+        m = 1 if self.order == "random" else self.candidates
+        pairs = random_pairs(self.n, self.pairs_per_sweep * m, generator, "cpu")
+        return pairs.numpy().reshape(self.pairs_per_sweep, m, 2)
+
+    def sweep(self, x: np.ndarray, generator: torch.Generator) -> np.ndarray:
+        """One sweep from the point ``x`` (n×n); returns the new point (a new array).
+
+        Raises:
+            NonFiniteError: a block or the new point is not finite (``x`` is left unchanged).
+        """
+        if x.shape != (self.n, self.n):
+            raise ValueError(f"X must be {self.n}×{self.n}, got {x.shape}")
+        m = self.gt.shape[1]
+        yt = np.empty((self.n, m + self.n), dtype=self.gt.dtype)
+        np.matmul(x.T, self.gt, out=yt[:, :m])  # (G X)ᵀ: rows are the columns of W
+        yt[:, m:] = x.T
+        args = (yt, m, self.sig, self.weighted, self.jv, self.s, self.tol, self.t_max,
+                self.same_sign)
+        if self.order == "cyclic" or self._check:
+            count = sweep_cyclic(*args)
+            self.converged = count == 0
+            self._check = False
+        else:
+            count = rotate_pairs(*args, self._pairs(generator))
+            self._check = count == 0
+        new = yt[:, m:].T.copy()
+        if count < 0 or not np.isfinite(new).all():
+            self.converged = False
+            raise NonFiniteError("non-finite column rotation")
+        self.rotations += count
+        return new
