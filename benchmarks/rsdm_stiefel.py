@@ -55,7 +55,10 @@ from orthoplug.geometry.stiefel import StiefelGeometry, qf
 from orthoplug.solvers.rsdm import RSDM
 
 # sizes per scale (n, p, r), tuned step sizes and tuning grids: shared with the benchmark suite
-SCALING_SIZES = {"paper": ((1000, 2000, 4000), 700), "quick": ((200, 400, 800), 140)}
+SCALING_SIZES = {"paper": ((1000, 2000, 4000), 700), "quick": ((200, 400, 800), 140),
+                 "mid": ((500, 1000, 2000), 300)}
+#: n = 1000 (issue #18): sizes at which every method can be run to 1e-6 on a CPU
+MID_SIZES = {"pca": (1000, 600, 300), "procrustes": (1000, 1000, 450)}
 EXPERIMENTS = {exp.name: exp for exp in RSDM_EXPERIMENTS}
 METHODS = ("RSDM-P", "RSDM-O", "pymanopt-SD", "pymanopt-CG", "geoopt-RSGD", "geoopt-RAdam",
            "Landing")
@@ -382,6 +385,9 @@ def summarize(entry: dict, target: float) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (n = 400)")
+    parser.add_argument("--scale", choices=["quick", "mid", "paper"], default=None,
+                        help="sizes: quick (n = 400), mid (n = 1000), paper (n = 2000); "
+                             "default paper, or quick with --quick")
     parser.add_argument("--problems", nargs="+", default=["pca", "procrustes"],
                         choices=["pca", "procrustes"])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
@@ -407,8 +413,8 @@ def main(argv=None) -> int:
         except ImportError:
             print("threadpoolctl not installed: numpy's BLAS threads are not limited",
                   file=sys.stderr)
-    scale = "quick" if args.quick else "paper"
-    sizes = SIZES[scale]
+    scale = args.scale or ("quick" if args.quick else "paper")
+    sizes = MID_SIZES if scale == "mid" else SIZES[scale]
     report = {"args": vars(args), "torch": torch.__version__, "numpy": np.__version__,
               "threads": torch.get_num_threads(), "machine": platform.platform(),
               "python": sys.version.split()[0], "problems": {}}
