@@ -79,6 +79,8 @@ __all__ = ["RSDM", "StochasticRSDM", "RowGradientOracle", "StochasticOracle", "S
 DEFAULT_FIRST_TRIAL = 1.0
 #: evaluations without a decrease of the cost after which a fixed step warns
 STALL_WINDOW = 5
+#: largest η of the polar step (on a linear cost it doubles at every iteration)
+_ETA_MAX = 1e15
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,7 +190,13 @@ class RSDM(IterativeSolver):
             ``line_search="armijo"``, the first trial step.
         retraction: on O(r) at ``I_r``: ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
         line_search: ``"armijo"`` (backtracking on the slice; the default when no
-            ``step_size`` is given) or ``None`` (the fixed ``step_size``).
+            ``step_size`` is given), ``None`` (the fixed ``step_size``), or ``"polar"``: the
+            proximal-linear slice step ``Y = polar(CCᵀ/η − S)``, ``S = BCᵀ``, the exact
+            minimiser over O(r) of ``⟨B, YC − C⟩ + ‖YC − C‖²/(2η)``, with ``1/η`` a Lipschitz
+            estimate (accepted when ``F(X⁺)`` is below that model, halved otherwise, doubled
+            after a first-trial acceptance; ``step_size`` is the first η). On a linear cost
+            (Procrustes on St) every trial is accepted and the step tends to the exact block
+            minimiser ``polar(−S)``. Costs one r×r SVD per trial besides the O(r²p) products.
         contraction: Armijo's β ∈ (0, 1) (default 0.5).
         sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4).
         max_backtracks: trials per iteration before the step is skipped (default 30).
@@ -221,8 +229,9 @@ class RSDM(IterativeSolver):
             raise ValueError(f"unknown sampling {sampling!r}; choose from {SAMPLINGS}")
         if retraction not in RETRACTIONS:
             raise ValueError(f"unknown retraction {retraction!r}; choose from {RETRACTIONS}")
-        if line_search not in (None, "armijo"):
-            raise ValueError(f"line_search must be None or 'armijo', got {line_search!r}")
+        if line_search not in (None, "armijo", "polar"):
+            raise ValueError(f"line_search must be None, 'armijo' or 'polar', got "
+                             f"{line_search!r}")
         if step_size is None:
             step_size, line_search = DEFAULT_FIRST_TRIAL, "armijo"
         _check_positive("step_size", step_size)
@@ -327,12 +336,13 @@ class RSDM(IterativeSolver):
         sub = self._sample(tracker.x, generator)
         c = sub.restrict(tracker.x)
         b = self._restricted_gradient(tracker, sub)
-        gamma = submanifold_gradient(b, c)
-        if self.line_search == "armijo":
-            self._armijo(tracker, sub, c, gamma)
+        if self.line_search == "polar":
+            self._polar_step(tracker, sub, c, b)
+        elif self.line_search == "armijo":
+            self._armijo(tracker, sub, c, submanifold_gradient(b, c))
         else:
-            self._commit(tracker, sub, c, retract_identity(-self._step_size() * gamma,
-                                                           self.retraction))
+            self._commit(tracker, sub, c, retract_identity(
+                -self._step_size() * submanifold_gradient(b, c), self.retraction))
         self.count += 1
         if self._refresh and self.count % self._refresh == 0:
             tracker.refresh()
@@ -368,6 +378,26 @@ class RSDM(IterativeSolver):
         self.skipped_steps += 1
         self._eta_trial = eta
 
+    def _polar_step(self, tracker, sub: Submanifold, c, b) -> None:
+        """``Y = polar(CCᵀ/η − BCᵀ)`` with backtracking on the majorisation ``F(X⁺) ≤ F(X) +
+        ⟨B, Δ⟩ + ‖Δ‖²/(2η)``, ``Δ = (Y − I)C``."""
+        f0 = float(tracker.value())
+        s_mat, k_mat = b @ c.mT, c @ c.mT
+        eta = self._eta_trial
+        for trial in range(self.max_backtracks + 1):
+            y = _polar(k_mat / eta - s_mat)
+            delta = y @ c - c
+            model = float((b * delta).sum()) + float((delta * delta).sum()) / (2.0 * eta)
+            if not model < 0.0:  # the slice is stationary to round-off: nothing to gain
+                return
+            if self._try(tracker, sub, c, y, f0 + model):
+                self._eta_trial = min(2.0 * eta if trial == 0 else eta, _ETA_MAX)
+                return
+            self.backtracks += 1
+            eta *= self.contraction
+        self.skipped_steps += 1
+        self._eta_trial = eta
+
     def _try(self, tracker, sub: Submanifold, c, y, bound: float) -> bool:
         """Move to ``U(Y)X`` if its cost is ≤ bound (and finite); else leave X unchanged."""
         if sub.rows is not None:
@@ -397,6 +427,12 @@ class RSDM(IterativeSolver):
         if ok:
             tracker.add_low_rank(sub.basis.mT, w)
         return ok
+
+
+def _polar(w: torch.Tensor) -> torch.Tensor:
+    """The orthogonal polar factor ``UVᵀ`` of a square ``w = UΣVᵀ`` (computed in float64)."""
+    u, _, vh = torch.linalg.svd(w.double() if w.dtype != torch.float64 else w)
+    return (u @ vh).to(w.dtype)
 
 
 def _row_change_value(tracker: QuadraticTracker, rows: torch.Tensor, new: torch.Tensor) -> float:
