@@ -649,3 +649,40 @@ def test_fixed_step_without_progress_warns_and_armijo_does_not():
         small = RSDM(30, step_size=1e-4, seed=0, max_iterations=400, eval_every=20).run(
             oracle, _x0(100, 30), geo)  # a small step makes progress: no warning
         assert small.cost < res.cost
+
+
+def test_polar_step_is_the_exact_block_minimiser_on_a_linear_cost():
+    """line_search='polar' on F = s(c − 2⟨X, M⟩): with a huge first η, one step attains the
+    block optimum max_{Y ∈ O(r)} ⟨M_B, Y X_B⟩ = ‖M_B X_Bᵀ‖_* (nuclear norm), and the method
+    reaches the closed forms of PCA and Procrustes."""
+    pr = ProcrustesProblem.make(40, 6, seed=4)
+    x0, geo = _x0(40, 6), StiefelGeometry(40, 6)
+    solver = RSDM(10, line_search="polar", step_size=1e12, seed=0)
+    tracker = pr.oracle("linear").track(x0)
+    gen = _gen(5)
+    solver.setup(tracker, geo, gen)
+    rows = sample_rows(40, 10, generator=_gen(5))  # the rows the step will draw
+    solver.step(tracker, geo, gen)
+    m_b, c = pr.m[rows], x0[rows]
+    best = float(torch.linalg.matrix_norm(m_b @ c.mT, ord="nuc"))
+    gain = float((m_b * tracker.x[rows]).sum() - (m_b * c).sum())
+    assert gain == pytest.approx(best - float((m_b * c).sum()), rel=1e-10)
+    assert torch.equal(tracker.x[_complement(rows, 40)], x0[_complement(rows, 40)])
+    for name, problem, oracle in _unscaled_problems(1.0):
+        res = RSDM(60, line_search="polar", seed=0, max_iterations=6000, eval_every=20,
+                   target_cost=problem.target(1e-9)).run(oracle, _x0(100, 30),
+                                                         StiefelGeometry(100, 30))
+        assert problem.relative_gap(float(problem.cost(res.point))) <= 1e-8, name
+        assert res.violation <= 1e-12
+    # the steps are rotations (det Y = +1): on St(8, 8) from I the iterate stays in SO(8)
+    sq = ProcrustesProblem.make(8, 8, seed=1)
+    res = RSDM(4, line_search="polar", seed=0, max_iterations=300, eval_every=300).run(
+        sq.oracle("linear"), torch.eye(8, dtype=F64), StiefelGeometry(8, 8))
+    assert float(torch.linalg.det(res.point)) == pytest.approx(1.0, abs=1e-12)
+    assert res.cost < float(sq.cost(torch.eye(8, dtype=F64)))
+
+
+def _complement(rows, n):
+    keep = torch.ones(n, dtype=torch.bool)
+    keep[rows] = False
+    return keep

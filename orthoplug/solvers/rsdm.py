@@ -13,6 +13,17 @@ representation (any orthonormal basis) and the stationarity measure the run loop
 horizontal gradient ``G − XXᵀG``); the same holds for SO(n) = St(n, n) with ``det = +1``, which
 every retraction here preserves.
 
+Host synchronisation (torch on a GPU; no GPU was available to measure it). The slice
+sampling, the products and the retraction stay on the device; each iteration still reads
+back to the host: the finiteness check of the new rows before they are written (one scalar,
+``_all_finite``; fixed step: the only sync with a :class:`RowGradientOracle`); with a
+:class:`~orthoplug.solvers.oracle.QuadraticTracker`, the finiteness of Δ and the cost change it
+adds to its host-side running value (two scalars); with Armijo or ``"polar"``, ``‖Γ‖²``, the
+current cost and one cost per trial, which decide the step (inherent to a line search); the
+``"polar"`` step's determinant sign. The geoopt front-end's fixed-``lr`` step has none (it does
+not check finiteness); its ``lr=None`` step reads the closure's loss per trial. The run loop's
+evaluations (every ``eval_every`` iterations) read the cost, gradient norm and violation.
+
 Per-iteration cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a full gradient,
 ``T_rows`` = r rows of it):
 
@@ -192,7 +203,8 @@ class RSDM(IterativeSolver):
         line_search: ``"armijo"`` (backtracking on the slice; the default when no
             ``step_size`` is given), ``None`` (the fixed ``step_size``), or ``"polar"``: the
             proximal-linear slice step ``Y = polar(CCᵀ/η − S)``, ``S = BCᵀ``, the exact
-            minimiser over O(r) of ``⟨B, YC − C⟩ + ‖YC − C‖²/(2η)``, with ``1/η`` a Lipschitz
+            minimiser over SO(r) of ``⟨B, YC − C⟩ + ‖YC − C‖²/(2η)`` (over O(r) too when
+            ``p < r``), with ``1/η`` a Lipschitz
             estimate (accepted when ``F(X⁺)`` is below that model, halved otherwise, doubled
             after a first-trial acceptance; ``step_size`` is the first η). On a linear cost
             (Procrustes on St) every trial is accepted and the step tends to the exact block
@@ -430,8 +442,14 @@ class RSDM(IterativeSolver):
 
 
 def _polar(w: torch.Tensor) -> torch.Tensor:
-    """The orthogonal polar factor ``UVᵀ`` of a square ``w = UΣVᵀ`` (computed in float64)."""
+    """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩ = U diag(1, …, 1, det UVᵀ) Vᵀ`` for ``w = UΣVᵀ`` (float64).
+
+    The polar factor ``UVᵀ`` itself when its determinant is +1; otherwise the direction of the
+    smallest singular value is flipped, so that RSDM's steps stay rotations (SO(n) stays SO(n)).
+    """
     u, _, vh = torch.linalg.svd(w.double() if w.dtype != torch.float64 else w)
+    if float(torch.linalg.det(u) * torch.linalg.det(vh)) < 0:
+        u[..., -1] = -u[..., -1]
     return (u @ vh).to(w.dtype)
 
 
