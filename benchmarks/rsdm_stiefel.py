@@ -2,15 +2,19 @@
 
     python benchmarks/rsdm_stiefel.py                    # paper sizes (long on a CPU)
     python benchmarks/rsdm_stiefel.py --quick            # n = 400: a few minutes
-    python benchmarks/rsdm_stiefel.py --out results.json --threads 1
+    python benchmarks/rsdm_stiefel.py --scale mid        # n = 1000 (issue #18)
+    python benchmarks/rsdm_stiefel.py --out results.json --threads 1 --dtype float32
 
 For each problem every method runs from the same ``X0 = qf(randn(n, p))`` (seed 42) until the
 relative gap ``|F − F*|/|F*|`` (closed-form F*) is ≤ ``--gap`` (default 1e-6), and the wall time
 to that point is reported, with each method's time divided by the best RSDM time. Methods:
 
-* RSDM-P, RSDM-O (orthoplug; fixed step, QR retraction on O(r));
+* RSDM-P, RSDM-O (orthoplug; the paper's fixed step, tuned; QR retraction on O(r));
+  RSDM-P-armijo / RSDM-O-armijo (no step given: the default Armijo rule with memory) and
+  RSDM-P-polar (``line_search="polar"``: the proximal-linear polar step on the slice);
 * pymanopt SteepestDescent and ConjugateGradient (their own Armijo line searches, QR
-  retraction of pymanopt's Stiefel);
+  retraction of pymanopt's Stiefel), and TrustRegions with the Euclidean Hessian (``−AU`` for
+  PCA, zero for the linear form of Procrustes);
 * geoopt RiemannianSGD and RiemannianAdam on ``EuclideanStiefel`` (QR retraction);
 * Landing (orthoplug.baselines; infeasible, its gap is measured on X as is).
 
