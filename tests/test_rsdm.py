@@ -672,6 +672,7 @@ def test_polar_step_is_the_exact_block_minimiser_on_a_linear_cost():
         res = RSDM(60, line_search="polar", seed=0, max_iterations=6000, eval_every=20,
                    target_cost=problem.target(1e-9)).run(oracle, _x0(100, 30),
                                                          StiefelGeometry(100, 30))
+        assert res.info["step_rule"] == "polar"
         assert problem.relative_gap(float(problem.cost(res.point))) <= 1e-8, name
         assert res.violation <= 1e-12
     # the steps are rotations (det Y = +1): on St(8, 8) from I the iterate stays in SO(8)

@@ -244,8 +244,8 @@ class RSDM(IterativeSolver):
         if line_search not in (None, "armijo", "polar"):
             raise ValueError(f"line_search must be None, 'armijo' or 'polar', got "
                              f"{line_search!r}")
-        if step_size is None:
-            step_size, line_search = DEFAULT_FIRST_TRIAL, "armijo"
+        if step_size is None:  # no step given: a rule that needs no tuning
+            step_size, line_search = DEFAULT_FIRST_TRIAL, line_search or "armijo"
         _check_positive("step_size", step_size)
         if not 0 < contraction < 1:
             raise ValueError(f"contraction must be in (0, 1), got {contraction!r}")
