@@ -26,6 +26,13 @@ them: ``skew(XXᵀ) = 0``, so weight decay would be a no-op anyway). Parameters 
 are rejected. ``stabilize=k`` replaces each Stiefel parameter by its ``projx`` every k steps
 (default 1000, unlike RiemannianSGD, whose QR retraction re-orthonormalises at every step).
 
+Without ``lr`` (``lr=None``) the Stiefel step needs no tuning: ``step(closure)`` backtracks
+(Armijo, with memory) on the loss the closure returns. All Stiefel parameters of the group move
+together by ``Y = Retr(−η Γ)`` on their own slices; η is accepted when the loss drops by at
+least ``c·η·Σ‖Γ‖²`` and halved otherwise, and the next step starts from ``2η`` after a
+first-trial acceptance, else from the accepted η (kept in the group as ``"armijo_step"``, so it
+is saved with the state). Such a group holds Stiefel parameters only.
+
 Randomness comes from one ``torch.Generator`` per device, seeded with ``seed`` (random if
 ``None``); its state is part of :meth:`state_dict`, so a restored optimizer continues with the
 same slices (on the same device: a saved state is applied when its device is first used, so a
@@ -65,8 +72,9 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
 
     Args:
         params: parameters or parameter groups (groups may override every option below).
-        lr: step size η > 0 (for Stiefel parameters the RSDM step, for the others SGD's).
-        r: slice dimension, ``2 ≤ r ≤ n`` for every Stiefel parameter of the group.
+        lr: step size η > 0 (for Stiefel parameters the RSDM step, for the others SGD's), or
+            ``None``: Armijo backtracking on the closure's loss (see the module docstring).
+        r: slice dimension, ``2 ≤ r ≤ n`` for every Stiefel parameter of the group (required).
         sampling: ``"permutation"`` (RSDM-P, default) or ``"orthogonal"`` (RSDM-O).
         retraction: on O(r): ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
         momentum, dampening, weight_decay, nesterov: RiemannianSGD's, for non-manifold
@@ -77,11 +85,17 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
         seed: seed of the slice sampling (random if None).
 
     Raises:
-        ValueError: bad options, ``r`` out of range for a parameter, or a parameter on a
-            manifold other than Stiefel / Euclidean.
+        ValueError: bad options, ``r`` missing or out of range for a parameter, a parameter on a
+            manifold other than Stiefel / Euclidean, or a Euclidean parameter in a group
+            without ``lr``.
+        RuntimeError: ``step()`` without a closure in a group without ``lr``.
     """
 
-    def __init__(self, params, lr: float, r: int, *, sampling: str = "permutation",
+    #: Armijo's first trial, contraction, sufficient-decrease constant and trials per step
+    ARMIJO = {"first_trial": 1.0, "contraction": 0.5, "c": 1e-4, "max_trials": 31}
+
+    def __init__(self, params, lr: float | None = None, r: int | None = None, *,
+                 sampling: str = "permutation",
                  retraction: str = "qr", momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, stabilize: int | None = 1000,
                  seed: int | None = None):
@@ -97,8 +111,14 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         lr, r = group["lr"], group["r"]
-        if not (isinstance(lr, (int, float)) and lr > 0):
-            raise ValueError(f"lr must be > 0, got {lr!r}")
+        if lr is None:
+            group.setdefault("armijo_step", self.ARMIJO["first_trial"])
+            if any(not _is_stiefel(p) for p in group["params"]):
+                raise ValueError("a group with lr=None (Armijo on the closure's loss) takes "
+                                 "Stiefel parameters only: give the other parameters their own "
+                                 "group with an lr")
+        elif not (isinstance(lr, (int, float)) and lr > 0):
+            raise ValueError(f"lr must be > 0 or None, got {lr!r}")
         if isinstance(r, bool) or not isinstance(r, int) or r < 2:
             raise ValueError(f"r must be an integer >= 2, got {r!r}")
         if group["sampling"] not in SAMPLINGS:
@@ -167,6 +187,14 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
                 loss = closure()
         for group in self.param_groups:
             group["step"] = group.get("step", 0) + 1
+            if group["lr"] is None:
+                if closure is None:
+                    raise RuntimeError("RSDM with lr=None backtracks on the loss: call "
+                                       "step(closure) with a closure that returns the loss")
+                loss = self._armijo_group(group, closure, loss)
+                if group["stabilize"] is not None and group["step"] % group["stabilize"] == 0:
+                    self.stabilize_group(group)
+                continue
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -180,15 +208,45 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
                 self.stabilize_group(group)
         return loss
 
-    def _rsdm_step(self, p, group):
+    def _slice(self, p, group):
+        """A random slice for ``p``, ``C = P(r)X`` and ``Γ`` from ``p.grad``."""
         x = p.data
         sub = sample_submanifold(group["sampling"], x.shape[-2], group["r"],
                                  batch=tuple(x.shape[:-2]), dtype=x.dtype, device=x.device,
                                  generator=self._generator(x.device))
         c = sub.restrict(x)
-        gamma = submanifold_gradient(sub.restrict(p.grad), c)
-        y = retract_identity(-group["lr"] * gamma, group["retraction"])
-        sub.apply_(x, y, c)
+        return sub, c, submanifold_gradient(sub.restrict(p.grad), c)
+
+    def _rsdm_step(self, p, group):
+        sub, c, gamma = self._slice(p, group)
+        sub.apply_(p.data, retract_identity(-group["lr"] * gamma, group["retraction"]), c)
+
+    def _armijo_group(self, group, closure, loss):
+        """One backtracking step of all of the group's Stiefel parameters; returns the loss."""
+        if loss is None:
+            with torch.enable_grad():
+                loss = closure()
+        f0 = float(loss)
+        moves = [(p, p.data.clone(), *self._slice(p, group)) for p in group["params"]
+                 if p.grad is not None]
+        slope = sum(float((gamma * gamma).sum()) for *_, gamma in moves)
+        if not moves or slope == 0.0:
+            return loss
+        eta = group["armijo_step"]
+        for trial in range(self.ARMIJO["max_trials"]):
+            for p, x0, sub, c, gamma in moves:
+                p.data.copy_(x0)
+                sub.apply_(p.data, retract_identity(-eta * gamma, group["retraction"]), c)
+            with torch.enable_grad():
+                new_loss = closure()
+            if float(new_loss) <= f0 - self.ARMIJO["c"] * eta * slope:  # False for NaN
+                group["armijo_step"] = 2.0 * eta if trial == 0 else eta
+                return new_loss
+            eta *= self.ARMIJO["contraction"]
+        for p, x0, *_ in moves:  # no acceptable step: stay (the next step starts smaller)
+            p.data.copy_(x0)
+        group["armijo_step"] = eta
+        return loss
 
     def _sgd_step(self, p, group):
         """RiemannianSGD's update on the Euclidean manifold, step for step."""

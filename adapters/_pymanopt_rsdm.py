@@ -10,7 +10,7 @@
     @pymanopt.function.autograd(manifold)
     def cost(X):
         return -0.5 * anp.trace(X.T @ A @ X)
-    result = RSDM(r=100, step_size=5.0, max_iterations=5000).run(pymanopt.Problem(manifold, cost))
+    result = RSDM(r=100, max_iterations=5000).run(pymanopt.Problem(manifold, cost))
 
 Works on pymanopt's ``Stiefel``, ``Grassmann`` and ``SpecialOrthogonalGroup`` (as St(n, n): every
 RSDM step has determinant +1). pymanopt's problems give full gradients; for RSDM-P's partial
@@ -37,7 +37,8 @@ class RSDM(SolverOptimizer):
     Args:
         r: slice dimension, ``2 ≤ r ≤ n``.
         sampling: ``"permutation"`` (RSDM-P) or ``"orthogonal"`` (RSDM-O).
-        step_size: fixed step η (the first trial step with ``line_search="armijo"``).
+        step_size: fixed step η, or ``None`` (default): Armijo backtracking with memory, no
+            tuning (for the stochastic variant: η = 1 with the ``schedule``, default constant).
         retraction: on O(r): ``"qr"``, ``"polar"``, ``"cayley"``, ``"exp"``.
         line_search: ``None`` or ``"armijo"``.
         batch_size: minibatch size for the stochastic variant (``None``: deterministic).
@@ -51,7 +52,7 @@ class RSDM(SolverOptimizer):
     solver_class = rsdm.RSDM
     geometries = (StiefelGeometry, GrassmannGeometry)
 
-    def __init__(self, r: int, sampling: str = "permutation", *, step_size: float = 1.0,
+    def __init__(self, r: int, sampling: str = "permutation", *, step_size: float | None = None,
                  retraction: str = "qr", line_search: str | None = None,
                  batch_size: int | None = None, **kwargs):
         if batch_size is not None:

@@ -2,15 +2,19 @@
 
     python benchmarks/rsdm_stiefel.py                    # paper sizes (long on a CPU)
     python benchmarks/rsdm_stiefel.py --quick            # n = 400: a few minutes
-    python benchmarks/rsdm_stiefel.py --out results.json --threads 1
+    python benchmarks/rsdm_stiefel.py --scale mid        # n = 1000 (issue #18)
+    python benchmarks/rsdm_stiefel.py --out results.json --threads 1 --dtype float32
 
 For each problem every method runs from the same ``X0 = qf(randn(n, p))`` (seed 42) until the
 relative gap ``|F − F*|/|F*|`` (closed-form F*) is ≤ ``--gap`` (default 1e-6), and the wall time
 to that point is reported, with each method's time divided by the best RSDM time. Methods:
 
-* RSDM-P, RSDM-O (orthoplug; fixed step, QR retraction on O(r));
+* RSDM-P, RSDM-O (orthoplug; the paper's fixed step, tuned; QR retraction on O(r));
+  RSDM-P-armijo / RSDM-O-armijo (no step given: the default Armijo rule with memory) and
+  RSDM-P-polar (``line_search="polar"``: the proximal-linear polar step on the slice);
 * pymanopt SteepestDescent and ConjugateGradient (their own Armijo line searches, QR
-  retraction of pymanopt's Stiefel);
+  retraction of pymanopt's Stiefel), and TrustRegions with the Euclidean Hessian (``−AU`` for
+  PCA, zero for the linear form of Procrustes);
 * geoopt RiemannianSGD and RiemannianAdam on ``EuclideanStiefel`` (QR retraction);
 * Landing (orthoplug.baselines; infeasible, its gap is measured on X as is).
 
@@ -55,10 +59,16 @@ from orthoplug.geometry.stiefel import StiefelGeometry, qf
 from orthoplug.solvers.rsdm import RSDM
 
 # sizes per scale (n, p, r), tuned step sizes and tuning grids: shared with the benchmark suite
-SCALING_SIZES = {"paper": ((1000, 2000, 4000), 700), "quick": ((200, 400, 800), 140)}
+SCALING_SIZES = {"paper": ((1000, 2000, 4000), 700), "quick": ((200, 400, 800), 140),
+                 "mid": ((500, 1000, 2000), 300)}
+#: n = 1000 (issue #18): sizes at which every method can be run to 1e-6 on a CPU
+MID_SIZES = {"pca": (1000, 600, 300), "procrustes": (1000, 1000, 450)}
 EXPERIMENTS = {exp.name: exp for exp in RSDM_EXPERIMENTS}
-METHODS = ("RSDM-P", "RSDM-O", "pymanopt-SD", "pymanopt-CG", "geoopt-RSGD", "geoopt-RAdam",
-           "Landing")
+#: RSDM step rules beyond the tuned fixed step of ``RSDM-P`` / ``RSDM-O`` (issue #18)
+RSDM_VARIANTS = {"RSDM-P-armijo": {}, "RSDM-O-armijo": {},  # no step: the default rule
+                 "RSDM-P-polar": {"line_search": "polar"}}
+METHODS = ("RSDM-P", "RSDM-O", *RSDM_VARIANTS, "pymanopt-SD", "pymanopt-CG", "pymanopt-TR",
+           "geoopt-RSGD", "geoopt-RAdam", "Landing")
 
 
 class Reached(Exception):
@@ -115,13 +125,14 @@ class Monitor:
 class Bench:
     """A problem with the value-and-gradient function every method uses, and its optimum."""
 
-    def __init__(self, kind: str, n: int, p: int, r: int, seed: int = 42):
-        self.kind, self.n, self.p, self.r = kind, n, p, r
+    def __init__(self, kind: str, n: int, p: int, r: int, seed: int = 42,
+                 dtype: torch.dtype = torch.float64):
+        self.kind, self.n, self.p, self.r, self.dtype = kind, n, p, r, dtype
         experiment = EXPERIMENTS[kind]
-        self.problem = experiment.build(n, p, seed)
+        self.problem = experiment.build(n, p, seed)  # data and optimum in float64
         self.rsdm_oracle = lambda: experiment.feasible_oracle(self.problem)
         if kind == "pca":
-            a = self.problem.a
+            a = self.problem.a.to(dtype)
 
             def vg(x):
                 y = a @ x
@@ -129,21 +140,24 @@ class Bench:
 
             self.value_and_gradient = vg
             self.feasible_value_and_gradient = vg
+            self.feasible_hessian = lambda x, u: -(a @ u)
         else:
             pr = self.problem
-            grad_lin = pr.linear_gradient(torch.zeros(1, dtype=torch.float64))
+            grad_lin = pr.linear_gradient(torch.zeros(1, dtype=dtype))
+            pa, pb = pr.a.to(dtype), pr.b.to(dtype)
 
             def vg_lin(x):
                 return float(pr.linear_cost(x)), grad_lin
 
             def vg_quad(x):
-                res = x @ pr.a - pr.b
-                return pr.scale * float((res * res).sum()), (2.0 * pr.scale) * (res @ pr.a.mT)
+                res = x @ pa - pb
+                return pr.scale * float((res * res).sum()), (2.0 * pr.scale) * (res @ pa.mT)
 
             self.value_and_gradient = vg_quad
             self.feasible_value_and_gradient = vg_lin
+            self.feasible_hessian = lambda x, u: torch.zeros_like(u)  # linear on St
         self.optimum = self.problem.optimum
-        self.x0 = random_stiefel(n, p, seed)
+        self.x0 = random_stiefel(n, p, seed).to(dtype)
 
     def gap(self, value: float) -> float:
         return abs(value - self.optimum) / abs(self.optimum)
@@ -168,16 +182,19 @@ def _step_until_target(solver, bench: Bench, oracle, mon: Monitor):
             return tracker, geometry, it
 
 
-def run_rsdm(bench: Bench, sampling: str, options: dict, target: float, cap: float) -> Outcome:
+def run_rsdm(bench: Bench, name: str, options: dict, target: float, cap: float) -> Outcome:
     """RSDM's own step loop, checking the value its tracker keeps after every iteration."""
-    name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
+    sampling = "orthogonal" if name.startswith("RSDM-O") else "permutation"
+    options = {**RSDM_VARIANTS.get(name, {}), **options}
     solver = RSDM(bench.r, sampling=sampling, max_iterations=10**9, seed=0, **options)
     mon = Monitor(bench, target, cap)
     # timed: the first AX is part of the run
     tracker, geometry, it = _step_until_target(solver, bench, bench.rsdm_oracle(), mon)
-    exact = bench.gap(float(bench.problem.cost(tracker.x)))
+    exact = bench.gap(float(bench.problem.cost(tracker.x.double())))
     return Outcome(name, options, mon.time, it, mon.best, float(geometry.violation(tracker.x)),
-                   mon.reached, extra={"final_gap_recomputed": exact})
+                   mon.reached, extra={"final_gap_recomputed": exact, **{
+                       k: v for k, v in solver.info().items()
+                       if k in ("step_rule", "backtracks", "skipped_steps")}})
 
 
 def run_landing(bench: Bench, options: dict, target: float, cap: float) -> Outcome:
@@ -227,11 +244,21 @@ def run_pymanopt(bench: Bench, which: str, target: float, cap: float) -> Outcome
     def grad(x):
         return vg(x)[1]
 
-    problem = pymanopt.Problem(manifold, cost, euclidean_gradient=grad)
-    cls = (pymanopt.optimizers.SteepestDescent if which == "SD"
-           else pymanopt.optimizers.ConjugateGradient)
-    opt = cls(max_time=cap, max_iterations=10**9, min_gradient_norm=0.0, min_step_size=0.0,
-              max_cost_evaluations=10**9, verbosity=0)
+    @pymanopt.function.numpy(manifold)
+    def hess(x, u):
+        return bench.feasible_hessian(torch.from_numpy(x), torch.from_numpy(u)).numpy()
+
+    problem = pymanopt.Problem(manifold, cost, euclidean_gradient=grad,
+                               euclidean_hessian=hess if which == "TR" else None)
+    if which == "TR":
+        opt = pymanopt.optimizers.TrustRegions(max_time=cap, max_iterations=10**9,
+                                               min_gradient_norm=0.0, min_step_size=0.0,
+                                               verbosity=0)
+    else:
+        cls = (pymanopt.optimizers.SteepestDescent if which == "SD"
+               else pymanopt.optimizers.ConjugateGradient)
+        opt = cls(max_time=cap, max_iterations=10**9, min_gradient_norm=0.0, min_step_size=0.0,
+                  max_cost_evaluations=10**9, verbosity=0)
     mon = Monitor(bench, target, cap)
     try:
         opt.run(problem, initial_point=bench.x0.numpy().copy())
@@ -264,10 +291,8 @@ def run_geoopt(bench: Bench, which: str, options: dict, target: float, cap: floa
 
 
 def run_method(bench, method, options, target, cap) -> Outcome:
-    if method == "RSDM-P":
-        return run_rsdm(bench, "permutation", options, target, cap)
-    if method == "RSDM-O":
-        return run_rsdm(bench, "orthogonal", options, target, cap)
+    if method.startswith("RSDM"):
+        return run_rsdm(bench, method, options, target, cap)
     if method.startswith("pymanopt-"):
         return run_pymanopt(bench, method.split("-")[1], target, cap)
     if method.startswith("geoopt-"):
@@ -382,10 +407,15 @@ def summarize(entry: dict, target: float) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (n = 400)")
+    parser.add_argument("--scale", choices=["quick", "mid", "paper"], default=None,
+                        help="sizes: quick (n = 400), mid (n = 1000), paper (n = 2000); "
+                             "default paper, or quick with --quick")
     parser.add_argument("--problems", nargs="+", default=["pca", "procrustes"],
                         choices=["pca", "procrustes"])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--gap", type=float, default=1e-6)
+    parser.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                        help="precision of every method's iterate and data (F* in float64)")
     parser.add_argument("--max-time", type=float, default=1800.0,
                         help="cap per method in seconds")
     parser.add_argument("--cap-factor", type=float, default=5.0,
@@ -407,8 +437,8 @@ def main(argv=None) -> int:
         except ImportError:
             print("threadpoolctl not installed: numpy's BLAS threads are not limited",
                   file=sys.stderr)
-    scale = "quick" if args.quick else "paper"
-    sizes = SIZES[scale]
+    scale = args.scale or ("quick" if args.quick else "paper")
+    sizes = MID_SIZES if scale == "mid" else SIZES[scale]
     report = {"args": vars(args), "torch": torch.__version__, "numpy": np.__version__,
               "threads": torch.get_num_threads(), "machine": platform.platform(),
               "python": sys.version.split()[0], "problems": {}}
@@ -421,9 +451,9 @@ def main(argv=None) -> int:
     for kind in args.problems:
         n, p, r = sizes[kind]
         print(f"\n== {kind}: n={n} p={p} r={r}, target relative gap {args.gap:g} ==", flush=True)
-        bench = Bench(kind, n, p, r)
+        bench = Bench(kind, n, p, r, dtype=getattr(torch, args.dtype))
         entry = report["problems"][kind] = {"n": n, "p": p, "r": r, "optimum": bench.optimum,
-                                            "results": []}
+                                            "dtype": args.dtype, "results": []}
         rsdm_times = []
         for method in args.methods:
             options = dict(DEFAULTS[kind].get(method, {}))

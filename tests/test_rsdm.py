@@ -555,3 +555,135 @@ def test_orthogonal_mlp_on_digits_reaches_95_percent():
     assert rsdm.accuracy >= 0.95
     assert rsdm.violation < 1e-4
 
+
+
+# ---------------------------------------------------------------------------------------------
+# default step rule on unscaled instances (issue #18)
+# ---------------------------------------------------------------------------------------------
+
+UNSCALED = (1e-2, 1e2)
+
+
+def _unscaled_problems(scale):
+    """St(100, 30): PCA with ‖A‖ = scale (condition 100), and Procrustes with A Gaussian × scale
+    (s = 1: no 1/(2p) normalisation); both with their closed forms."""
+    pca = PCAProblem.make(100, 30, top=scale, cond=100.0, seed=0)
+    g = _gen(3)
+    pr = ProcrustesProblem(scale * torch.randn(30, 30, dtype=F64, generator=g),
+                           torch.randn(100, 30, dtype=F64, generator=g), scale=1.0)
+    return (("pca", pca, pca.oracle()), ("procrustes", pr, pr.oracle("linear")))
+
+
+def _samplings(scale):
+    """Samplings for (PCA, Procrustes) at ``scale``: across UNSCALED each problem gets both."""
+    return ("permutation", "orthogonal") if scale < 1 else ("orthogonal", "permutation")
+
+
+@pytest.mark.parametrize("scale", UNSCALED)
+@pytest.mark.parametrize("sampling", ["permutation", "orthogonal"])
+def test_default_step_reaches_closed_forms_unscaled(scale, sampling):
+    """No step given: Armijo with memory; both problems to a 1e-8 gap at ‖A‖ = 1e-2 and 1e2."""
+    geo = StiefelGeometry(100, 30)
+    for name, problem, oracle in _unscaled_problems(scale):
+        res = RSDM(60, sampling=sampling, seed=0, max_iterations=6000, eval_every=20,
+                   target_cost=problem.target(1e-9)).run(oracle, _x0(100, 30), geo)
+        assert res.info["step_rule"] == "armijo"
+        assert problem.relative_gap(float(problem.cost(res.point))) <= 1e-8, (name, res)
+        assert res.violation <= 1e-12
+
+
+@pytest.mark.parametrize("scale", UNSCALED)
+def test_default_step_pymanopt_frontend_unscaled(scale):
+    from orthoplug.adapters.pymanopt import RSDM as PymanoptRSDM
+
+    for (name, problem, _), sampling in zip(_unscaled_problems(scale), _samplings(scale),
+                                            strict=True):
+        pym = (problem.pymanopt_problem() if name == "pca"
+               else problem.pymanopt_problem(form="linear"))
+        res = PymanoptRSDM(r=60, sampling=sampling, max_iterations=6000, min_gradient_norm=0.0,
+                           seed=1, eval_every=20, target_cost=problem.target(1e-9)).run(
+            pym, initial_point=_x0(100, 30).numpy())
+        assert problem.relative_gap(float(problem.cost(torch.from_numpy(res.point)))) <= 1e-8
+        assert res.violation <= 1e-12
+
+
+@pytest.mark.parametrize("scale", UNSCALED)
+def test_default_step_geoopt_frontend_unscaled(scale):
+    """geoopt drop-in with lr=None: Armijo on the closure's loss reaches both closed forms."""
+    import geoopt
+
+    from orthoplug.adapters.geoopt import RSDM as GeooptRSDM
+
+    for (name, problem, _), sampling in zip(_unscaled_problems(scale), _samplings(scale),
+                                            strict=True):
+        cost = problem.cost if name == "pca" else problem.linear_cost
+        w = geoopt.ManifoldParameter(_x0(100, 30), manifold=geoopt.EuclideanStiefel())
+        opt = GeooptRSDM([w], r=60, sampling=sampling, seed=2)
+
+        def closure(w=w, opt=opt, cost=cost):
+            opt.zero_grad()
+            loss = cost(w)
+            loss.backward()
+            return loss
+
+        for _ in range(3000):
+            loss = opt.step(closure)
+            if problem.relative_gap(float(loss.detach())) <= 1e-9:
+                break
+        assert problem.relative_gap(float(problem.cost(w.detach()))) <= 1e-8, (name, sampling)
+        assert float(StiefelGeometry(100, 30).violation(w.detach())) <= 1e-12
+
+
+def test_fixed_step_without_progress_warns_and_armijo_does_not():
+    """The issue's stall: a unit step on an unscaled Procrustes instance (‖A‖ ≈ 1e2·√30)."""
+    _, (_, pr, oracle) = _unscaled_problems(1e2)
+    geo = StiefelGeometry(100, 30)
+    with pytest.warns(RuntimeWarning, match=r"fixed step_size=1 made no progress"):
+        res = RSDM(30, step_size=1.0, seed=0, max_iterations=400, eval_every=20).run(
+            oracle, _x0(100, 30), geo)
+    assert pr.relative_gap(res.cost) > 1e-3  # it did stall
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        small = RSDM(30, step_size=1e-4, seed=0, max_iterations=400, eval_every=20).run(
+            oracle, _x0(100, 30), geo)  # a small step makes progress: no warning
+        assert small.cost < res.cost
+
+
+def test_polar_step_is_the_exact_block_minimiser_on_a_linear_cost():
+    """line_search='polar' on F = s(c − 2⟨X, M⟩): with a huge first η, one step attains the
+    block optimum max_{Y ∈ O(r)} ⟨M_B, Y X_B⟩ = ‖M_B X_Bᵀ‖_* (nuclear norm), and the method
+    reaches the closed forms of PCA and Procrustes."""
+    pr = ProcrustesProblem.make(40, 6, seed=4)
+    x0, geo = _x0(40, 6), StiefelGeometry(40, 6)
+    solver = RSDM(10, line_search="polar", step_size=1e12, seed=0)
+    tracker = pr.oracle("linear").track(x0)
+    gen = _gen(5)
+    solver.setup(tracker, geo, gen)
+    rows = sample_rows(40, 10, generator=_gen(5))  # the rows the step will draw
+    solver.step(tracker, geo, gen)
+    m_b, c = pr.m[rows], x0[rows]
+    best = float(torch.linalg.matrix_norm(m_b @ c.mT, ord="nuc"))
+    gain = float((m_b * tracker.x[rows]).sum() - (m_b * c).sum())
+    assert gain == pytest.approx(best - float((m_b * c).sum()), rel=1e-10)
+    assert torch.equal(tracker.x[_complement(rows, 40)], x0[_complement(rows, 40)])
+    for name, problem, oracle in _unscaled_problems(1.0):
+        res = RSDM(60, line_search="polar", seed=0, max_iterations=6000, eval_every=20,
+                   target_cost=problem.target(1e-9)).run(oracle, _x0(100, 30),
+                                                         StiefelGeometry(100, 30))
+        assert res.info["step_rule"] == "polar"
+        assert problem.relative_gap(float(problem.cost(res.point))) <= 1e-8, name
+        assert res.violation <= 1e-12
+    # the steps are rotations (det Y = +1): on St(8, 8) from I the iterate stays in SO(8)
+    sq = ProcrustesProblem.make(8, 8, seed=1)
+    res = RSDM(4, line_search="polar", seed=0, max_iterations=300, eval_every=300).run(
+        sq.oracle("linear"), torch.eye(8, dtype=F64), StiefelGeometry(8, 8))
+    assert float(torch.linalg.det(res.point)) == pytest.approx(1.0, abs=1e-12)
+    assert res.cost < float(sq.cost(torch.eye(8, dtype=F64)))
+
+
+def _complement(rows, n):
+    keep = torch.ones(n, dtype=torch.bool)
+    keep[rows] = False
+    return keep

@@ -13,6 +13,17 @@ representation (any orthonormal basis) and the stationarity measure the run loop
 horizontal gradient ``G − XXᵀG``); the same holds for SO(n) = St(n, n) with ``det = +1``, which
 every retraction here preserves.
 
+Host synchronisation (torch on a GPU; no GPU was available to measure it). The slice
+sampling, the products and the retraction stay on the device; each iteration still reads
+back to the host: the finiteness check of the new rows before they are written (one scalar,
+``_all_finite``; fixed step: the only sync with a :class:`RowGradientOracle`); with a
+:class:`~orthoplug.solvers.oracle.QuadraticTracker`, the finiteness of Δ and the cost change it
+adds to its host-side running value (two scalars); with Armijo or ``"polar"``, ``‖Γ‖²``, the
+current cost and one cost per trial, which decide the step (inherent to a line search); the
+``"polar"`` step's determinant sign. The geoopt front-end's fixed-``lr`` step has none (it does
+not check finiteness); its ``lr=None`` step reads the closure's loss per trial. The run loop's
+evaluations (every ``eval_every`` iterations) read the cost, gradient norm and violation.
+
 Per-iteration cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a full gradient,
 ``T_rows`` = r rows of it):
 
@@ -30,18 +41,26 @@ stochastic     as above with ``T_g`` = one minibatch gradient.
 Armijo         + one cost evaluation per trial step (quadratic trackers: O(nrp) per trial).
 =============  ==============================================================================
 
-Step size: fixed η (the paper's choice; RSDM tolerates much larger η than Riemannian gradient
-descent since only a slice moves), or Armijo backtracking on the slice
-(``line_search="armijo"``): accept ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`` (``−‖Γ‖²`` is the
-slope of ``F(U(Retr(−tΓ))X)`` at ``t = 0``), shrinking ``η ← βη``; the first trial of the next
-iteration is ``2η`` after a first-trial acceptance, else ``η``.
+Step size. The default (no ``step_size`` given) needs no tuning: Armijo backtracking on the
+slice with memory, accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`` (``−‖Γ‖²`` is the slope of
+``F(U(Retr(−tΓ))X)`` at ``t = 0``) and shrinking ``η ← βη`` otherwise; the first trial of the
+next iteration is ``2η`` after a first-trial acceptance, else the accepted ``η`` (so the step
+grows or shrinks geometrically to the cost's scale within a few iterations, from a first trial
+of 1). For a quadratic cost (:class:`~orthoplug.solvers.oracle.QuadraticTracker`) a trial is
+priced on the slice alone, ``F(X⁺) − F(X) = s⟨Δ, (2(CX)[B] + C_BB Δ)D⟩`` in O(r²p), and only the
+accepted one updates the cached ``CX``. A fixed η (``step_size=η``, the paper's choice; RSDM
+tolerates much larger η than Riemannian gradient descent since only a slice moves) is watched
+at the run's evaluations: if the cost has not decreased over :data:`STALL_WINDOW` evaluations
+while the gradient is not small, a :class:`RuntimeWarning` names the step and the stagnation.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
@@ -55,9 +74,24 @@ from orthoplug.geometry.submanifold import (
 )
 
 from .base import IterativeSolver
-from .oracle import FiniteSumOracle, NonFiniteError, Oracle, Tracker, _finite
+from .oracle import (
+    FiniteSumOracle,
+    NonFiniteError,
+    Oracle,
+    QuadraticTracker,
+    Tracker,
+    _finite,
+    host_array,
+)
 
-__all__ = ["RSDM", "StochasticRSDM", "RowGradientOracle", "StochasticOracle"]
+__all__ = ["RSDM", "StochasticRSDM", "RowGradientOracle", "StochasticOracle", "STALL_WINDOW"]
+
+#: first trial step of the default (Armijo) rule when no ``step_size`` is given
+DEFAULT_FIRST_TRIAL = 1.0
+#: evaluations without a decrease of the cost after which a fixed step warns
+STALL_WINDOW = 5
+#: largest η of the polar step (on a linear cost it doubles at every iteration)
+_ETA_MAX = 1e15
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,9 +200,19 @@ class RSDM(IterativeSolver):
             full rotation step).
         sampling: ``"permutation"`` (RSDM-P, default: r random rows, all by indexing) or
             ``"orthogonal"`` (RSDM-O: Haar-distributed r×n orthonormal rows).
-        step_size: the fixed step η > 0; with ``line_search="armijo"`` the first trial step.
+        step_size: a fixed step η > 0 (the paper's rule), or ``None`` (default): Armijo
+            backtracking with memory from a first trial of 1 (see the module docstring). With
+            ``line_search="armijo"``, the first trial step.
         retraction: on O(r) at ``I_r``: ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
-        line_search: ``None`` (fixed step, default) or ``"armijo"`` (backtracking on the slice).
+        line_search: ``"armijo"`` (backtracking on the slice; the default when no
+            ``step_size`` is given), ``None`` (the fixed ``step_size``), or ``"polar"``: the
+            proximal-linear slice step ``Y = polar(CCᵀ/η − S)``, ``S = BCᵀ``, the exact
+            minimiser over SO(r) of ``⟨B, YC − C⟩ + ‖YC − C‖²/(2η)`` (over O(r) too when
+            ``p < r``), with ``1/η`` a Lipschitz
+            estimate (accepted when ``F(X⁺)`` is below that model, halved otherwise, doubled
+            after a first-trial acceptance; ``step_size`` is the first η). On a linear cost
+            (Procrustes on St) every trial is accepted and the step tends to the exact block
+            minimiser ``polar(−S)``. Costs one r×r SVD per trial besides the O(r²p) products.
         contraction: Armijo's β ∈ (0, 1) (default 0.5).
         sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4).
         max_backtracks: trials per iteration before the step is skipped (default 30).
@@ -180,17 +224,21 @@ class RSDM(IterativeSolver):
             ``seed``, ``eval_every`` — default ``⌈1/ρ⌉`` iterations clamped to [10, 1000],
             ``ρ = r(r−1)/(n(n−1))`` the fraction of the O(n) gradient one slice sees).
 
-    The run's ``info`` holds the options, ``backtracks`` and ``skipped_steps`` (Armijo), and
-    ``row_gradient_evaluations`` (RSDM-P reads of r gradient rows).
+    The run's ``info`` holds the options, ``step_rule`` (``"armijo"`` or ``"fixed"``),
+    ``backtracks`` and ``skipped_steps`` (Armijo), and ``row_gradient_evaluations`` (RSDM-P reads
+    of r gradient rows).
 
     Per-iteration cost (X is n×p): the slice gradient ``skew(B Cᵀ)`` with ``B = P(r)∇F(X)``,
     ``C = P(r)X`` in ``O(r²p)``; the retraction on O(r) in ``O(r³)``; the update
     ``X ← U(Y)X`` in ``O(r²p)`` for RSDM-P (r rows change) and ``O(npr)`` for RSDM-O (plus
     ``O(nr²)`` to sample ``P(r)``). ``∇F``: r rows from a row-gradient or quadratic oracle
     (the quadratic tracker keeps ``CX`` current in ``O(nrp)``), else one full gradient.
+
+    Warns:
+        RuntimeWarning: a fixed step made no progress (see :data:`STALL_WINDOW`).
     """
 
-    def __init__(self, r: int, *, sampling: str = "permutation", step_size: float = 1.0,
+    def __init__(self, r: int, *, sampling: str = "permutation", step_size: float | None = None,
                  retraction: str = "qr", line_search: str | None = None,
                  contraction: float = 0.5, sufficient_decrease: float = 1e-4,
                  max_backtracks: int = 30, reorthonormalize_every: int | None = None,
@@ -203,8 +251,11 @@ class RSDM(IterativeSolver):
             raise ValueError(f"unknown sampling {sampling!r}; choose from {SAMPLINGS}")
         if retraction not in RETRACTIONS:
             raise ValueError(f"unknown retraction {retraction!r}; choose from {RETRACTIONS}")
-        if line_search not in (None, "armijo"):
-            raise ValueError(f"line_search must be None or 'armijo', got {line_search!r}")
+        if line_search not in (None, "armijo", "polar"):
+            raise ValueError(f"line_search must be None, 'armijo' or 'polar', got "
+                             f"{line_search!r}")
+        if step_size is None:  # no step given: a rule that needs no tuning
+            step_size, line_search = DEFAULT_FIRST_TRIAL, line_search or "armijo"
         _check_positive("step_size", step_size)
         if not 0 < contraction < 1:
             raise ValueError(f"contraction must be in (0, 1), got {contraction!r}")
@@ -249,14 +300,45 @@ class RSDM(IterativeSolver):
         self.backtracks = 0
         self.skipped_steps = 0
         self.row_reads = 0
+        self._watch = [] if self.line_search is None else None  # (iteration, cost, gnorm)
+        self._warned = False
 
     def info(self):
         out = {"r": self.r, "sampling": self.sampling, "step_size": self.step_size,
-               "retraction": self.retraction, "line_search": self.line_search}
+               "retraction": self.retraction, "line_search": self.line_search,
+               "step_rule": "fixed" if self.line_search is None else self.line_search}
         if hasattr(self, "count"):
             out.update(backtracks=self.backtracks, skipped_steps=self.skipped_steps,
                        row_gradient_evaluations=self.row_reads)
         return out
+
+    def measure(self, tracker, geometry):
+        cost, gnorm, viol = super().measure(tracker, geometry)
+        if getattr(self, "_watch", None) is not None and not self._warned:
+            self._check_progress(cost, gnorm)
+        return cost, gnorm, viol
+
+    def _check_progress(self, cost: float, gnorm: float) -> None:
+        """Warn once if a fixed step has not decreased the cost over :data:`STALL_WINDOW`
+        evaluations while the gradient norm is above 1e-6 of its first measured value."""
+        watch = self._watch
+        watch.append((self.count, cost, gnorm))
+        if len(watch) <= STALL_WINDOW:
+            return
+        it0, f0, _ = watch[-1 - STALL_WINDOW]
+        best = min(f for _, f, _ in watch[-STALL_WINDOW:])
+        if not (math.isfinite(best) and math.isfinite(f0)):
+            return
+        stalled = best >= f0 - 1e-12 * max(1.0, abs(f0))
+        if stalled and gnorm > 1e-6 * watch[0][2]:
+            self._warned = True
+            warnings.warn(
+                f"{self.name} with the fixed step_size={self.step_size:g} made no progress: over "
+                f"the last {self.count - it0} iterations the cost went from {f0:.10g} to at "
+                f"best {best:.10g} while the Riemannian gradient norm is {gnorm:.3e} "
+                f"({gnorm / watch[0][2]:.2e} of its initial value). The step is likely too large "
+                f"for this cost's scale: leave step_size unset (Armijo with memory, no tuning) "
+                f"or use a smaller step.", RuntimeWarning, stacklevel=2)
 
     # ---- one iteration -----------------------------------------------------------------------
     def _sample(self, x, generator) -> Submanifold:
@@ -277,12 +359,13 @@ class RSDM(IterativeSolver):
         sub = self._sample(tracker.x, generator)
         c = sub.restrict(tracker.x)
         b = self._restricted_gradient(tracker, sub)
-        gamma = submanifold_gradient(b, c)
-        if self.line_search == "armijo":
-            self._armijo(tracker, sub, c, gamma)
+        if self.line_search == "polar":
+            self._polar_step(tracker, sub, c, b)
+        elif self.line_search == "armijo":
+            self._armijo(tracker, sub, c, submanifold_gradient(b, c))
         else:
-            self._commit(tracker, sub, c, retract_identity(-self._step_size() * gamma,
-                                                           self.retraction))
+            self._commit(tracker, sub, c, retract_identity(
+                -self._step_size() * submanifold_gradient(b, c), self.retraction))
         self.count += 1
         if self._refresh and self.count % self._refresh == 0:
             tracker.refresh()
@@ -318,12 +401,37 @@ class RSDM(IterativeSolver):
         self.skipped_steps += 1
         self._eta_trial = eta
 
+    def _polar_step(self, tracker, sub: Submanifold, c, b) -> None:
+        """``Y = polar(CCᵀ/η − BCᵀ)`` with backtracking on the majorisation ``F(X⁺) ≤ F(X) +
+        ⟨B, Δ⟩ + ‖Δ‖²/(2η)``, ``Δ = (Y − I)C``."""
+        f0 = float(tracker.value())
+        s_mat, k_mat = b @ c.mT, c @ c.mT
+        eta = self._eta_trial
+        for trial in range(self.max_backtracks + 1):
+            y = _polar(k_mat / eta - s_mat)
+            delta = y @ c - c
+            model = float((b * delta).sum()) + float((delta * delta).sum()) / (2.0 * eta)
+            if not model < 0.0:  # the slice is stationary to round-off: nothing to gain
+                return
+            if self._try(tracker, sub, c, y, f0 + model):
+                self._eta_trial = min(2.0 * eta if trial == 0 else eta, _ETA_MAX)
+                return
+            self.backtracks += 1
+            eta *= self.contraction
+        self.skipped_steps += 1
+        self._eta_trial = eta
+
     def _try(self, tracker, sub: Submanifold, c, y, bound: float) -> bool:
         """Move to ``U(Y)X`` if its cost is ≤ bound (and finite); else leave X unchanged."""
         if sub.rows is not None:
             new = y @ c
             if not _all_finite(new):
                 return False
+            if isinstance(tracker, QuadraticTracker):  # price the trial on the slice first
+                if not _row_change_value(tracker, sub.rows, new) <= bound:
+                    return False
+                tracker.set_rows(sub.rows, new)
+                return True
             tracker.set_rows(sub.rows, new)
             try:
                 ok = float(tracker.value()) <= bound
@@ -344,6 +452,33 @@ class RSDM(IterativeSolver):
         return ok
 
 
+def _polar(w: torch.Tensor) -> torch.Tensor:
+    """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩ = U diag(1, …, 1, det UVᵀ) Vᵀ`` for ``w = UΣVᵀ`` (float64).
+
+    The polar factor ``UVᵀ`` itself when its determinant is +1; otherwise the direction of the
+    smallest singular value is flipped, so that RSDM's steps stay rotations (SO(n) stays SO(n)).
+    """
+    u, _, vh = torch.linalg.svd(w.double() if w.dtype != torch.float64 else w)
+    if float(torch.linalg.det(u) * torch.linalg.det(vh)) < 0:
+        u[..., -1] = -u[..., -1]
+    return (u @ vh).to(w.dtype)
+
+
+def _row_change_value(tracker: QuadraticTracker, rows: torch.Tensor, new: torch.Tensor) -> float:
+    """``f`` after ``X[rows] ← new`` for ``f = s·tr(XᵀCXD)``, without changing the tracker:
+    ``f + s⟨Δ, (2(CX)[B] + C_BB Δ) D⟩``, O(r²p) (NaN if not finite)."""
+    idx = tracker._index(rows)
+    new_a = host_array(new.to(tracker.x.dtype))
+    delta = new_a - tracker.xa[idx]
+    c_bb = tracker.ca[idx[:, None], idx[None, :]]
+    w = 2.0 * tracker.ya[idx] + c_bb @ delta
+    if tracker.da is not None:
+        w = w @ tracker.da
+    change = float(np.vdot(delta, w) if isinstance(delta, np.ndarray) else (delta * w).sum())
+    value = float(tracker.value()) + tracker.s * change
+    return value if math.isfinite(value) else math.nan
+
+
 class StochasticRSDM(RSDM):
     r"""Stochastic / mini-batch RSDM for ``F = E f(X; ξ)`` or ``F = (1/N) Σ f_i``.
 
@@ -357,8 +492,13 @@ class StochasticRSDM(RSDM):
     * ``"inverse"``: ``s = 1/(1 + k/t0)``; ``"inverse_sqrt"``: ``s = 1/√(1 + k/t0)``;
     * or a callable ``k -> s``.
 
+    Defaults: ``η = 1``, ``schedule="constant"`` (it converges to a neighbourhood whose size
+    scales with ``η σ²/B``; ``"inverse"`` or ``"inverse_sqrt"`` converge; there is no line search
+    on estimated costs, so η must suit the cost's scale).
+
     Args:
-        r, sampling, step_size, retraction, reorthonormalize_every: as :class:`RSDM`.
+        r, sampling, retraction, reorthonormalize_every: as :class:`RSDM`.
+        step_size: η > 0 (default 1).
         batch_size: B ≥ 1 (default 1).
         schedule: as above; ``decay_time``: t0 > 0 (default 1000).
 
@@ -368,11 +508,11 @@ class StochasticRSDM(RSDM):
 
     _SCHEDULES = ("constant", "inverse", "inverse_sqrt")
 
-    def __init__(self, r: int, *, batch_size: int = 1, schedule="constant",
-                 decay_time: float = 1000.0, **kwargs):
+    def __init__(self, r: int, *, step_size: float | None = 1.0, batch_size: int = 1,
+                 schedule="constant", decay_time: float = 1000.0, **kwargs):
         if kwargs.get("line_search") is not None:
             raise ValueError("StochasticRSDM has no line search (costs are only estimated)")
-        super().__init__(r, **kwargs)
+        super().__init__(r, step_size=1.0 if step_size is None else step_size, **kwargs)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         if not (callable(schedule) or schedule in self._SCHEDULES):
@@ -391,6 +531,7 @@ class StochasticRSDM(RSDM):
         elif not hasattr(oracle, "sample_gradient"):
             raise ValueError("StochasticRSDM needs a StochasticOracle or a FiniteSumOracle")
         super().setup(tracker, geometry, generator)
+        self._watch = None  # estimated gradients: the cost need not decrease at every evaluation
         self.samples = 0
         self._generator = generator
 
