@@ -21,6 +21,11 @@ Methods, each under the same wall-clock limit:
 
 * ``OBCD`` — random pairs (k = 2), exact block curvature, α = 1e-5, from ``I(n, r)`` (the
   paper's OBCD-R(id)); ``OBCD-Jacobi`` — n/2 disjoint pairs per iteration;
+* ``OBCD-sparse`` (:class:`~orthoplug.solvers.obcd_layer.SparseOBCD`, not in the paper) — from
+  the shared random start: the lowest-F of that start and the diagonal and PCA starts (after
+  exact column-pair rotations, which leave f unchanged), a short polar-prox phase kept only if
+  it lowers F, then OBCD's exact pair steps on the best of 16 sampled pairs, with a column
+  sweep every n pair steps;
 * ``ManPG`` (:mod:`orthoplug.baselines.manpg`, t = 1/L) from the shared random start (on NN-PCA
   a random 0/1-column partition, feasible); on ℓ0 it uses the hard-threshold prox (a heuristic:
   ManPG's theory needs a convex, Lipschitz h) and on NN-PCA the projection ``max(0, ·)`` (the
@@ -72,9 +77,11 @@ from orthoplug.bench.core import (
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
+from orthoplug.solvers.obcd_layer import SparseOBCD
 
 __all__ = ["EXPERIMENTS", "CompositeExperiment", "L0SPCA", "L1SPCA", "NNPCA", "spca_datasets",
-           "spca_lambda", "sparsepca_loadings", "solver_outcome", "obcd_method", "manpg_method",
+           "spca_lambda", "sparsepca_loadings", "solver_outcome", "obcd_method",
+           "sparse_obcd_method", "manpg_method",
            "rsubgrad_method", "NEG_PENALTY"]
 
 #: weight of ``‖min(0, X)‖_F`` in the paper's NN-PCA curves
@@ -200,7 +207,7 @@ class L0SPCA(_SPCA):
 
     def methods(self, scale: str) -> list[Method]:
         return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                manpg_method()]
+                sparse_obcd_method(), manpg_method()]
 
     def evaluate(self, instance: Instance, point) -> dict[str, float]:
         """As the paper reports it: ``F = f + λ·nnz`` with the thresholded count ``nnz``."""
@@ -221,7 +228,7 @@ class L1SPCA(_SPCA):
 
     def methods(self, scale: str) -> list[Method]:
         methods = [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                   manpg_method(), rsubgrad_method(),
+                   sparse_obcd_method(), manpg_method(), rsubgrad_method(),
                    pymanopt_method("pymanopt-SD", "pymanopt",
                                    "pymanopt.optimizers:SteepestDescent"),
                    pymanopt_method("pymanopt-CG", "pymanopt",
@@ -274,7 +281,7 @@ class NNPCA(CompositeExperiment):
 
     def methods(self, scale: str) -> list[Method]:
         return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                manpg_method()]
+                sparse_obcd_method(), manpg_method()]
 
     def evaluate(self, instance: Instance, point) -> dict[str, float]:
         x = torch.as_tensor(np.asarray(point), dtype=torch.float64)
@@ -302,6 +309,21 @@ def _run_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                   max_iterations=10**12, **options)
     return solver_outcome(solver, experiment.oracle(instance),
                           experiment.start(instance, start, seed))
+
+
+def _run_sparse_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
+                     time_limit: float, start: str = "random", **options) -> Outcome:
+    solver = SparseOBCD(experiment.penalty(instance), seed=seed, max_time=time_limit,
+                        max_iterations=10**12, **options)
+    return solver_outcome(solver, experiment.oracle(instance),
+                          experiment.start(instance, start, seed))
+
+
+def sparse_obcd_method() -> Method:
+    """:class:`~orthoplug.solvers.obcd_layer.SparseOBCD` from the shared random start (the
+    start ManPG gets): best of the start, the diagonal and PCA starts, prox phase, greedy pairs,
+    column sweeps."""
+    return custom_method("OBCD-sparse", "orthoplug", _run_sparse_obcd, {"eval_every": 200})
 
 
 def obcd_method(name: str, *, working_set: str = "random") -> Method:
