@@ -12,7 +12,7 @@ which also moves f. This layer adds, without touching OBCD's step:
   map of two columns);
 * :func:`start_candidates` — ``I(n, r)`` on the r largest ``|s| C_ii`` (the form of every ℓ0
   optimum once λ is large) and the PCA solution (top-r eigenvectors of ``−s C``, the h = 0
-  optimum);
+  optimum), for the nonnegativity indicator rounded by :func:`nonneg_rounding`;
 * :class:`SparseOBCD` — OBCD whose first iteration replaces the start by the lowest-``F``
   of ``x0`` and the candidates (each after column sweeps), which picks each pair as the best of
   ``candidates`` random pairs by the first-order score ``|⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩|``
@@ -38,7 +38,8 @@ from .jobcd import random_matching, random_pairs
 from .obcd import OBCD
 from .oracle import host_array
 
-__all__ = ["column_rotations", "column_invariant", "start_candidates", "prox_polar",
+__all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_rounding",
+           "prox_polar",
            "pair_scores", "SparseOBCD"]
 
 
@@ -86,6 +87,37 @@ def column_rotations(x: torch.Tensor, h: SeparableTerm, generator: torch.Generat
         new[new.abs() < SNAP] = 0.0
         x.mT[pairs.reshape(-1)] = new.reshape(-1, x.shape[0])
     return x
+
+
+def nonneg_rounding(x: torch.Tensor) -> torch.Tensor:
+    """A point of ``{X ≥ 0, XᵀX = I}`` near ``x`` (n × r, n ≥ r): each row keeps only its largest
+    positive entry (rows without one are dropped), each column is normalised; a column left
+    empty takes the row with its largest entry among the rows of columns holding two or more.
+
+    Raises:
+        ValueError: ``n < r`` (no such point exists).
+    """
+    n, r = x.shape
+    if n < r:
+        raise ValueError(f"nonnegative orthonormal n × r matrices need n >= r, got {n} × {r}")
+    pos = x.clamp_min(0.0)
+    owner = torch.argmax(pos, dim=1)
+    keep = pos.max(dim=1).values > 0
+    counts = torch.bincount(owner[keep], minlength=r)
+    for j in torch.nonzero(counts == 0).flatten().tolist():
+        donors = keep & (counts[owner] >= 2) | ~keep
+        score = torch.where(donors, x[:, j], torch.full_like(x[:, j], -math.inf))
+        i = int(torch.argmax(score))
+        if keep[i]:
+            counts[owner[i]] -= 1
+        owner[i], keep[i] = j, True
+        counts[j] += 1
+    out = torch.zeros_like(x)
+    rows = torch.nonzero(keep).flatten()
+    vals = pos[rows, owner[rows]]
+    vals = torch.where(vals > 0, vals, torch.ones_like(vals))  # a donated row with x_ij <= 0
+    out[rows, owner[rows]] = vals
+    return out / torch.linalg.norm(out, dim=0)
 
 
 def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
@@ -234,6 +266,8 @@ class SparseOBCD(OBCD):
             if name not in self.starts:
                 continue
             x = x.to(dtype=x0.dtype, device=x0.device)
+            if self.h.is_indicator:  # e.g. PCA has negative entries: its nearest feasible point
+                x = nonneg_rounding(x)
             if self.start_sweeps:
                 x = column_rotations(x, self.h, generator, self.start_sweeps)
             fx = self._objective(x)
