@@ -33,11 +33,14 @@ Methods, each under the same wall-clock limit:
   F = ∞ and are rejected by the line search, so its iterates stay feasible). Not one of the
   paper's NN-PCA baselines;
 * ``RSubGrad`` (ℓ1 only; ``∂‖·‖₀ = 0`` off the zeros, so it would solve plain PCA on ℓ0);
-* ``sparsepca`` — A-ManPG of the PyPI package ``sparsepca`` (Chen et al.) for the
-  Zou–Hastie–Tibshirani formulation with λ₂ = ∞, ℓ1 only; offered only when the package is
-  importable (silently skipped otherwise). Its loadings are mapped to St(n, r) by the polar
-  factor and scored with our F; it has no time limit and runs to its own iteration limit
-  (``maxiter`` 500, 50 at quick scale);
+* ``sparsepca`` — A-ManPG of the PyPI package ``sparsepca`` (Chen et al.; in the ``bench``
+  extra) for the Zou–Hastie–Tibshirani formulation with λ₂ = ∞, ℓ1 only; offered only when the
+  package is importable (silently skipped otherwise). Its objective is not ours: it solves
+  ``min_{X ∈ St(n, r), Y} −2 tr(XᵀCY) + ‖Y‖²_F + Σ_j λ_j‖Y_{:j}‖₁`` — the orthonormal X and
+  the sparse loadings Y are separate matrices (for fixed X, ``Y = soft(CX, λ/2)``; for λ = 0
+  it is PCA) — whereas ours asks one matrix to be orthonormal *and* sparse. Its loadings are
+  mapped to St(n, r) by the polar factor and scored with our F; it has no time limit and runs
+  to its own iteration limit (``maxiter`` 500, 50 at quick scale);
 * ``pymanopt-SD`` / ``pymanopt-CG`` (ℓ1 only) — pymanopt's smooth solvers on St(n, r) with the
   a.e. gradient ``−2CX + λ sign(X)`` (a heuristic on a nonsmooth cost). On ℓ0 the a.e. gradient
   of h is 0 (they would solve PCA) and on NN-PCA the indicator has no gradient: without a
