@@ -185,3 +185,22 @@ def test_geoopt_rssm_adaptive_rules():
             opt.step(closure)
             opt2.step(closure2)
         assert torch.equal(x.detach(), x2.detach())
+
+
+def test_pymanopt_rssm_polyak():
+    import autograd.numpy as anp
+    import pymanopt
+
+    from orthoplug.adapters.pymanopt import RSSM as PmRSSM
+
+    prob = dpcp_instance(30, 20, 120, seed=5)
+    y = prob.data.numpy()
+    manifold = pymanopt.manifolds.Stiefel(30, 10)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.mean(anp.sqrt(anp.sum((y.T @ x) ** 2, axis=1)))
+
+    res = PmRSSM(num_blocks=4, schedule="polyak", max_iterations=1500, seed=0,
+                 verbosity=0).run(pymanopt.Problem(manifold, cost))
+    assert prob.principal_angle(torch.as_tensor(res.point)) < 1e-8
