@@ -21,20 +21,34 @@ Each ``step`` draws one uniformly random pair of column blocks per parameter (th
 all matrices of a batched parameter) and updates those columns by
 :func:`orthoplug.geometry.stiefel_block.block_update` from the columns C of ``p.grad`` (the
 autograd gradient, a valid subgradient of piecewise-smooth losses). The other columns are not
-written. ``step(closure)`` is supported (the closure returns the loss after ``backward``).
+written. ``step(closure)`` is supported (the closure returns the loss after ``backward``); the
+adaptive step rules ``schedule="polyak"`` and ``"geometric-restart"`` need it (they read the
+loss at the current point).
 A non-finite gradient raises :class:`~orthoplug.solvers.oracle.NonFiniteError` (a
 ``FloatingPointError``) before anything is written.
 """
 
 from __future__ import annotations
 
+import math
+
 import geoopt
 import torch
 from geoopt.utils import size2shape
 
-from orthoplug.geometry.stiefel_block import StiefelBlockGeometry, block_update, partition_columns
+from orthoplug.geometry.stiefel_block import (
+    StiefelBlockGeometry,
+    block_update,
+    complement,
+    partition_columns,
+)
 from orthoplug.solvers.oracle import NonFiniteError
-from orthoplug.solvers.rssm import StepSchedule
+from orthoplug.solvers.rssm import (
+    PolyakStep,
+    RestartedGeometric,
+    StepSchedule,
+    block_subgradient_sq,
+)
 
 from .geoopt import _GeometryManifold
 
@@ -109,23 +123,38 @@ class RSSM(torch.optim.Optimizer):
             (RMS over the matrices of a batched parameter), as in the pymanopt front-end.
         num_blocks: ℓ ∈ [2, p] (default ``min(4, p)``); or ``blocks``: an explicit partition.
         schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``), ``"geometric"``
-            (``γ₀βᵏ``), or a callable ``k -> γ_k``.
-        decay: β of the geometric schedule per step (default ``0.98^(2/ℓ)``).
+            (``γ₀βᵏ``), a callable ``k -> γ_k``, or the adaptive ``"polyak"``
+            (:class:`~orthoplug.solvers.rssm.PolyakStep`; ``lr`` unused) and
+            ``"geometric-restart"`` (:class:`~orthoplug.solvers.rssm.RestartedGeometric`),
+            which need ``step(closure)``; an epoch is ``⌈ℓ/2⌉`` steps.
+        decay: β of the geometric schedules per step (default ``0.98^(2/ℓ)``).
+        level: ``"polyak"``'s ``δ₀/|f(X₀)|``.
+        patience: epochs without progress before ``"polyak"`` halves δ or
+            ``"geometric-restart"`` restarts.
+        shrink: ``"geometric-restart"``'s step factor at a restart.
         reorthogonalize: project the step off the fixed columns before the polar factor.
         seed: seed of the pair draws (per parameter, saved in ``state_dict``).
     """
 
     def __init__(self, params, lr: float | str = "auto", *, num_blocks: int | None = None,
                  blocks=None, schedule="diminishing", decay: float | None = None,
+                 level: float = 0.5, patience: int = 3, shrink: float = 0.5,
                  reorthogonalize: bool = True, seed: int | None = None):
         if isinstance(lr, str) and lr != "auto":
             raise ValueError(f"lr must be a number > 0 or 'auto', got {lr!r}")
-        StepSchedule(1.0 if lr == "auto" else lr, schedule, 0.5 if decay is None else decay)
+        lr0 = 1.0 if lr == "auto" else lr
+        if schedule == "polyak":
+            PolyakStep(level, patience)
+        elif schedule == "geometric-restart":
+            RestartedGeometric(lr0, 0.5 if decay is None else decay, shrink, patience)
+        else:
+            StepSchedule(lr0, schedule, 0.5 if decay is None else decay)
         if num_blocks is not None and (isinstance(num_blocks, bool)
                                        or not isinstance(num_blocks, int) or num_blocks < 2):
             raise ValueError(f"num_blocks must be an integer >= 2, got {num_blocks!r}")
         defaults = dict(lr=lr, num_blocks=num_blocks, blocks=blocks, schedule=schedule,
-                        decay=decay, reorthogonalize=reorthogonalize)
+                        decay=decay, level=level, patience=patience, shrink=shrink,
+                        reorthogonalize=reorthogonalize)
         super().__init__(params, defaults)
         _check_params(self.param_groups)
         self.seed = seed if seed is not None else int(torch.seed() % (2**62))
@@ -173,22 +202,62 @@ class RSSM(torch.optim.Optimizer):
                     state["step"] = 0
                     state["lr0"] = self._initial_lr(group, p, g)
                 decay = group["decay"] if group["decay"] is not None else 0.98 ** (2.0 / ell)
-                sched = StepSchedule(state["lr0"], group["schedule"], decay)
                 gen = self._generator(p, state)
                 i = int(torch.randint(ell, (1,), generator=gen))
                 j = int(torch.randint(ell - 1, (1,), generator=gen))
                 j += j >= i
                 cols = torch.cat([blocks[min(i, j)], blocks[max(i, j)]]).to(p.device)
-                new = block_update(p.detach(), cols, g[..., cols], sched(state["step"]),
+                gc = g[..., cols]
+                if group["schedule"] in ("polyak", "geometric-restart"):
+                    rule, epoch = self._rule(group, state, ell, decay, loss)
+                    if isinstance(rule, RestartedGeometric) and state["step"] > 0 and (
+                            state["step"] % epoch == 0):
+                        back = rule.epoch_end(state["step"], float(loss), p.detach())
+                        if back is not None:  # restart: X ← best, no block step this time
+                            updates.append((p, None, back, state, gen, rule))
+                            continue
+                    if isinstance(rule, PolyakStep):
+                        rule.observe(float(loss))
+                        rest = complement(cols, p.shape[-1]).to(p.device)
+                        gamma = rule(float(loss), block_subgradient_sq(p.detach(), cols, rest, gc),
+                                     cols.numel() / p.shape[-1])
+                    else:
+                        gamma = rule(state["step"])
+                else:
+                    rule = None
+                    gamma = StepSchedule(state["lr0"], group["schedule"], decay)(state["step"])
+                new = block_update(p.detach(), cols, gc, gamma,
                                    reorthogonalize=group["reorthogonalize"])
                 if not bool(torch.isfinite(new).all()):
                     raise NonFiniteError("RSSM: non-finite update; parameters left unchanged")
-                updates.append((p, cols, new, state, gen))
-        for p, cols, new, state, gen in updates:
-            p[..., cols] = new
+                updates.append((p, cols, new, state, gen, rule))
+        for p, cols, new, state, gen, rule in updates:
+            if cols is None:
+                p.copy_(new)
+            else:
+                p[..., cols] = new
             state["step"] += 1
             state["rng_state"] = gen.get_state()
+            if rule is not None:
+                state["rule"] = rule.to_state()
         return loss
+
+    @staticmethod
+    def _rule(group, state, ell: int, decay: float, loss):
+        """The parameter's adaptive rule (restored from ``state``) and its epoch length."""
+        if loss is None:
+            raise ValueError(f"schedule {group['schedule']!r} needs step(closure): it reads "
+                             f"the loss at the current point")
+        epoch = max(1, math.ceil(ell / 2))
+        if group["schedule"] == "polyak":
+            if "rule" in state:
+                return PolyakStep.from_state(state["rule"]), epoch
+            rule = PolyakStep(group["level"], group["patience"])
+            rule.start(float(loss), epoch)
+            return rule, epoch
+        if "rule" in state:
+            return RestartedGeometric.from_state(state["rule"]), epoch
+        return RestartedGeometric(state["lr0"], decay, group["shrink"], group["patience"]), epoch
 
     @staticmethod
     def _initial_lr(group, p, g) -> float:

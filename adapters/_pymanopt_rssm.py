@@ -53,7 +53,8 @@ class RSSM(SolverOptimizer):
     Options (see :class:`orthoplug.solvers.rssm.RSSM`): ``num_blocks`` (ℓ, default
     ``min(4, p)``) or ``blocks`` (explicit partition), ``step_size`` (γ₀ or ``"auto"``, the
     default: first step of Frobenius length 0.5), ``schedule="constant"|"diminishing"|"geometric"``
-    (default diminishing ``γ₀/√(k+1)``), ``decay`` (geometric β per iteration; default
+    (default diminishing ``γ₀/√(k+1)``) or the adaptive ``"polyak"`` / ``"geometric-restart"``
+    (with ``level``, ``patience``, ``shrink``), ``decay`` (geometric β per iteration; default
     ``0.98^(2/ℓ)``), ``nonsmooth`` (a term of :mod:`orthoplug.nonsmooth`), ``return_best``,
     ``reorthogonalize``. The result carries ``solver_result`` (history with ``best_cost``; info
     with ``best_cost``, ``best_iteration``) and ``violation``.

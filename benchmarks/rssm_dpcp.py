@@ -11,8 +11,10 @@ start made some runs stall at a large angle for the step rules tried (β = 0.95�
 
 Measured, in one run:
 
-* time to largest principal angle ≤ 1e-6 (iteration time only: the angle is checked once per
-  epoch outside the clock);
+* time to largest principal angle ≤ 1e-6 (``--target``; iteration time only: the angle is
+  checked once per epoch outside the clock), for each step rule of ``--schedules`` (the
+  paper's geometric decay, and the adaptive ``polyak`` and ``geometric-restart`` rules of
+  :mod:`orthoplug.solvers.rssm`); speed-ups are relative to RSubGrad with the first rule;
 * per-iteration and per-epoch cost, and a breakdown of one iteration into the partial
   subgradient (``(1/m) Y W_C``), the block step (projection (15) + polar) and the cache update
   (``Z_C = Yᵀ X_C``), each the median of repeated timings at a fixed point.
@@ -20,6 +22,7 @@ Measured, in one run:
     python benchmarks/rssm_dpcp.py              # issue sizes (several minutes)
     python benchmarks/rssm_dpcp.py --quick      # n = 200, d = 160 (seconds)
     python benchmarks/rssm_dpcp.py --out rssm_dpcp.json
+    python benchmarks/rssm_dpcp.py --target 1e-4 --schedules geometric,polyak,geometric-restart
 """
 
 from __future__ import annotations
@@ -120,6 +123,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--ells", type=str, default="4,10,20")
     parser.add_argument("--decay", type=float, default=0.95, help="β per epoch")
     parser.add_argument("--init", choices=("spectral", "random"), default="spectral")
+    parser.add_argument("--schedules", type=str, default="geometric",
+                        help="comma-separated step rules run for every method: geometric, "
+                             "polyak, geometric-restart")
     parser.add_argument("--target", type=float, default=1e-6)
     parser.add_argument("--max-epochs", type=int, default=800)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
@@ -143,9 +149,14 @@ def main(argv=None) -> dict:
           f"target angle {args.target:g}, torch threads {args.threads}")
 
     results = {}
-    methods = [("RSubGrad" if ell is None else f"RSSM-{ell}",
-                dpcp_solver(ell, args.decay, args.seed), epoch_length(ell))
-               for ell in [None, *ells]]
+    schedules = args.schedules.split(",")
+
+    def label(ell, schedule):
+        name = "RSubGrad" if ell is None else f"RSSM-{ell}"
+        return name if schedule == "geometric" else f"{name}/{schedule}"
+
+    methods = [(label(ell, sched), dpcp_solver(ell, args.decay, args.seed, schedule=sched),
+                epoch_length(ell)) for sched in schedules for ell in [None, *ells]]
     for name, solver, per_epoch in methods:
         res = time_to_target(solver, prob.oracle(), x0, geo, prob, iters_per_check=per_epoch,
                              max_epochs=args.max_epochs, target=args.target)
@@ -157,14 +168,14 @@ def main(argv=None) -> dict:
               f"{1e3 * res['time_per_epoch']:8.2f} ms/epoch", flush=True)
 
     parts = breakdown(prob, x0, ells, repeats)
-    base = results["RSubGrad"]
+    base = results[label(None, schedules[0])]
     print("\nmethod      time to target   speed-up   ms/iteration  ms/epoch   "
           "breakdown per iteration (ms): subgradient / block step / cache")
     for name, res in results.items():
         ttt = res["time_to_target"]
         speed = (base["time_to_target"] / ttt) if (ttt and base["time_to_target"]) else None
         res["speedup_vs_rsubgrad"] = speed
-        b = parts[name]
+        b = parts[name.split("/")[0]]
         res["breakdown"] = b
         print(f"{name:10s}  {'—' if ttt is None else f'{ttt:10.2f} s'}   "
               f"{'—' if speed is None else f'{speed:6.2f}x'}   "
@@ -173,7 +184,7 @@ def main(argv=None) -> dict:
               f"{1e3 * b['cache_update']:7.2f}")
     out = {"config": {"n": n, "d": d, "c": c, "m": int(prob.data.shape[1]),
                       "outliers": prob.num_outliers, "decay_per_epoch": args.decay,
-                      "init": args.init,
+                      "init": args.init, "schedules": schedules,
                       "target": args.target, "threads": args.threads, "seed": args.seed,
                       "torch": torch.__version__, "machine": platform.machine(),
                       "processor": platform.processor()},

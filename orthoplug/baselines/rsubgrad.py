@@ -7,8 +7,9 @@ Euclidean (Clarke) subgradient:
     ξ = G − X sym(XᵀG),        X ← polar(X − γ_k ξ),
 
 with the step rules of RSSM (:class:`~orthoplug.solvers.rssm.StepSchedule`: constant,
-``γ₀/√(k+1)``, ``γ₀βᵏ``). Cost per iteration: the full subgradient plus ``O(n p²)`` (two
-``n × p × p`` products and a polar factor of an ``n × p`` matrix). It is RSSM with a single block
+``γ₀/√(k+1)``, ``γ₀βᵏ``; the adaptive ``"polyak"`` and ``"geometric-restart"``). Cost per
+iteration: the full subgradient plus ``O(n p²)`` (two ``n × p × p`` products and a polar factor
+of an ``n × p`` matrix). It is RSSM with a single block
 (ℓ = 2 in the paper's pair notation), the baseline RSSM has to beat.
 """
 
@@ -45,7 +46,8 @@ class RSubGrad(SubgradientSolver):
         x = tracker.x
         g = tracker.gradient()
         xi = g - x @ sym(x.mT @ g)
-        new = polar_tall(x - self.schedule(self.k) * xi)
+        gamma = self.step_length(tracker, lambda: float((xi * xi).sum()), 1.0)
+        new = polar_tall(x - gamma * xi)
         if not all_finite(new):
             raise NonFiniteError("non-finite update")
         tracker.set_point(new)

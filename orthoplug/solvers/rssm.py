@@ -22,7 +22,12 @@ subgradient method (:class:`orthoplug.baselines.rsubgrad.RSubGrad`).
 
 Step sizes (``step_size = γ₀``): ``"constant"`` ``γ₀``; ``"diminishing"`` ``γ₀/√(k+1)``
 (Thm 4.9b); ``"geometric"`` ``γ₀ βᵏ`` (for sharp problems such as DPCP; outside the RSSM
-theory). The theory needs ``γ_k < 1/L`` (L the Lipschitz constant of f).
+theory). The theory needs ``γ_k < 1/L`` (L the Lipschitz constant of f). Two adaptive rules
+outside the paper (:class:`PolyakStep`, :class:`RestartedGeometric`): ``"polyak"``
+``γ_k = (f(X_k) − f̂_k)/‖ξ‖²`` with an estimated optimum ``f̂_k`` (level adjustment; for RSSM
+``‖ξ‖²`` is a running estimate from the block parts), and ``"geometric-restart"``
+(geometric decay; after ``patience`` epochs that end without a new best value the iterate
+returns to the best epoch-end point and the step is multiplied by ``shrink``).
 
 Subgradient methods are not monotone: every evaluation also records the best cost so far
 (``history["best_cost"]``, ``info["best_cost"]``, ``result.best_point``); ``return_best=True``
@@ -65,6 +70,9 @@ __all__ = [
     "ColumnOracle",
     "CompositeOracle",
     "partial_subgradient",
+    "block_subgradient_sq",
+    "PolyakStep",
+    "RestartedGeometric",
     "write_columns",
 ]
 
@@ -137,6 +145,147 @@ class StepSchedule:
         """The schedule's parameters, stored in the run's result."""
         return {"step_size": self.step_size, "schedule": self.kind,
                 "decay": self.decay if self.kind == "geometric" else None}
+
+
+class _RuleState:
+    """Plain-data state of an adaptive rule (floats, ints, tensors), for optimizer state dicts."""
+
+    def to_state(self) -> dict:
+        return dict(vars(self))
+
+    @classmethod
+    def from_state(cls, state: dict):
+        rule = cls.__new__(cls)
+        rule.__dict__.update(state)
+        return rule
+
+
+class PolyakStep(_RuleState):
+    r"""Polyak steps with an estimated optimum (level adjustment), for sharp problems.
+
+    ``γ_k = (f(X_k) − f̂_k)/N_k`` with ``f̂_k = f_best − δ`` (``f_best`` the lowest value seen)
+    and ``N_k`` the squared norm of the full Riemannian subgradient: ``‖ξ_k‖²`` for RSubGrad;
+    for RSSM, whose iteration sees only the block part ``ξ_C``, a running average of
+    ``‖ξ_C‖²/ω`` (``ω = |C|/p``, weight ω per iteration). A block step of that length lowers
+    the linear model by ``(f − f̂)‖ξ_C‖²/‖ξ‖²``, the block's share of the gap; dividing by
+    ``‖ξ_C‖²`` itself would blow up whenever the drawn block is nearly stationary.
+    ``δ₀ = level·|f(X₀)|`` (``level`` if ``f(X₀) = 0``); δ is halved when ``patience`` epochs
+    pass without ``f_best`` dropping by ``δ/2`` below its value at the last change (the target
+    was too low), and multiplied by ``grow`` = 1.5 (at most δ₀) after each such drop (so that a
+    δ cut too far early does not leave the method with tiny steps). With ``f̂ ≤ f*`` and a sharp
+    f the steps are at least Polyak's; once ``f̂ > f*`` the iterates reach ``f̂`` and δ shrinks.
+
+    Args:
+        level: ``δ₀/|f(X₀)|`` > 0.
+        patience: epochs without sufficient descent before δ is halved (≥ 1).
+
+    Raises:
+        ValueError: ``level ≤ 0`` or ``patience < 1``.
+    """
+
+    name = "polyak"
+    #: factor applied to δ after a sufficient descent (capped at δ₀)
+    grow = 1.5
+
+    def __init__(self, level: float = 0.5, patience: int = 3):
+        if not (math.isfinite(level) and level > 0):
+            raise ValueError(f"level must be a finite number > 0, got {level!r}")
+        if not (isinstance(patience, int) and patience >= 1):
+            raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
+        self.level, self.patience = float(level), patience
+        self.best = self.ref = self.delta = self.delta0 = self.norm_sq = math.nan
+        self.since, self.halvings, self.window = 0, 0, 1
+
+    def start(self, f0: float, epoch_length: int) -> None:
+        """Reset at ``f(X₀) = f0``; ``epoch_length`` iterations make an epoch."""
+        self.best = self.ref = float(f0)
+        self.delta = self.delta0 = self.level * (abs(f0) if f0 != 0 else 1.0)
+        self.since, self.halvings, self.norm_sq = 0, 0, math.nan
+        self.window = self.patience * max(1, int(epoch_length))
+
+    def observe(self, f: float) -> None:
+        """Record ``f(X_k)`` (called once per iteration, before the step)."""
+        if f < self.best:
+            self.best = f
+        if self.best <= self.ref - 0.5 * self.delta:
+            self.ref, self.since = self.best, 0
+            self.delta = min(self.grow * self.delta, self.delta0)
+            return
+        self.since += 1
+        if self.since >= self.window:
+            self.delta *= 0.5
+            self.halvings += 1
+            self.ref, self.since = self.best, 0
+
+    def __call__(self, f: float, xi_sq: float, share: float = 1.0) -> float:
+        """``γ = (f − f̂)/N`` with ``N`` the running estimate of the full ``‖ξ‖²`` (see the class
+        notes); 0 while ``N = 0``."""
+        est = xi_sq / share
+        w = min(1.0, share)
+        self.norm_sq = est if not self.norm_sq > 0 else (1 - w) * self.norm_sq + w * est
+        if not self.norm_sq > 0:
+            return 0.0
+        return (f - (self.best - self.delta)) / self.norm_sq
+
+    def info(self) -> dict:
+        return {"schedule": self.name, "level": self.level, "patience": self.patience,
+                "delta": self.delta, "halvings": self.halvings}
+
+
+class RestartedGeometric(_RuleState):
+    r"""Geometric decay with restarts: ``γ_k = γ_s β^{k − k_s}`` from the last restart ``k_s``.
+
+    At the end of every epoch the rule compares ``f(X)`` with the best epoch-end value. A new
+    best is stored (point and value); after ``patience`` epochs in a row without one, the
+    iterate returns to the stored point and ``γ_s`` becomes ``shrink · γ_k`` (a step that
+    overshoots is cut at once, so a slow decay β can be used without the risk of a long stall
+    at a large step).
+
+    Args:
+        step_size: ``γ₀ > 0``.
+        decay: β ∈ (0, 1] per iteration (1: constant between restarts).
+        shrink: factor ∈ (0, 1) applied to the step at a restart.
+        patience: epochs without a new best before a restart (≥ 1).
+
+    Raises:
+        ValueError: invalid ``step_size``, ``decay``, ``shrink`` or ``patience``.
+    """
+
+    name = "geometric-restart"
+
+    def __init__(self, step_size: float, decay: float, shrink: float = 0.5, patience: int = 3):
+        if not (math.isfinite(step_size) and step_size > 0):
+            raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+        if not 0 < decay <= 1:
+            raise ValueError(f"decay must lie in (0, 1], got {decay!r}")
+        if not 0 < shrink < 1:
+            raise ValueError(f"shrink must lie in (0, 1), got {shrink!r}")
+        if not (isinstance(patience, int) and patience >= 1):
+            raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
+        self.step_size, self.decay, self.shrink = float(step_size), float(decay), float(shrink)
+        self.patience, self.fails = patience, 0
+        self.base, self.k0, self.restarts = self.step_size, 0, 0
+        self.best_value, self.best_point = math.inf, None
+
+    def __call__(self, k: int) -> float:
+        return self.base * self.decay ** (k - self.k0)
+
+    def epoch_end(self, k: int, f: float, x: torch.Tensor) -> torch.Tensor | None:
+        """Called after iteration ``k`` ends an epoch at value ``f``, point ``x``; returns the
+        point to restart from (a copy of the best), or ``None`` to go on."""
+        if f < self.best_value:
+            self.best_value, self.best_point, self.fails = f, x.clone(), 0
+            return None
+        self.fails += 1
+        if self.fails < self.patience:
+            return None
+        self.base, self.k0, self.fails = self.shrink * self(k), k, 0
+        self.restarts += 1
+        return self.best_point.clone()
+
+    def info(self) -> dict:
+        return {"schedule": self.name, "step_size": self.step_size, "decay": self.decay,
+                "shrink": self.shrink, "patience": self.patience, "restarts": self.restarts}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,6 +445,19 @@ class CompositeTracker(ColumnTracker):
         self._invalidate()
 
 
+def block_subgradient_sq(x: torch.Tensor, cols: torch.Tensor, rest: torch.Tensor,
+                        g: torch.Tensor) -> float:
+    r"""``‖ξ‖²_F`` of the partial Riemannian subgradient (15),
+    ``ξ = X_C skew(X_CᵀG) + (I − XXᵀ)G``: since the two terms are orthogonal and X has
+    orthonormal columns, ``‖ξ‖² = ‖skew(X_CᵀG)‖² + ‖G‖² − ‖X_CᵀG‖² − ‖X_RᵀG‖²``
+    (``O(n p |C|)``, no n × n matrix; clamped at 0 against rounding)."""
+    a = take_columns(x, cols).mT @ g
+    skew = 0.5 * (a - a.mT)
+    b = take_columns(x, rest).mT @ g if rest.numel() else a.new_zeros(0)
+    val = float((skew * skew).sum() + (g * g).sum() - (a * a).sum() - (b * b).sum())
+    return max(val, 0.0)
+
+
 def partial_subgradient(tracker, cols: torch.Tensor) -> torch.Tensor:
     """Columns ``cols`` of the tracker's subgradient: ``gradient_columns`` if available."""
     fn = getattr(tracker, "gradient_columns", None)
@@ -329,10 +491,16 @@ class SubgradientSolver(IterativeSolver):
             moves X by about 0.5 in Frobenius norm. Scale-free, so it works on normalized and
             unnormalized data alike (on DPCP with unit-norm points it gives γ₀ ≈ 10); for a
             smooth problem started near a critical point give ``step_size`` explicitly.
-        schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``) or
-            ``"geometric"`` (``γ₀βᵏ``), or a callable ``k -> γ_k``.
-        decay: β of the geometric schedule (default: 0.98 per full-subgradient step; RSSM
+        schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``),
+            ``"geometric"`` (``γ₀βᵏ``), a callable ``k -> γ_k``, or one of the adaptive rules
+            ``"polyak"`` (:class:`PolyakStep`; ``step_size`` unused) and
+            ``"geometric-restart"`` (:class:`RestartedGeometric`).
+        decay: β of the geometric schedules (default: 0.98 per full-subgradient step; RSSM
             converts it per iteration, see :class:`RSSM`).
+        level: :class:`PolyakStep`'s ``δ₀/|f(X₀)|``.
+        patience: epochs without progress before :class:`PolyakStep` halves δ or
+            :class:`RestartedGeometric` restarts.
+        shrink: :class:`RestartedGeometric`'s step factor at a restart.
         nonsmooth: optional separable term h (``orthoplug.nonsmooth.L1(lam)`` etc.); the
             objective becomes ``f + h`` with subgradient ``∇f + ∂h``.
         return_best: return the best evaluated point (and its cost) instead of the last one.
@@ -345,13 +513,21 @@ class SubgradientSolver(IterativeSolver):
 
     def __init__(self, *, step_size: float | str = "auto",
                  schedule: str | Callable = "diminishing", decay: float | None = None,
+                 level: float = 0.5, patience: int = 3, shrink: float = 0.5,
                  nonsmooth=None, return_best: bool = False, **kwargs):
         super().__init__(**kwargs)
         if isinstance(step_size, str) and step_size != "auto":
             raise ValueError(f"step_size must be a number > 0 or 'auto', got {step_size!r}")
         self.schedule_spec = (step_size, schedule, decay)
-        StepSchedule(1.0 if step_size == "auto" else step_size, schedule,
-                     self.default_decay if decay is None else decay)
+        self.rule_options = {"level": level, "patience": patience, "shrink": shrink}
+        gamma0 = 1.0 if step_size == "auto" else step_size
+        if schedule == "polyak":
+            PolyakStep(level, patience)
+        elif schedule == "geometric-restart":
+            RestartedGeometric(gamma0, self.default_decay if decay is None else decay, shrink,
+                               patience)
+        else:
+            StepSchedule(gamma0, schedule, self.default_decay if decay is None else decay)
         if nonsmooth is not None and not (hasattr(nonsmooth, "value")
                                           and hasattr(nonsmooth, "subgradient")):
             raise ValueError("nonsmooth must have value(X) and subgradient(X) (e.g. "
@@ -366,8 +542,30 @@ class SubgradientSolver(IterativeSolver):
             xi = geometry.egrad2rgrad(x, tracker.gradient())
             norm = float(torch.linalg.matrix_norm(xi))
             step_size = self.auto_move / norm if norm > 0 else 1.0
-        return StepSchedule(step_size, schedule,
-                            self.resolve_decay(tracker) if decay is None else decay)
+        decay = self.resolve_decay(tracker) if decay is None else decay
+        self._epoch = self.epoch_length(tracker)
+        opts = self.rule_options
+        if schedule == "polyak":
+            rule = PolyakStep(opts["level"], opts["patience"])
+            rule.start(float(tracker.value()), self._epoch)
+            return rule
+        if schedule == "geometric-restart":
+            return RestartedGeometric(step_size, decay, opts["shrink"], opts["patience"])
+        return StepSchedule(step_size, schedule, decay)
+
+    def epoch_length(self, tracker) -> int:
+        """Iterations per epoch (every column moved once in expectation): 1 here."""
+        return 1
+
+    def step_length(self, tracker, xi_sq: Callable[[], float], share: float) -> float:
+        """γ_k of the current rule; ``xi_sq()`` gives ``‖ξ_k‖²`` (only Polyak calls it) and
+        ``share`` the share of the columns this iteration moves."""
+        rule = self.schedule
+        if isinstance(rule, PolyakStep):
+            f = float(tracker.value())
+            rule.observe(f)
+            return rule(f, xi_sq(), share)
+        return rule(self.k)
 
     def resolve_decay(self, tracker) -> float:
         """The geometric schedule's ``β`` when ``decay`` is not given (``default_decay``)."""
@@ -444,6 +642,11 @@ class SubgradientSolver(IterativeSolver):
     def step(self, tracker, geometry, generator):
         self._iteration += 1
         self.update(tracker, geometry, generator)
+        rule = self.schedule
+        if isinstance(rule, RestartedGeometric) and self.k % self._epoch == 0:
+            back = rule.epoch_end(self.k, float(tracker.value()), tracker.x)
+            if back is not None:
+                tracker.set_point(back)
 
     def update(self, tracker, geometry, generator):
         """One subgradient update of the tracker's point (the method-specific part of a step)."""
@@ -517,6 +720,10 @@ class RSSM(SubgradientSolver):
         ell = len(self._partition(tracker.x.shape[-1]))
         return max(10, ell * (ell - 1) // 2)
 
+    def epoch_length(self, tracker) -> int:
+        """``⌈ℓ/2⌉`` iterations: a pair of blocks moves about 2/ℓ of the columns."""
+        return max(1, math.ceil(len(self._partition(tracker.x.shape[-1])) / 2))
+
     def check_geometry(self, geometry):
         super().check_geometry(geometry)
         self._partition(geometry.p)  # raises on bad num_blocks / blocks for this p
@@ -555,7 +762,8 @@ class RSSM(SubgradientSolver):
         i, j = self.draw_pair(generator)
         cols, rest = self._pair(i, j, x.shape[-1])
         g = partial_subgradient(tracker, cols)
-        gamma = self.schedule(self.k)
+        gamma = self.step_length(tracker, lambda: block_subgradient_sq(x, cols, rest, g),
+                                 cols.numel() / x.shape[-1])
         new = block_update(x, cols, g, gamma, rest, reorthogonalize=self.reorthogonalize)
         if not all_finite(new):
             raise NonFiniteError("non-finite block update")

@@ -21,6 +21,11 @@ Methods, each under the same wall-clock limit:
 
 * ``OBCD`` — random pairs (k = 2), exact block curvature, α = 1e-5, from ``I(n, r)`` (the
   paper's OBCD-R(id)); ``OBCD-Jacobi`` — n/2 disjoint pairs per iteration;
+* ``OBCD-sparse`` (:class:`~orthoplug.solvers.obcd_layer.SparseOBCD`, not in the paper) — from
+  the shared random start: the lowest-F of that start and the diagonal and PCA starts (after
+  exact column-pair rotations, which leave f unchanged), a short polar-prox phase kept only if
+  it lowers F, then OBCD's exact pair steps on the best of 16 sampled pairs, with a column
+  sweep every n pair steps;
 * ``ManPG`` (:mod:`orthoplug.baselines.manpg`, t = 1/L) from the shared random start (on NN-PCA
   a random 0/1-column partition, feasible); on ℓ0 it uses the hard-threshold prox (a heuristic:
   ManPG's theory needs a convex, Lipschitz h) and on NN-PCA the projection ``max(0, ·)`` (the
@@ -28,18 +33,29 @@ Methods, each under the same wall-clock limit:
   F = ∞ and are rejected by the line search, so its iterates stay feasible). Not one of the
   paper's NN-PCA baselines;
 * ``RSubGrad`` (ℓ1 only; ``∂‖·‖₀ = 0`` off the zeros, so it would solve plain PCA on ℓ0);
-* ``sparsepca`` — A-ManPG of the PyPI package ``sparsepca`` (Chen et al.) for the
-  Zou–Hastie–Tibshirani formulation with λ₂ = ∞, ℓ1 only; offered only when the package is
-  importable (silently skipped otherwise). Its loadings are mapped to St(n, r) by the polar
-  factor and scored with our F; it has no time limit and runs to its own iteration limit
-  (``maxiter`` 500, 50 at quick scale);
+* ``sparsepca`` — A-ManPG of the PyPI package ``sparsepca`` (Chen et al.; in the ``bench``
+  extra) for the Zou–Hastie–Tibshirani formulation with λ₂ = ∞, ℓ1 only; offered only when the
+  package is importable (silently skipped otherwise). Its objective is not ours: it solves
+  ``min_{X ∈ St(n, r), Y} −2 tr(XᵀCY) + ‖Y‖²_F + Σ_j λ_j‖Y_{:j}‖₁`` — the orthonormal X and
+  the sparse loadings Y are separate matrices (for fixed X, ``Y = soft(CX, λ/2)``; for λ = 0
+  it is PCA) — whereas ours asks one matrix to be orthonormal *and* sparse. Its loadings are
+  mapped to St(n, r) by the polar factor and scored with our F; it has no time limit and runs
+  to its own iteration limit (``maxiter`` 500, 50 at quick scale);
 * ``pymanopt-SD`` / ``pymanopt-CG`` (ℓ1 only) — pymanopt's smooth solvers on St(n, r) with the
   a.e. gradient ``−2CX + λ sign(X)`` (a heuristic on a nonsmooth cost). On ℓ0 the a.e. gradient
   of h is 0 (they would solve PCA) and on NN-PCA the indicator has no gradient: without a
   penalty term of our own invention they do not apply, so they are not offered there.
 
-The paper's ADMM-type baselines (LADMM, RADMM, PSM, ADMM) are not implemented in
-:mod:`orthoplug.baselines`. No grids: the paper gives no step sizes for its baselines.
+* ``LADMM``, ``RADMM``, ``PSM`` (ℓ0-SPCA and NN-PCA; LADMM also on ℓ1) — the paper's splitting
+  baselines (:mod:`orthoplug.baselines.ladmm`, :mod:`~orthoplug.baselines.radmm`,
+  :mod:`~orthoplug.baselines.psm`) from the shared random start, with our penalty defaults
+  (the paper gives none). Their iterates split X (orthonormal) from Y (sparse / nonnegative);
+  they are scored at X, for NN-PCA at its rounding to the feasible set (disjoint column
+  supports). On ℓ0 X is dense until ``X = Y`` to 1e-6, so its count is large: the paper
+  does not say where it scored them.
+
+The paper's plain ADMM is not implemented. No grids: the paper gives no step sizes for its
+baselines.
 
 Scoring (:meth:`CompositeExperiment.evaluate`): ``objective`` = F (NN-PCA: f), ``violation`` =
 ``‖XᵀX − I‖_F``; metric ``nnz`` = ``#{|X_ij| > 1e-6}``, which is also the ℓ0 term of the
@@ -58,7 +74,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from orthoplug.baselines.ladmm import LADMM
 from orthoplug.baselines.manpg import ManPG
+from orthoplug.baselines.psm import PSM
+from orthoplug.baselines.radmm import RADMM
 from orthoplug.baselines.rsubgrad import RSubGrad
 from orthoplug.bench.core import (
     Experiment,
@@ -72,9 +91,11 @@ from orthoplug.bench.core import (
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
+from orthoplug.solvers.obcd_layer import SparseOBCD
 
 __all__ = ["EXPERIMENTS", "CompositeExperiment", "L0SPCA", "L1SPCA", "NNPCA", "spca_datasets",
-           "spca_lambda", "sparsepca_loadings", "solver_outcome", "obcd_method", "manpg_method",
+           "spca_lambda", "sparsepca_loadings", "solver_outcome", "obcd_method",
+           "sparse_obcd_method", "splitting_methods", "manpg_method",
            "rsubgrad_method", "NEG_PENALTY"]
 
 #: weight of ``‖min(0, X)‖_F`` in the paper's NN-PCA curves
@@ -200,7 +221,7 @@ class L0SPCA(_SPCA):
 
     def methods(self, scale: str) -> list[Method]:
         return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                manpg_method()]
+                sparse_obcd_method(), manpg_method(), *splitting_methods()]
 
     def evaluate(self, instance: Instance, point) -> dict[str, float]:
         """As the paper reports it: ``F = f + λ·nnz`` with the thresholded count ``nnz``."""
@@ -221,7 +242,8 @@ class L1SPCA(_SPCA):
 
     def methods(self, scale: str) -> list[Method]:
         methods = [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                   manpg_method(), rsubgrad_method(),
+                   sparse_obcd_method(), manpg_method(), *splitting_methods(("LADMM",)),
+                   rsubgrad_method(),
                    pymanopt_method("pymanopt-SD", "pymanopt",
                                    "pymanopt.optimizers:SteepestDescent"),
                    pymanopt_method("pymanopt-CG", "pymanopt",
@@ -274,7 +296,7 @@ class NNPCA(CompositeExperiment):
 
     def methods(self, scale: str) -> list[Method]:
         return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                manpg_method()]
+                sparse_obcd_method(), manpg_method(), *splitting_methods()]
 
     def evaluate(self, instance: Instance, point) -> dict[str, float]:
         x = torch.as_tensor(np.asarray(point), dtype=torch.float64)
@@ -304,6 +326,21 @@ def _run_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                           experiment.start(instance, start, seed))
 
 
+def _run_sparse_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
+                     time_limit: float, start: str = "random", **options) -> Outcome:
+    solver = SparseOBCD(experiment.penalty(instance), seed=seed, max_time=time_limit,
+                        max_iterations=10**12, **options)
+    return solver_outcome(solver, experiment.oracle(instance),
+                          experiment.start(instance, start, seed))
+
+
+def sparse_obcd_method() -> Method:
+    """:class:`~orthoplug.solvers.obcd_layer.SparseOBCD` from the shared random start (the
+    start ManPG gets): best of the start, the diagonal and PCA starts, prox phase, greedy pairs,
+    column sweeps."""
+    return custom_method("OBCD-sparse", "orthoplug", _run_sparse_obcd, {"eval_every": 200})
+
+
 def obcd_method(name: str, *, working_set: str = "random") -> Method:
     """OBCD (k = 2, exact curvature, α = 1e-5) from ``I(n, r)``; random pairs or Jacobi."""
     every = 5 if working_set == "jacobi" else 200
@@ -323,6 +360,26 @@ def manpg_method() -> Method:
     """ManPG (t = 1/L, growing by 1.01) from the shared random start."""
     return custom_method("ManPG", "baseline", _run_manpg,
                          {"eval_every": 1, "min_gradient_norm": 1e-9})
+
+
+_SPLITTING = {"LADMM": LADMM, "RADMM": RADMM, "PSM": PSM}
+
+
+def _run_splitting(experiment: CompositeExperiment, instance: Instance, *, seed: int,
+                   time_limit: float, method: str, start: str = "random",
+                   **options) -> Outcome:
+    solver = _SPLITTING[method](experiment.penalty(instance), max_time=time_limit,
+                                max_iterations=10**12, **options)
+    return solver_outcome(solver, experiment.oracle(instance),
+                          experiment.start(instance, start, seed))
+
+
+def splitting_methods(names=("LADMM", "RADMM", "PSM")) -> list[Method]:
+    """The paper's splitting baselines (:mod:`orthoplug.baselines.ladmm`, ``radmm``, ``psm``)
+    from the shared random start; scored at their orthonormal X (rounded to the feasible set
+    for NN-PCA)."""
+    return [custom_method(name, "baseline", _run_splitting, {"method": name, "eval_every": 20})
+            for name in names]
 
 
 def _run_rsubgrad(experiment: CompositeExperiment, instance: Instance, *, seed: int,

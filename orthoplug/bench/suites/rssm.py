@@ -71,13 +71,14 @@ def epoch_length(num_blocks: int | None) -> int:
 
 
 def dpcp_solver(num_blocks: int | None, decay: float = DPCP_DECAY, seed: int = 0,
-                **options) -> SubgradientSolver:
+                schedule: str = "geometric", **options) -> SubgradientSolver:
     """RSubGrad (``num_blocks=None``) or RSSM-ℓ with geometric steps decaying by ``decay`` per
     epoch (β per RSubGrad iteration, ``β^(2/ℓ)`` per RSSM iteration: the same decay per column
-    update); ``options`` go to the solver (stopping criteria, ``eval_every``)."""
+    update), or with the adaptive ``schedule`` ``"polyak"`` / ``"geometric-restart"`` (the
+    latter with the same β); ``options`` go to the solver (stopping criteria, ``eval_every``)."""
     if num_blocks is None:
-        return RSubGrad(schedule="geometric", decay=decay, seed=seed, **options)
-    return RSSM(num_blocks=num_blocks, schedule="geometric", decay=decay ** (2.0 / num_blocks),
+        return RSubGrad(schedule=schedule, decay=decay, seed=seed, **options)
+    return RSSM(num_blocks=num_blocks, schedule=schedule, decay=decay ** (2.0 / num_blocks),
                 seed=seed, **options)
 
 

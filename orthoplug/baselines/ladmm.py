@@ -1,0 +1,30 @@
+r"""LADMM: linearised ADMM for ``min f(X) + h(X)`` on St(n, r) (a baseline of the OBCD paper).
+
+Lai and Osher's splitting (SOC) with the X-subproblem linearised (He and Yuan 2012): for
+``L_β(X, Y, Λ) = f(X) + h(Y) + ⟨Λ, X − Y⟩ + β/2‖X − Y‖²``,
+
+    X⁺ = polar(X − (∇f(X) + Λ + β(X − Y))/(L + β)),
+    Y⁺ = prox_{h/β}(X⁺ + Λ/β),
+    Λ⁺ = Λ + β(X⁺ − Y⁺),
+
+with β = ``penalty``·L (default 2L, our choice: the paper states none). See
+:mod:`~orthoplug.baselines.splitting` for the reported point.
+"""
+
+from __future__ import annotations
+
+from orthoplug.baselines.splitting import SplittingSolver
+
+__all__ = ["LADMM"]
+
+
+class LADMM(SplittingSolver):
+    """Linearised ADMM with a fixed penalty β (see the module docstring)."""
+
+    name = "LADMM"
+
+    def iterate_splitting(self, g):
+        beta = self.beta
+        self.x = self.x_step(g, beta)
+        self.y = self.h.prox(self.x + self.lam / beta, 1.0 / beta)
+        self.lam = self.lam + beta * (self.x - self.y)

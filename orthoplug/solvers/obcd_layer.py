@@ -1,0 +1,315 @@
+r"""Starts, column rotations and greedy pairs around OBCD (a layer over :mod:`.obcd`).
+
+OBCD's step ``X[B] ← V X[B]`` rotates two *rows*. For ``f = s·tr(XᵀCX)`` (no ``D``) the cost
+is also invariant under *column* rotations ``X ← X Q``, ``Q ∈ O(r)``, which only change the
+separable term h. A row-pair method reaches such a change only through many pair steps, each of
+which also moves f. This layer adds, without touching OBCD's step:
+
+* :func:`column_rotations` — Jacobi sweeps over ⌊r/2⌋ disjoint column pairs ``(a, b)``, each set
+  to ``X[:, (a, b)] Rᵀ`` with ``R = argmin_{R ∈ O(2)} h(R X[:, (a, b)]ᵀ)``: the exact O(2)
+  search of :func:`~orthoplug.subproblems.o2.solve_o2` with ``P = 0`` and no curvature. f is
+  unchanged, h never increases (``R = I`` on ties), feasibility is kept exactly (an orthogonal
+  map of two columns);
+* :func:`start_candidates` — ``I(n, r)`` on the r largest ``|s| C_ii`` (the form of every ℓ0
+  optimum once λ is large) and the PCA solution (top-r eigenvectors of ``−s C``, the h = 0
+  optimum), for the nonnegativity indicator rounded by :func:`nonneg_rounding`;
+* :class:`SparseOBCD` — OBCD whose first iteration replaces the start by the lowest-``F``
+  of ``x0`` and the candidates (each after column sweeps), which picks each pair as the best of
+  ``candidates`` random pairs by the first-order score ``|⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩|``
+  (``Ĝ = ∇f + s_h``, the derivative of F along the rotation of rows i, j at angle 0), and which
+  runs a column sweep every ``column_every`` pair steps. All of this runs inside the timed loop.
+
+Every step keeps OBCD's guarantees: pair steps are OBCD's exact steps (F decreases by at least
+``α/2‖V − I‖²``), column sweeps never increase F, and the start replacement only lowers F.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from orthoplug.geometry.stiefel import polar
+from orthoplug.nonsmooth import SeparableTerm, Zero
+from orthoplug.subproblems.o2 import SNAP, solve_o2
+
+from .jobcd import random_matching, random_pairs
+from .obcd import OBCD
+from .oracle import host_array
+
+__all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_rounding",
+           "prox_polar",
+           "pair_scores", "SparseOBCD"]
+
+
+def column_invariant(oracle) -> bool:
+    """Whether ``f(XQ) = f(X)`` for every ``Q ∈ O(r)``: a quadratic ``s·tr(XᵀCX)`` with no
+    ``D`` (or ``D = d·I``)."""
+    q = getattr(oracle, "quadratic", None)
+    if q is None:
+        return False
+    if q.d is None:
+        return True
+    d = torch.as_tensor(q.d)
+    return bool(torch.equal(d, d[0, 0] * torch.eye(d.shape[0], dtype=d.dtype, device=d.device)))
+
+
+def column_rotations(x: torch.Tensor, h: SeparableTerm, generator: torch.Generator,
+                     sweeps: int = 1) -> torch.Tensor:
+    """``sweeps`` Jacobi sweeps of exact column-pair rotations minimising ``h(X Q)``.
+
+    Each sweep draws a random perfect matching of the r columns and solves the ⌊r/2⌋
+    independent problems ``min_{R ∈ O(2)} h(R W)``, ``W = X[:, (a, b)]ᵀ`` (2 × n), in one batched
+    call; pairs are disjoint and h is separable, so the sweep's decrease of h is the sum of
+    theirs. Cost ``O(r n log n)`` per sweep; no n × n matrix.
+
+    Returns a new n × r matrix with ``h`` no larger than at ``x`` and the same ``XXᵀ``. Entries
+    below the O(2) search's tolerance (1e-14) are set to 0, as OBCD does after its row updates.
+
+    Raises:
+        ValueError: ``x`` is not a 2-D matrix with at least 2 columns, or ``sweeps < 1``.
+    """
+    if x.ndim != 2 or x.shape[1] < 2:
+        raise ValueError(f"column rotations need an n × r matrix with r >= 2, got shape "
+                         f"{tuple(x.shape)}")
+    if sweeps < 1:
+        raise ValueError(f"sweeps must be >= 1, got {sweeps}")
+    x = x.clone()
+    if isinstance(h, Zero):
+        return x
+    for _ in range(sweeps):
+        pairs = random_matching(x.shape[1], generator, x.device)  # (m, 2)
+        w = x.mT[pairs]  # (m, 2, n)
+        v = solve_o2(torch.zeros(pairs.shape[0], 2, 2, dtype=x.dtype, device=x.device), w, h,
+                     s=0.0)
+        new = v @ w
+        new[new.abs() < SNAP] = 0.0
+        x.mT[pairs.reshape(-1)] = new.reshape(-1, x.shape[0])
+    return x
+
+
+def nonneg_rounding(x: torch.Tensor) -> torch.Tensor:
+    """A point of ``{X ≥ 0, XᵀX = I}`` near ``x`` (n × r, n ≥ r): each row keeps only its largest
+    positive entry (rows without one are dropped), each column is normalised; a column left
+    empty takes the row with its largest entry among the rows of columns holding two or more.
+
+    Raises:
+        ValueError: ``n < r`` (no such point exists).
+    """
+    n, r = x.shape
+    if n < r:
+        raise ValueError(f"nonnegative orthonormal n × r matrices need n >= r, got {n} × {r}")
+    pos = x.clamp_min(0.0)
+    owner = torch.argmax(pos, dim=1)
+    keep = pos.max(dim=1).values > 0
+    counts = torch.bincount(owner[keep], minlength=r)
+    for j in torch.nonzero(counts == 0).flatten().tolist():
+        donors = keep & (counts[owner] >= 2) | ~keep
+        score = torch.where(donors, x[:, j], torch.full_like(x[:, j], -math.inf))
+        i = int(torch.argmax(score))
+        if keep[i]:
+            counts[owner[i]] -= 1
+        owner[i], keep[i] = j, True
+        counts[j] += 1
+    out = torch.zeros_like(x)
+    rows = torch.nonzero(keep).flatten()
+    vals = pos[rows, owner[rows]]
+    vals = torch.where(vals > 0, vals, torch.ones_like(vals))  # a donated row with x_ij <= 0
+    out[rows, owner[rows]] = vals
+    return out / torch.linalg.norm(out, dim=0)
+
+
+def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
+    """Data-driven starts for ``f = s·tr(XᵀCX)`` on St(n, r): ``"diagonal"`` (the unit vectors
+    of the r entries of ``s·diag(C)`` that are lowest) and ``"pca"`` (the r eigenvectors of
+    ``s·C`` with the lowest eigenvalues: the minimiser of f alone).
+
+    Raises:
+        ValueError: the oracle is not a quadratic oracle (no ``C`` to read).
+    """
+    q = getattr(oracle, "quadratic", None)
+    if q is None:
+        raise ValueError("start candidates need a quadratic oracle s·tr(XᵀCX) (QuadraticOracle)")
+    c = q.scale * q.c
+    n = c.shape[0]
+    diag = torch.zeros(n, r, dtype=c.dtype, device=c.device)
+    idx = torch.argsort(torch.diagonal(c))[:r]
+    diag[idx, torch.arange(r, device=c.device)] = 1.0
+    _, vecs = torch.linalg.eigh(c)
+    return {"diagonal": diag, "pca": vecs[:, :r].contiguous()}
+
+
+def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
+               patience: int = 5, deadline: float | None = None
+               ) -> tuple[torch.Tensor, float, int]:
+    """Up to ``steps`` iterations ``X ← polar(prox_{t h}(X − t ∇f(X)))``, ``t = 1/L``; the best.
+
+    A cheap start heuristic (a projected proximal-gradient step with the polar factor as the
+    projection; not a descent method, so the lowest-F iterate is kept). It stops after
+    ``patience`` iterations without a new best, or at ``deadline`` (``time.perf_counter()``).
+    Iterates where F is infinite (e.g. a negative entry under the nonnegativity indicator) are
+    never kept. Cost per iteration: one full gradient and an n × r SVD.
+
+    Returns:
+        ``(best point, its F, iterations done)``; the point is ``x`` itself if nothing was
+        better.
+
+    Raises:
+        ValueError: the oracle has no Lipschitz constant, or ``steps < 0``.
+    """
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    lip = getattr(oracle, "lipschitz", None)
+    if not lip:
+        raise ValueError("prox_polar needs an oracle with a Lipschitz constant (t = 1/L)")
+    t = 1.0 / lip
+    best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
+    y, since, done = x, 0, 0
+    while done < steps and since < patience and (deadline is None
+                                                  or time.perf_counter() < deadline):
+        y = polar(h.prox(y - t * oracle.gradient(y), t))
+        done += 1
+        fy = float(oracle.value(y)) + float(h.value(y))
+        if math.isfinite(fy) and fy < best_f:
+            best_x, best_f, since = y, fy, 0
+        else:
+            since += 1
+    return best_x, best_f, done
+
+
+def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """``⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩`` per pair ``(i, j)``: the derivative at θ = 0 of
+    ``F(X(θ))``, rows i, j of X rotated by ``[[cos θ, −sin θ], [sin θ, cos θ]]``, when
+    ``g_rows`` (m, 2, r) holds rows i and j of a (sub)gradient Ĝ of F."""
+    xi, xj = x[pairs[:, 0]], x[pairs[:, 1]]
+    return (g_rows[:, 1] * xi).sum(-1) - (g_rows[:, 0] * xj).sum(-1)
+
+
+class SparseOBCD(OBCD):
+    """OBCD (k = 2, exact curvature) with a chosen start, greedy pairs and column sweeps.
+
+    Args:
+        h: the separable term (as :class:`~orthoplug.solvers.obcd.OBCD`).
+        starts: candidate starts tried at the first iteration besides ``x0``: any of
+            ``"diagonal"``, ``"pca"`` (:func:`start_candidates`); the lowest F wins (``x0`` on
+            ties). ``()`` keeps ``x0``.
+        candidates: random pairs scored per pair step (1: OBCD's uniform pairs).
+        column_every: pair steps between two column sweeps (0: none); ``"auto"`` (default):
+            one sweep per n pair steps when f is column-invariant, else 0.
+        start_sweeps: column sweeps applied to each start candidate before comparing them.
+        prox_steps: :func:`prox_polar` iterations from the chosen start (0: none); kept only if
+            they lower F, and cut off at ``prox_fraction`` of ``max_time``.
+        prox_fraction: the share of the time budget the prox phase may use, in (0, 1].
+        **kwargs: :class:`~orthoplug.solvers.obcd.OBCD` options except ``k`` and
+            ``working_set`` (pairs are this class's choice).
+
+    Raises:
+        ValueError: unknown start, ``candidates < 1``, negative ``column_every``; at run time,
+            column sweeps or starts requested on a cost they do not apply to (not a quadratic
+            ``s·tr(XᵀCX)`` without ``D``).
+    """
+
+    name = "SparseOBCD"
+    start_names = ("diagonal", "pca")
+
+    def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
+                 candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 10,
+                 prox_steps: int = 100, prox_fraction: float = 0.25, **kwargs):
+        for key in ("k", "working_set"):
+            if key in kwargs:
+                raise ValueError(f"SparseOBCD uses k = 2 and its own pairs; {key}= is not "
+                                 f"an option here")
+        super().__init__(h, **kwargs)
+        bad = [s for s in starts if s not in self.start_names]
+        if bad:
+            raise ValueError(f"unknown start(s) {bad}; choose from {self.start_names}")
+        if not (isinstance(candidates, int) and candidates >= 1):
+            raise ValueError(f"candidates must be an integer >= 1, got {candidates!r}")
+        if column_every != "auto" and not (isinstance(column_every, int) and column_every >= 0):
+            raise ValueError(f"column_every must be 'auto' or an integer >= 0, got "
+                             f"{column_every!r}")
+        if start_sweeps < 0:
+            raise ValueError(f"start_sweeps must be >= 0, got {start_sweeps}")
+        if not (isinstance(prox_steps, int) and prox_steps >= 0):
+            raise ValueError(f"prox_steps must be an integer >= 0, got {prox_steps!r}")
+        if not 0 < prox_fraction <= 1:
+            raise ValueError(f"prox_fraction must lie in (0, 1], got {prox_fraction}")
+        self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
+        self.starts, self.candidates = tuple(starts), candidates
+        self.column_every_user, self.start_sweeps = column_every, start_sweeps
+
+    def setup(self, tracker, geometry, generator):
+        super().setup(tracker, geometry, generator)
+        invariant = column_invariant(tracker.oracle)
+        asked = self.starts or self.column_every_user not in ("auto", 0)
+        if asked and not invariant:
+            raise ValueError("data starts and column sweeps need f = s·tr(XᵀCX) without D (a "
+                             "QuadraticOracle, so that f(XQ) = f(X)); pass starts=() and "
+                             "column_every=0 for other costs")
+        every = self.column_every_user
+        self.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
+        self._tracker = tracker
+        self._started = not (self.starts or self.prox_steps)
+        self.prox_done = 0
+        self.start_chosen = "x0"
+        self.column_sweeps_done = 0
+
+    def _objective(self, x: torch.Tensor) -> float:
+        return float(self._tracker.oracle.value(x)) + float(self.h.value(x))
+
+    def _choose_start(self, tracker, generator) -> None:
+        x0 = tracker.x.clone()
+        best_name, best_x, best_f = "x0", None, self._objective(x0)
+        found = start_candidates(tracker.oracle, x0.shape[1]) if self.starts else {}
+        for name, x in found.items():
+            if name not in self.starts:
+                continue
+            x = x.to(dtype=x0.dtype, device=x0.device)
+            if self.h.is_indicator:  # e.g. PCA has negative entries: its nearest feasible point
+                x = nonneg_rounding(x)
+            if self.start_sweeps:
+                x = column_rotations(x, self.h, generator, self.start_sweeps)
+            fx = self._objective(x)
+            if math.isfinite(fx) and fx < best_f:
+                best_name, best_x, best_f = name, x, fx
+        if self.prox_steps:
+            budget = self.stopping.max_time * self.prox_fraction
+            deadline = None if math.isinf(budget) else time.perf_counter() + budget
+            x, fx, self.prox_done = prox_polar(x0 if best_x is None else best_x,
+                                               tracker.oracle, self.h, self.prox_steps,
+                                               deadline=deadline)
+            if fx < best_f:
+                best_name, best_x, best_f = f"{best_name} + prox", x, fx
+        if best_x is not None:
+            tracker.set_point(best_x)
+        self.start_chosen = best_name
+
+    def step(self, tracker, geometry, generator):
+        if not self._started:
+            self._started = True
+            self._choose_start(tracker, generator)
+        super().step(tracker, geometry, generator)
+        if self.column_every and self.count % self.column_every == 0:
+            before = float(self.h.value(tracker.x))
+            x = column_rotations(tracker.x, self.h, generator)
+            if float(self.h.value(x)) < before:
+                tracker.set_point(x)
+            self.column_sweeps_done += 1
+
+    def _pair(self, n, generator):
+        if self.candidates == 1:
+            return super()._pair(n, generator)
+        tr = self._tracker
+        pairs = random_pairs(n, self.candidates, generator, self.dev)
+        x = tr.x
+        g = tr.gradient_rows(pairs.reshape(-1)).reshape(-1, 2, x.shape[1])
+        g = g + self.h.subgradient(x[pairs])
+        best = pairs[int(torch.argmax(pair_scores(x, g, pairs).abs()))]
+        return host_array(best)
+
+    def info(self):
+        return {**super().info(), "working_set": f"greedy (best of {self.candidates})",
+                "start": getattr(self, "start_chosen", None),
+                "prox_steps": getattr(self, "prox_done", 0),
+                "column_sweeps": getattr(self, "column_sweeps_done", 0)}

@@ -1,0 +1,206 @@
+"""RSSM's adaptive step rules: Polyak with an estimated optimum, geometric decay with restarts."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from orthoplug.baselines.rsubgrad import RSubGrad
+from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.geometry.stiefel_block import complement, take_columns
+from orthoplug.problems.nonsmooth_problems import dpcp_instance
+from orthoplug.solvers.rssm import (
+    RSSM,
+    PolyakStep,
+    RestartedGeometric,
+    block_subgradient_sq,
+)
+
+DT = torch.float64
+
+
+def test_polyak_step_formula_and_level_adjustment():
+    rule = PolyakStep(level=0.5, patience=2)
+    rule.start(4.0, epoch_length=1)
+    assert rule.delta == 2.0
+    # f = 4, target f̂ = 4 − 2 = 2, ‖ξ‖² = 8: γ = 2/8
+    rule.observe(4.0)
+    assert rule(4.0, 8.0) == pytest.approx(0.25)
+    rule.observe(4.0)  # second iteration without a drop of δ/2 = 1: δ halves
+    assert rule.delta == 1.0 and rule.halvings == 1
+    rule.observe(3.4)  # drop 0.6 >= δ/2 = 0.5: sufficient, δ grows by 1.5 (cap δ₀ = 2)
+    assert rule.best == 3.4 and rule.delta == pytest.approx(1.5)
+    rule.observe(1.0)
+    assert rule.delta == 2.0  # capped at δ₀
+    fresh = PolyakStep()
+    fresh.start(1.0, 1)
+    assert fresh(1.0, 0.0) == 0.0  # zero subgradient and no estimate yet: no step
+
+
+def test_polyak_block_norm_estimate_is_a_running_average():
+    rule = PolyakStep()
+    rule.start(1.0, epoch_length=2)
+    rule.observe(1.0)
+    g1 = rule(1.0, 2.0, share=0.5)  # estimate ‖ξ‖² = 2/0.5 = 4
+    assert rule.norm_sq == pytest.approx(4.0)
+    assert g1 == pytest.approx((1.0 - (1.0 - 0.5)) / 4.0)
+    rule(1.0, 4.0, share=0.5)  # 8 averaged with weight 0.5
+    assert rule.norm_sq == pytest.approx(6.0)
+
+
+def test_restarted_geometric_rule():
+    rule = RestartedGeometric(1.0, 0.5, shrink=0.25, patience=1)
+    assert [rule(k) for k in range(3)] == [1.0, 0.5, 0.25]
+    x = torch.zeros(3, 2, dtype=DT)
+    assert rule.epoch_end(2, 5.0, x) is None  # first epoch end: stored as best
+    back = rule.epoch_end(4, 6.0, x + 1.0)  # worse: restart from the stored point
+    assert torch.equal(back, x) and rule.restarts == 1
+    assert rule(4) == pytest.approx(0.25 * 1.0 * 0.5 ** 4)
+    assert rule(5) == pytest.approx(rule(4) * 0.5)
+    for bad in [dict(step_size=0.0, decay=0.5), dict(step_size=1.0, decay=1.5),
+                dict(step_size=1.0, decay=0.5, shrink=1.0),
+                dict(step_size=1.0, decay=0.5, patience=0)]:
+        with pytest.raises(ValueError):
+            RestartedGeometric(**bad)
+    with pytest.raises(ValueError, match="level"):
+        PolyakStep(level=0.0)
+    with pytest.raises(ValueError, match="patience"):
+        PolyakStep(patience=0)
+
+
+def test_block_subgradient_norm_matches_formula_15():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.linalg.qr(torch.randn(9, 6, dtype=DT, generator=gen))[0]
+    cols = torch.tensor([1, 4, 5])
+    rest = complement(cols, 6)
+    g = torch.randn(9, 3, dtype=DT, generator=gen)
+    xc = take_columns(x, cols)
+    a = xc.mT @ g
+    xi = xc @ (0.5 * (a - a.mT)) + g - x @ (x.mT @ g)
+    assert block_subgradient_sq(x, cols, rest, g) == pytest.approx(float((xi * xi).sum()),
+                                                                   rel=1e-12)
+
+
+@pytest.mark.parametrize("schedule", ["polyak", "geometric-restart"])
+@pytest.mark.parametrize("ell", [None, 4])
+def test_dpcp_recovery_with_adaptive_rules(schedule, ell):
+    prob = dpcp_instance(60, 40, 300, outlier_ratio=0.5, seed=3)
+    x0 = prob.random_point(103)
+    geo = StiefelGeometry(60, 20)
+    decay = 0.98 if ell is None else 0.98 ** (2 / ell)
+    solver = (RSubGrad(schedule=schedule, decay=decay, max_iterations=700, seed=0) if ell is None
+              else RSSM(num_blocks=ell, schedule=schedule, decay=decay, max_iterations=1400,
+                        seed=0))
+    res = solver.run(prob.oracle(), x0, geo)
+    assert prob.principal_angle(res.point) <= 1e-6
+    assert res.violation <= 1e-12
+
+
+def test_polyak_needs_fewer_iterations_than_the_papers_geometric_rule():
+    prob = dpcp_instance(60, 40, 300, outlier_ratio=0.5, seed=4)
+    x0 = prob.spectral_point()
+    geo = StiefelGeometry(60, 20)
+
+    def iterations_to(solver, target=1e-6, cap=3000):
+        for k, tracker in enumerate(solver.iterate(prob.oracle(), x0, geo), 1):
+            if k % 2 == 0 and prob.principal_angle(tracker.x) <= target:
+                return k
+            if k >= cap:
+                return math.inf
+
+    geometric = iterations_to(RSSM(num_blocks=4, schedule="geometric", decay=0.95 ** 0.5,
+                                   seed=0))
+    polyak = iterations_to(RSSM(num_blocks=4, schedule="polyak", seed=0))
+    assert polyak < geometric
+
+
+def test_restarts_make_epoch_start_values_monotone():
+    prob = dpcp_instance(40, 28, 200, outlier_ratio=0.5, seed=5)
+    x0 = prob.random_point(6)
+    # a far too large constant-ish step: without restarts the iterates wander
+    solver = RSSM(num_blocks=4, schedule="geometric-restart", step_size=2.0, decay=0.999,
+                  shrink=0.5, patience=1, seed=0)
+    oracle = prob.oracle()
+    starts = []
+    for k, tracker in enumerate(solver.iterate(oracle, x0, StiefelGeometry(40, 12)), 1):
+        if k % 2 == 0:  # an epoch (⌈4/2⌉ = 2 iterations) ends, restart applied
+            starts.append(float(oracle.value(tracker.x)))
+        if k >= 400:
+            break
+    # after its epoch-end check every epoch starts at a new best or back at the best so far
+    assert solver.schedule.restarts >= 1
+    assert all(b <= a + 1e-12 for a, b in zip(starts, starts[1:], strict=False))
+    assert starts[-1] == pytest.approx(solver.schedule.best_value, abs=1e-12)
+
+
+def test_solver_rule_errors():
+    with pytest.raises(ValueError, match="level"):
+        RSSM(schedule="polyak", level=-1.0)
+    with pytest.raises(ValueError, match="shrink"):
+        RSubGrad(schedule="geometric-restart", shrink=2.0)
+    with pytest.raises(ValueError, match="schedule"):
+        RSSM(schedule="polyak-ish")
+
+
+def test_geoopt_rssm_adaptive_rules():
+    import geoopt
+
+    from orthoplug.adapters.geoopt import RSSM as GoRSSM
+
+    prob = dpcp_instance(30, 20, 120, seed=5)
+    y = prob.data
+    stiefel = geoopt.EuclideanStiefel()
+    for schedule in ("polyak", "geometric-restart"):
+        x = geoopt.ManifoldParameter(prob.random_point(6), manifold=stiefel)
+        opt = GoRSSM([x], num_blocks=4, schedule=schedule, seed=0)
+
+        def closure(opt=opt, x=x):
+            opt.zero_grad()
+            loss = torch.linalg.vector_norm(y.mT @ x, dim=1).mean()
+            loss.backward()
+            return loss
+
+        closure()
+        with pytest.raises(ValueError, match="closure"):
+            opt.step()
+        for _ in range(1500):
+            opt.step(closure)
+        assert prob.principal_angle(x.detach()) < 1e-6, schedule
+        xd = x.detach()
+        assert float(torch.linalg.matrix_norm(xd.mT @ xd - torch.eye(10, dtype=DT))) < 1e-12
+        # state_dict round trip continues identically
+        x2 = geoopt.ManifoldParameter(xd.clone(), manifold=stiefel)
+        opt2 = GoRSSM([x2], num_blocks=4, schedule=schedule, seed=9)
+        opt2.load_state_dict(opt.state_dict())
+
+        def closure2(opt2=opt2, x2=x2):
+            opt2.zero_grad()
+            loss = torch.linalg.vector_norm(y.mT @ x2, dim=1).mean()
+            loss.backward()
+            return loss
+
+        for _ in range(5):
+            opt.step(closure)
+            opt2.step(closure2)
+        assert torch.equal(x.detach(), x2.detach())
+
+
+def test_pymanopt_rssm_polyak():
+    import autograd.numpy as anp
+    import pymanopt
+
+    from orthoplug.adapters.pymanopt import RSSM as PmRSSM
+
+    prob = dpcp_instance(30, 20, 120, seed=5)
+    y = prob.data.numpy()
+    manifold = pymanopt.manifolds.Stiefel(30, 10)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.mean(anp.sqrt(anp.sum((y.T @ x) ** 2, axis=1)))
+
+    res = PmRSSM(num_blocks=4, schedule="polyak", max_iterations=1500, seed=0,
+                 verbosity=0).run(pymanopt.Problem(manifold, cost))
+    assert prob.principal_angle(torch.as_tensor(res.point)) < 1e-8
