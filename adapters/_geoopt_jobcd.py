@@ -273,6 +273,7 @@ class ColumnJJacobi(torch.optim.Optimizer):
 
     @property
     def converged(self) -> bool:
+        """True once every matrix's last sweep was cyclic and rotated no pair."""
         return all(e.converged for e in self.engines.values())
 
     @torch.no_grad()

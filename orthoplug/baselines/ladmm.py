@@ -24,6 +24,7 @@ class LADMM(SplittingSolver):
     name = "LADMM"
 
     def iterate_splitting(self, g):
+        """One iteration (see the class docstring); ``g = ∇f(X)``."""
         beta = self.beta
         self.x = self.x_step(g, beta)
         self.y = self.h.prox(self.x + self.lam / beta, 1.0 / beta)

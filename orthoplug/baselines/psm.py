@@ -38,6 +38,7 @@ class PSM(SplittingSolver):
         self.growth, self.max_penalty = float(growth), float(max_penalty)
 
     def iterate_splitting(self, g):
+        """One iteration (see the class docstring); ``g = ∇f(X)``."""
         beta = self.beta
         self.x = self.x_step(g, beta)
         self.y = self.h.prox(self.x, 1.0 / beta)

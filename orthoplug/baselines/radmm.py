@@ -41,6 +41,7 @@ class RADMM(SplittingSolver):
         self.smoothing = float(smoothing)
 
     def iterate_splitting(self, g):
+        """One iteration (see the class docstring); ``g = ∇f(X)``."""
         rho = self.beta
         mu = self.smoothing / rho
         x = self.x

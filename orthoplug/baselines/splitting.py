@@ -99,6 +99,8 @@ class SplittingSolver(IterativeSolver):
             raise NonFiniteError(f"non-finite {self.name} iterate")
 
     def iterate_splitting(self, g: torch.Tensor) -> None:  # pragma: no cover - abstract
+        """One iteration of the method on ``self.x``, ``self.y``, ``self.lam`` given
+        ``g = ∇f(X)`` (implemented by each subclass)."""
         raise NotImplementedError
 
     def x_step(self, g: torch.Tensor, beta: float) -> torch.Tensor:

@@ -228,6 +228,7 @@ class PolyakStep(_RuleState):
         return (f - (self.best - self.delta)) / self.norm_sq
 
     def info(self) -> dict:
+        """The rule's parameters and its level halvings, stored in the run's result."""
         return {"schedule": self.name, "level": self.level, "patience": self.patience,
                 "delta": self.delta, "halvings": self.halvings}
 
@@ -284,6 +285,7 @@ class RestartedGeometric(_RuleState):
         return self.best_point.clone()
 
     def info(self) -> dict:
+        """The rule's parameters and its restart count, stored in the run's result."""
         return {"schedule": self.name, "step_size": self.step_size, "decay": self.decay,
                 "shrink": self.shrink, "patience": self.patience, "restarts": self.restarts}
 
