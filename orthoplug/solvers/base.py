@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from orthoplug.distributed import all_reduce_any, shared_seed
+
 from .oracle import NonFiniteError, Oracle, Tracker
 
 __all__ = ["StoppingCriteria", "SolverResult", "IterativeSolver", "ScalarCurvature",
@@ -143,13 +145,20 @@ class IterativeSolver:
     def run(self, oracle: Oracle, x0: torch.Tensor, geometry) -> SolverResult:
         """Minimise ``oracle`` over ``geometry`` from the feasible ``x0``.
 
+        With a data-parallel oracle (``oracle.shard`` under ``torch.distributed``) every rank
+        must call ``run`` alike: ``seed=None`` is drawn on rank 0 and broadcast, and the
+        ``max_time`` stop is agreed over the group before each iteration (so every rank stops
+        after the same iteration).
+
         Raises:
             ValueError: if ``x0`` has the wrong shape or is infeasible (message gives the
                 violation), or if the initial cost/gradient is not finite.
         """
         geometry.check_point(x0)
+        shard = oracle.shard if oracle.shard is not None and oracle.shard.distributed else None
         generator = torch.Generator(device=x0.device)
-        generator.manual_seed(self.seed if self.seed is not None
+        generator.manual_seed(shared_seed(self.seed, shard.group) if shard is not None
+                              else self.seed if self.seed is not None
                               else int(torch.randint(2**62, (1,)).item()))
         tracker = oracle.track(x0)
         stop = self.stopping
@@ -162,7 +171,7 @@ class IterativeSolver:
         self.setup(tracker, geometry, generator)
         every = self.eval_every or self.default_eval_every(tracker)
         start = time.perf_counter()
-        self.deadline = start + stop.max_time
+        self.deadline = start + stop.max_time if shard is None else math.inf
         best_recent = cost
         stalled = 0
         iteration = 0
@@ -185,7 +194,10 @@ class IterativeSolver:
             if iteration >= stop.max_iterations:
                 reason = f"max iterations ({stop.max_iterations}) reached"
                 break
-            if time.perf_counter() - start >= stop.max_time:
+            late = time.perf_counter() - start >= stop.max_time
+            if shard is not None and math.isfinite(stop.max_time):
+                late = all_reduce_any(late, shard.group)
+            if late:
                 reason = f"max time ({stop.max_time:g} s) reached"
                 break
             try:
