@@ -211,7 +211,7 @@ class Shard:
         if indices is None:
             indices = torch.arange(self.num_components)
         indices = torch.as_tensor(list(indices) if isinstance(indices, range) else indices,
-                                  dtype=torch.int64).reshape(-1)
+                                  dtype=torch.int64).reshape(-1).cpu()
         if indices.numel() and (int(indices.min()) < 0
                                 or int(indices.max()) >= self.num_components):
             raise ValueError(f"shard indices must lie in [0, {self.num_components})")
@@ -246,8 +246,6 @@ class Shard:
 
     def local(self, idx: torch.Tensor) -> torch.Tensor:
         """Positions, in this rank's local data, of the drawn global ``idx`` that it holds."""
-        if not self.distributed:
-            return idx
         position = self._devices.get(idx.device)
         if position is None:
             position = self._devices[idx.device] = self.position.to(idx.device)

@@ -3,7 +3,8 @@
 One spawn runs every case on both ranks (each process: 1 thread, a 60 s collective timeout; the
 parent kills them after 150 s). For each optimizer the test checks that the two replicas agree
 to 1e-12, that they equal one process training on the full batch with the same seed to 1e-10,
-and that a different seed on rank 1 raises ReplicaDivergenceError.
+and that a different seed on rank 1 raises ReplicaDivergenceError (the torch optimizers'
+replica check, the core solvers' seed check at the start of a data-parallel run).
 """
 
 from __future__ import annotations
@@ -224,10 +225,6 @@ CASES = {
     "core VR-J-JOBCD": _core_vr_case,
     "core StochasticRSDM": _core_srsdm_case,
 }
-# the core solvers take no replica check; their seed mismatch is not part of the hidden loop
-TORCH_OPTIMIZERS = [k for k in CASES if not k.startswith("core")]
-
-
 def _start(name):
     """The initial point of a case (no steps)."""
     return CASES[name](0, steps=0)
@@ -245,7 +242,7 @@ def _worker(rank, port, out):
             except ReplicaDivergenceError as err:  # raised on every rank alike
                 results[name] = f"{type(err).__name__}: {err}"
         caught = {}
-        for name in TORCH_OPTIMIZERS:
+        for name in CASES:
             try:
                 CASES[name](rank)  # rank 1 has seed 1
                 caught[name] = "not caught"
@@ -291,7 +288,7 @@ def test_replicas_agree_and_equal_one_process(runs, name):
     assert float((a - _start(name)).abs().max()) > 1e-3  # the run did move
 
 
-@pytest.mark.parametrize("name", TORCH_OPTIMIZERS)
+@pytest.mark.parametrize("name", list(CASES))
 def test_different_seed_is_caught(runs, name):
     for r in runs[0]:
         assert "replicas differ" in r["caught"][name], r["caught"][name]
@@ -308,3 +305,22 @@ def test_helpers_outside_distributed():
         Shard(3, [0, 0, 1])
     with pytest.raises(ValueError, match="replica_check_every"):
         go.RSSM([_stiefel_x()], replica_check_every=0)
+
+
+def test_full_shard_in_any_order_is_the_plain_oracle():
+    """One process holding all components in a permuted order: same values and gradients."""
+    data = torch.randn(6, 3, dtype=F64, generator=_gen(11))
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+
+    def oracle(d, shard=None):
+        return FiniteSumOracle(6, lambda x, i: ((d[i] @ x) ** 2).sum(1).mean(),
+                               lambda x, i: 2.0 * d[i].mT @ (d[i] @ x) / len(i), shard=shard)
+
+    x = torch.randn(3, 2, dtype=F64, generator=_gen(12))
+    plain, sharded = oracle(data), oracle(data[perm], perm)
+    idx = torch.tensor([1, 4, 5])
+    assert torch.allclose(plain.component_gradient(x, idx), sharded.component_gradient(x, idx),
+                          rtol=1e-14, atol=0)
+    assert float(plain.value(x)) == pytest.approx(float(sharded.value(x)), rel=1e-14)
+    expected = 2.0 * data[idx].mT @ (data[idx] @ x) / 3  # by hand
+    assert torch.allclose(sharded.component_gradient(x, idx), expected, rtol=1e-14, atol=0)

@@ -287,7 +287,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
                  init_scale: float = 0.1, relation_cond: float = 1.0,
                  time_limit: float | None = None, seed: int = 0,
                  eval_every: int = 1, dtype: torch.dtype = torch.float64,
-                 replica_check_every: int | None = None) -> UltraEResult:
+                 replica_check_every: int | None = None,
+                 evaluate: bool = True) -> UltraEResult:
     """Train UltraE on ``data.train``; validate on ``data.valid``; report ``data.test``.
 
     Parameters
@@ -326,6 +327,9 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
     replica_check_every : int, optional
         Under ``torch.distributed``: compare the JOBCD optimizer's replicas across ranks every
         this many steps (:mod:`orthoplug.distributed`).
+    evaluate : bool
+        ``False`` skips the validation and test rankings (MRRs in the history are ``nan``, the
+        test metrics empty): for timing runs, where they would dominate the wall time.
 
     Returns
     -------
@@ -364,6 +368,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
     known = data.all_triples
 
     def validate() -> float:
+        if not evaluate:
+            return float("nan")
         return evaluate_ranking(model.score, data.valid, known,
                                 num_entities=data.num_entities)["mrr"]
 
@@ -407,5 +413,6 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
             history.append((elapsed, mean, validate()))
         if stop:
             break
-    test = evaluate_ranking(model.score, data.test, known, num_entities=data.num_entities)
+    test = (evaluate_ranking(model.score, data.test, known, num_entities=data.num_entities)
+            if evaluate else {})
     return UltraEResult(history, test, model.violation(), done, steps, elapsed, model)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from orthoplug.distributed import all_reduce_any, shared_seed
+from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
 
 from .oracle import NonFiniteError, Oracle, Tracker
 
@@ -146,7 +146,8 @@ class IterativeSolver:
         """Minimise ``oracle`` over ``geometry`` from the feasible ``x0``.
 
         With a data-parallel oracle (``oracle.shard`` under ``torch.distributed``) every rank
-        must call ``run`` alike: ``seed=None`` is drawn on rank 0 and broadcast, and the
+        must call ``run`` alike: ``seed=None`` is drawn on rank 0 and broadcast (an explicit
+        seed must be the same on every rank: checked, :class:`ReplicaDivergenceError`), and the
         ``max_time`` stop is agreed over the group before each iteration (so every rank stops
         after the same iteration).
 
@@ -156,10 +157,13 @@ class IterativeSolver:
         """
         geometry.check_point(x0)
         shard = oracle.shard if oracle.shard is not None and oracle.shard.distributed else None
+        if shard is not None:  # one stream on every rank (a mismatched seed would deadlock)
+            seed = shared_seed(self.seed, shard.group)
+            check_replicas([("seed", seed)], shard.group, context=f" at the start of {self.name}")
+        else:
+            seed = self.seed if self.seed is not None else int(torch.randint(2**62, (1,)).item())
         generator = torch.Generator(device=x0.device)
-        generator.manual_seed(shared_seed(self.seed, shard.group) if shard is not None
-                              else self.seed if self.seed is not None
-                              else int(torch.randint(2**62, (1,)).item()))
+        generator.manual_seed(seed)
         tracker = oracle.track(x0)
         stop = self.stopping
         history: dict[str, list] = {k: [] for k in
