@@ -275,8 +275,8 @@ class DataParallelOptimizer:
     :meth:`_initial_replica_check` once its parameters and seed are set), :meth:`_evaluate` for
     each closure call (averaged gradients, group-mean loss) and :meth:`_end_step` at the end of
     each ``step``; :meth:`_random_state` lists its seeds and generators for the replica check.
-    With ``replica_check_every`` set, the replicas are also compared at construction, so a rank
-    started with another seed or other initial parameters is reported before its first step.
+    With ``replica_check_every`` set, the seeds and generators are also compared at
+    construction, so a rank started with another seed is reported before its first step.
     """
 
     def _init_data_parallel(self, process_group, replica_check_every: int | None,
@@ -340,9 +340,11 @@ class DataParallelOptimizer:
                                f"{type(self).__name__}")
 
     def _initial_replica_check(self) -> None:
-        """Compare the replicas once at construction when the replica check is on."""
+        """Compare the seeds and generators once at construction when the replica check is on
+        (not the parameters: DDP may broadcast them only after the optimizer is built)."""
         if self.replica_check_every is not None and self.data_parallel:
-            self.check_replicas()
+            check_replicas(self._random_state(), self.process_group,
+                           context=f" when {type(self).__name__} was built")
 
     def _end_step(self) -> None:
         """Count the step; run the replica check every ``replica_check_every`` steps."""
