@@ -359,7 +359,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         from torch.nn.parallel import DistributedDataParallel
 
         world = dist.get_world_size()
-        loss_module = DistributedDataParallel(_ScaledLoss(model))
+        # the only buffer (J's diagonal) never changes: no broadcast at every forward
+        loss_module = DistributedDataParallel(_ScaledLoss(model), broadcast_buffers=False)
     else:
         world, loss_module = 1, _ScaledLoss(model)
     rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, seed,
