@@ -66,6 +66,7 @@ a run equals the one-process run on the whole minibatches, up to rounding.
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -359,8 +360,12 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         from torch.nn.parallel import DistributedDataParallel
 
         world = dist.get_world_size()
-        # the only buffer (J's diagonal) never changes: no broadcast at every forward
-        loss_module = DistributedDataParallel(_ScaledLoss(model), broadcast_buffers=False)
+        # the only buffer (J's diagonal) never changes: no broadcast at every forward (the
+        # option was renamed in torch 2.13)
+        options = inspect.signature(DistributedDataParallel.__init__).parameters
+        no_sync = "forward_sync_buffers" if "forward_sync_buffers" in options else \
+            "broadcast_buffers"
+        loss_module = DistributedDataParallel(_ScaledLoss(model), **{no_sync: False})
     else:
         world, loss_module = 1, _ScaledLoss(model)
     rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, seed,
