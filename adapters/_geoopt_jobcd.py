@@ -19,6 +19,12 @@ step on the transposed matrix and gradient (see :mod:`orthoplug.solvers.jobcd`).
 the loss; pass ``sigma`` (≥ the Lipschitz constant) to skip that check and its extra closure call.
 ``sigma_shrink < 1`` (without ``sigma``) makes σ adaptive: multiplied by ``sigma_shrink`` after
 each accepted step, doubled on each rejection, so steps stay monotone.
+
+Under ``torch.distributed`` (data parallel, see :mod:`orthoplug.distributed`) the descent check
+uses the loss averaged over the process group, the gradients are averaged after each closure
+call (unless ``average_gradients=False``), so every rank draws the same pairs, accepts the same
+σ and makes the same closure calls; ``replica_check_every=N`` compares the replicas every N
+steps.
 """
 
 from __future__ import annotations
@@ -29,15 +35,12 @@ import geoopt
 import numpy as np
 import torch
 
+from orthoplug.distributed import DataParallelOptimizer, Shard, shared_seed
 from orthoplug.solvers.jjacobi import ColumnJacobi
 from orthoplug.solvers.jobcd import SIDES, jacobi_step
 from orthoplug.solvers.oracle import NonFiniteError
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
-
-
-def _as_float(loss) -> float:
-    return float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
 
 
 def _check_params(name, groups):
@@ -60,12 +63,27 @@ def _check_square(name, groups):
                                  f"parameter of shape {tuple(p.shape)}")
 
 
-class _JOBCDOptimizer(torch.optim.Optimizer):
+class _JOBCDOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
+    """Shared scaffold of the JOBCD optimizers.
+
+    Args:
+        params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
+        sigma: fixed scalar curvature σ ≥ the Lipschitz constant; ``None``: backtracking.
+        theta: proximal weight θ > 0.
+        sigma0: initial σ of the backtracking.
+        max_backtracks: doublings of σ before giving up.
+        seed: seed of the pair draws (``None``: random, the same on every rank).
+        process_group: the ``torch.distributed`` group (default: the world).
+        replica_check_every: compare the replicas across ranks every this many steps.
+        average_gradients: average the gradients over the group after each closure call.
+    """
+
     pairs_per_matrix: int | None = None
 
     def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
                  sigma0: float = 1.0, max_backtracks: int = 60, seed: int | None = None,
-                 side: str = "row", sigma_shrink: float = 1.0):
+                 side: str = "row", sigma_shrink: float = 1.0, process_group=None,
+                 replica_check_every: int | None = None, average_gradients: bool = True):
         if sigma is not None and not sigma > 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
         if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
@@ -82,8 +100,10 @@ class _JOBCDOptimizer(torch.optim.Optimizer):
         if self.column:
             _check_square(type(self).__name__, self.param_groups)
         self.max_backtracks = max_backtracks
+        self._init_data_parallel(process_group, replica_check_every, average_gradients)
         self.generator = torch.Generator()
-        self.generator.manual_seed(seed if seed is not None else torch.seed())
+        self.generator.manual_seed(shared_seed(seed, process_group, torch.seed))
+        self._initial_replica_check()
 
     def _sigma(self, group, p) -> float:
         if group["sigma"] is not None:
@@ -118,9 +138,7 @@ class _JOBCDOptimizer(torch.optim.Optimizer):
         if closure is None:
             raise ValueError(f"{type(self).__name__}.step needs a closure (zero grads, compute "
                              "the loss, call backward, return the loss)")
-        with torch.enable_grad():
-            loss = closure()
-        f0 = _as_float(loss)
+        loss, f0 = self._evaluate(closure)
         if not math.isfinite(f0):
             raise FloatingPointError(f"{type(self).__name__}: non-finite loss {f0}")
         grads = {p: p.grad.detach().clone() for g in self.param_groups for p in g["params"]
@@ -132,13 +150,14 @@ class _JOBCDOptimizer(torch.optim.Optimizer):
         for _ in range(self.max_backtracks):
             params, old, predicted = self._update_all(grads)
             if not checked:
+                self._end_step()
                 return loss
-            with torch.enable_grad():
-                f1 = _as_float(closure())
+            _, f1 = self._evaluate(closure)
             if f1 <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
                 if self.sigma_shrink < 1:  # adaptive σ: shrink after an accepted step
                     for p in params:
                         self.state[p]["sigma"] = self.sigma_shrink * self.state[p]["sigma"]
+                self._end_step()
                 return loss
             for p, o in zip(params, old, strict=True):  # reject: restore and double σ
                 p.copy_(o)
@@ -166,17 +185,35 @@ class VRJJOBCD(_JOBCDOptimizer):
     also at the previous point (the optimizer swaps the parameters in and out). ``sigma``
     (≥ the Lipschitz constant) is required. The number of component gradients used is kept in
     ``component_gradients``.
+
+    Data parallel (:mod:`orthoplug.distributed`): every rank draws the same PAGE coins and the
+    same global batches. Without ``shard`` every rank holds all N components and the gradients
+    are averaged as for the other optimizers. With ``shard`` (the global numbers of the
+    components this rank holds, in the order of its local data; see
+    :meth:`orthoplug.distributed.Shard.contiguous`) ``closure`` receives the *positions in the
+    local data* of the drawn components this rank holds — possibly none: the call is still
+    made on every rank and its result ignored — and the optimizer sums the count-weighted local
+    means over the group, so the step equals one process's on all N components. Do not wrap
+    the parameters of a sharded VRJJOBCD in ``DistributedDataParallel`` (its equal-weight
+    average would be wrong for unequal counts).
     """
 
     def __init__(self, params, *, num_components: int, sigma: float, theta: float = 1e-6,
                  batch_size: int | None = None, small_batch: int | None = None,
-                 reset_probability: float | None = None, seed: int | None = None):
+                 reset_probability: float | None = None, seed: int | None = None,
+                 shard=None, process_group=None, replica_check_every: int | None = None,
+                 average_gradients: bool = True):
         if sigma is None:
             raise ValueError("VRJJOBCD needs sigma (>= the Lipschitz constant of the loss)")
-        super().__init__(params, sigma=sigma, theta=theta, seed=seed)
+        super().__init__(params, sigma=sigma, theta=theta, seed=seed,
+                         process_group=process_group, replica_check_every=replica_check_every,
+                         average_gradients=average_gradients)
         if num_components < 1:
             raise ValueError(f"num_components must be >= 1, got {num_components}")
         self.n_comp = int(num_components)
+        self.shard = None if shard is None else Shard(self.n_comp, shard, process_group)
+        if self.shard is not None:
+            self.shard.validate()
         self.b = batch_size or self.n_comp
         self.b_small = small_batch or math.ceil(math.sqrt(self.b))
         self.p_reset = (reset_probability if reset_probability is not None
@@ -190,10 +227,19 @@ class VRJJOBCD(_JOBCDOptimizer):
         return [p for g in self.param_groups for p in g["params"]]
 
     def _grads_at(self, closure, idx):
-        with torch.enable_grad():
-            loss = closure(idx)
+        """The loss and gradients of the mean over the global components ``idx``."""
         self.component_gradients += int(idx.numel())
-        return loss, {p: p.grad.detach().clone() for p in self._params() if p.grad is not None}
+        params = self._params()
+        if self.shard is None:
+            loss, _ = self._evaluate(closure, idx)
+            return loss, {p: p.grad.detach().clone() for p in params if p.grad is not None}
+        local = self.shard.local(idx)
+        with torch.enable_grad():
+            loss = closure(local)
+        loss = torch.as_tensor(loss).detach()
+        parts = self.shard.combine([loss] + [p.grad for p in params], int(local.numel()),
+                                   int(idx.numel()), [loss] + [p.detach() for p in params])
+        return parts[0], dict(zip(params, parts[1:], strict=True))
 
     def _sample(self, size):
         return torch.randperm(self.n_comp, generator=self.generator)[:size]
@@ -220,6 +266,7 @@ class VRJJOBCD(_JOBCDOptimizer):
         for p in params:
             self.state[p]["x_prev"] = p.detach().clone()
         self._update_all({p: self.state[p]["g_est"] for p in params})
+        self._end_step()
         return loss
 
 

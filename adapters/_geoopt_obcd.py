@@ -15,6 +15,10 @@ gives ``F(X⁺) ≤ F(X) − α/2 Σ‖V − I‖²``.
 step redone) until the loss at the new point is below the linear-plus-quadratic model, which
 costs one extra closure call per step; pass ``sigma`` to skip it. The step returns the loss at
 the old point; ``optimizer.last_h`` holds ``h`` at the new point.
+
+Under ``torch.distributed`` the descent check uses the loss averaged over the process group and
+the gradients are averaged after each closure call (see :mod:`orthoplug.distributed`), so all
+ranks take the same steps.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import math
 import geoopt
 import torch
 
+from orthoplug.distributed import DataParallelOptimizer, shared_seed
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.solvers.jobcd import _spectral_sq, random_matching
 from orthoplug.solvers.obcd import _snap
@@ -32,11 +37,7 @@ from orthoplug.subproblems.o2 import solve_o2
 __all__ = ["OBCD"]
 
 
-def _as_float(loss) -> float:
-    return float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
-
-
-class OBCD(torch.optim.Optimizer):
+class OBCD(DataParallelOptimizer, torch.optim.Optimizer):
     """OBCD for ``loss + h`` over geoopt Stiefel parameters (see the module docstring).
 
     Args:
@@ -47,12 +48,16 @@ class OBCD(torch.optim.Optimizer):
         alpha: proximal weight α > 0 (default 1e-5).
         sigma: scalar curvature constant σ ≥ max(0, λ_max(∇²loss)); None: backtracking from
             ``sigma0``.
-        seed: seed of the pair choices.
+        seed: seed of the pair choices (``None``: random, the same on every rank).
+        process_group: the ``torch.distributed`` group (default: the world).
+        replica_check_every: compare the replicas across ranks every this many steps.
+        average_gradients: average the gradients over the group after each closure call.
     """
 
     def __init__(self, params, *, h: SeparableTerm | None = None, working_set: str = "random",
                  alpha: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
-                 max_backtracks: int = 60, seed: int | None = None):
+                 max_backtracks: int = 60, seed: int | None = None, process_group=None,
+                 replica_check_every: int | None = None, average_gradients: bool = True):
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):
             raise ValueError(f"h must be a separable term of orthoplug.nonsmooth, got {h!r}")
@@ -64,8 +69,9 @@ class OBCD(torch.optim.Optimizer):
             raise ValueError(f"sigma must be >= 0, got {sigma}")
         super().__init__(params, dict(sigma=sigma, alpha=alpha, sigma0=sigma0))
         self.h, self.working_set, self.max_backtracks = h, working_set, max_backtracks
+        self._init_data_parallel(process_group, replica_check_every, average_gradients)
         self.generator = torch.Generator()
-        self.generator.manual_seed(seed if seed is not None else torch.seed())
+        self.generator.manual_seed(shared_seed(seed, process_group, torch.seed))
         self.last_h = 0.0
         for group in self.param_groups:
             for p in group["params"]:
@@ -83,6 +89,7 @@ class OBCD(torch.optim.Optimizer):
                 if not math.isfinite(float(self.h.value(p.detach()).sum())):
                     raise ValueError(f"infeasible initial point for {self.h!r} (h = inf, e.g. "
                                      "negative entries for NonNegative)")
+        self._initial_replica_check()
 
     def _sigma(self, group, p) -> float:
         if group["sigma"] is not None:
@@ -120,9 +127,7 @@ class OBCD(torch.optim.Optimizer):
         if closure is None:
             raise ValueError("OBCD.step needs a closure (zero grads, compute the loss, call "
                              "backward, return the loss)")
-        with torch.enable_grad():
-            loss = closure()
-        f0 = _as_float(loss)
+        loss, f0 = self._evaluate(closure)
         if not math.isfinite(f0):
             raise FloatingPointError(f"OBCD: non-finite loss {f0}")
         params = [(grp, p) for grp in self.param_groups for p in grp["params"]
@@ -137,8 +142,7 @@ class OBCD(torch.optim.Optimizer):
             predicted = sum(self._update(p, grads[p], self._sigma(grp, p), grp["alpha"])
                             for grp, p in params)
             if checked:
-                with torch.enable_grad():
-                    f1 = _as_float(closure())
+                _, f1 = self._evaluate(closure)
                 if not f1 <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
                     for grp, p in params:  # reject: restore and double σ
                         p.copy_(old[p])
@@ -146,6 +150,7 @@ class OBCD(torch.optim.Optimizer):
                             self.state[p]["sigma"] = 2.0 * self._sigma(grp, p)
                     continue
             self.last_h = float(sum(float(self.h.value(p.detach()).sum()) for _, p in params))
+            self._end_step()
             return loss
         raise FloatingPointError(f"OBCD: no acceptable step after {self.max_backtracks} "
                                  "doublings of sigma")

@@ -37,6 +37,11 @@ Randomness comes from one ``torch.Generator`` per device, seeded with ``seed`` (
 ``None``); its state is part of :meth:`state_dict`, so a restored optimizer continues with the
 same slices (on the same device: a saved state is applied when its device is first used, so a
 checkpoint from a GPU loads on a CPU-only host, whose generator then starts from the seed).
+
+Under ``torch.distributed`` (see :mod:`orthoplug.distributed`) ``seed=None`` is drawn on rank 0
+and broadcast, and ``step`` averages the gradients over the process group (after the closure,
+if one is given; ``average_gradients=False`` skips this under DDP), so every rank draws the same
+slices and takes the same step; ``replica_check_every=N`` compares the replicas every N steps.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import geoopt
 import torch
 from geoopt.optim.mixin import OptimMixin
 
+from orthoplug.distributed import DataParallelOptimizer, shared_seed
 from orthoplug.geometry.submanifold import (
     RETRACTIONS,
     SAMPLINGS,
@@ -67,7 +73,7 @@ def _is_euclidean(p) -> bool:
     return manifold is None or isinstance(manifold, geoopt.Euclidean)
 
 
-class RSDM(OptimMixin, torch.optim.Optimizer):
+class RSDM(DataParallelOptimizer, OptimMixin, torch.optim.Optimizer):
     """Riemannian random submanifold descent with RiemannianSGD's interface.
 
     Args:
@@ -82,7 +88,10 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
         stabilize: project Stiefel parameters back (``projx``, O(np²)) every this many steps
             (default 1000; ``None``: never). RSDM multiplies by orthogonal matrices and never
             corrects round-off: in float32 ‖XᵀX − I‖ random-walks (≈5e-5 after 10³ steps).
-        seed: seed of the slice sampling (random if None).
+        seed: seed of the slice sampling (``None``: random, the same on every rank).
+        process_group: the ``torch.distributed`` group (default: the world).
+        replica_check_every: compare the replicas across ranks every this many steps.
+        average_gradients: average the gradients over the group in each step.
 
     Raises:
         ValueError: bad options, ``r`` missing or out of range for a parameter, a parameter on a
@@ -98,13 +107,16 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
                  sampling: str = "permutation",
                  retraction: str = "qr", momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, stabilize: int | None = 1000,
-                 seed: int | None = None):
+                 seed: int | None = None, process_group=None,
+                 replica_check_every: int | None = None, average_gradients: bool = True):
         defaults = dict(lr=lr, r=r, sampling=sampling, retraction=retraction, momentum=momentum,
                         dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
-        self._seed = int(torch.randint(2**62, (1,)).item()) if seed is None else int(seed)
+        self._init_data_parallel(process_group, replica_check_every, average_gradients)
+        self._seed = shared_seed(seed, process_group)
         self._generators: dict[str, torch.Generator] = {}
         self._saved_states: dict[str, torch.Tensor] = {}  # loaded, not yet used
         super().__init__(params, defaults, stabilize=stabilize)
+        self._initial_replica_check()
 
     # ---- validation ----------------------------------------------------------------------------
     def add_param_group(self, param_group: dict):
@@ -157,6 +169,10 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
             self._generators[key] = gen
         return gen
 
+    def _random_state(self):
+        return [("seed", self._seed), *((f"generator on {k}", g)
+                                        for k, g in sorted(self._generators.items()))]
+
     def state_dict(self):
         out = super().state_dict()
         out[_STATE_KEY] = {**self._saved_states,
@@ -183,8 +199,9 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+            loss, _ = self._evaluate(closure)
+        else:
+            self._average_gradients()
         for group in self.param_groups:
             group["step"] = group.get("step", 0) + 1
             if group["lr"] is None:
@@ -206,6 +223,7 @@ class RSDM(OptimMixin, torch.optim.Optimizer):
                     self._sgd_step(p, group)
             if group["stabilize"] is not None and group["step"] % group["stabilize"] == 0:
                 self.stabilize_group(group)
+        self._end_step()
         return loss
 
     def _slice(self, p, group):

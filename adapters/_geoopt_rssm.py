@@ -26,6 +26,11 @@ adaptive step rules ``schedule="polyak"`` and ``"geometric-restart"`` need it (t
 loss at the current point).
 A non-finite gradient raises :class:`~orthoplug.solvers.oracle.NonFiniteError` (a
 ``FloatingPointError``) before anything is written.
+
+Under ``torch.distributed`` (see :mod:`orthoplug.distributed`) ``seed=None`` is drawn on rank 0
+and broadcast, and ``step`` averages the gradients over the process group (after the closure,
+if one is given; ``average_gradients=False`` skips this under DDP), so all ranks draw the same
+blocks and take the same step; ``replica_check_every=N`` compares the replicas every N steps.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import geoopt
 import torch
 from geoopt.utils import size2shape
 
+from orthoplug.distributed import DataParallelOptimizer, shared_seed
 from orthoplug.geometry.stiefel_block import (
     StiefelBlockGeometry,
     block_update,
@@ -114,7 +120,7 @@ def _check_params(groups):
                 raise ValueError(f"RSSM needs at least 2 columns, got shape {tuple(p.shape)}")
 
 
-class RSSM(torch.optim.Optimizer):
+class RSSM(DataParallelOptimizer, torch.optim.Optimizer):
     r"""Randomized submanifold subgradient method over ``geoopt.Stiefel`` parameters.
 
     Args:
@@ -133,13 +139,18 @@ class RSSM(torch.optim.Optimizer):
             ``"geometric-restart"`` restarts.
         shrink: ``"geometric-restart"``'s step factor at a restart.
         reorthogonalize: project the step off the fixed columns before the polar factor.
-        seed: seed of the pair draws (per parameter, saved in ``state_dict``).
+        seed: seed of the pair draws (per parameter, saved in ``state_dict``; ``None``:
+            random, the same on every rank).
+        process_group: the ``torch.distributed`` group (default: the world).
+        replica_check_every: compare the replicas across ranks every this many steps.
+        average_gradients: average the gradients over the group in each step.
     """
 
     def __init__(self, params, lr: float | str = "auto", *, num_blocks: int | None = None,
                  blocks=None, schedule="diminishing", decay: float | None = None,
                  level: float = 0.5, patience: int = 3, shrink: float = 0.5,
-                 reorthogonalize: bool = True, seed: int | None = None):
+                 reorthogonalize: bool = True, seed: int | None = None, process_group=None,
+                 replica_check_every: int | None = None, average_gradients: bool = True):
         if isinstance(lr, str) and lr != "auto":
             raise ValueError(f"lr must be a number > 0 or 'auto', got {lr!r}")
         lr0 = 1.0 if lr == "auto" else lr
@@ -157,12 +168,14 @@ class RSSM(torch.optim.Optimizer):
                         reorthogonalize=reorthogonalize)
         super().__init__(params, defaults)
         _check_params(self.param_groups)
-        self.seed = seed if seed is not None else int(torch.seed() % (2**62))
+        self._init_data_parallel(process_group, replica_check_every, average_gradients)
+        self.seed = shared_seed(seed, process_group, lambda: torch.seed() % (2**62))
         self._index: dict[int, tuple[int, int]] = {}
         for gi, group in enumerate(self.param_groups):  # validate partitions now
             for pi, p in enumerate(group["params"]):
                 self._partition(group, p)
                 self._index[id(p)] = (gi, pi)
+        self._initial_replica_check()
 
     @staticmethod
     def _partition(group, p):
@@ -185,8 +198,9 @@ class RSSM(torch.optim.Optimizer):
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+            loss, _ = self._evaluate(closure)
+        else:
+            self._average_gradients()
         updates = []
         for group in self.param_groups:
             for p in group["params"]:
@@ -240,7 +254,11 @@ class RSSM(torch.optim.Optimizer):
             state["rng_state"] = gen.get_state()
             if rule is not None:
                 state["rule"] = rule.to_state()
+        self._end_step()
         return loss
+
+    def _random_state(self):
+        return [("seed", self.seed)]
 
     @staticmethod
     def _rule(group, state, ell: int, decay: float, loss):

@@ -21,6 +21,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 #: argv of each example at a size that runs in a few seconds.
 TINY_ARGS: dict[str, list[str]] = {
+    "distributed_ultrae.py": ["--dataset", "synthetic", "--epochs", "2", "--dim", "8", "--p",
+                              "4", "--negatives", "10", "--synthetic-entities", "20"],
     "hevp_certificate.py": ["--n", "6", "--geoopt-steps", "300"],
     "hspp_probe.py": ["--m", "30", "--n", "4", "--steps", "5"],
     "nonnegative_pca.py": ["--data", "gaussian", "--m", "60", "--n", "20", "--r", "3",
@@ -38,6 +40,7 @@ TINY_ARGS: dict[str, list[str]] = {
 
 #: A line every example prints with its check (besides a zero exit code).
 EXPECTED_OUTPUT = {
+    "distributed_ultrae.py": "replicas identical",
     "hevp_certificate.py": "largest pymanopt certificate gap",
     "hspp_probe.py": "RiemannianAdam",
     "nonnegative_pca.py": "PCA bound",

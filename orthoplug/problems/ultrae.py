@@ -54,10 +54,19 @@ Choices where the paper is ambiguous or inconsistent (documented here, not in th
 Every random choice (initialisation, shuffling, negatives, the JOBCD matchings) comes from
 seeded ``torch.Generator``\ s, so a run is reproducible for a given seed unless ``time_limit``
 cuts it.
+
+Data parallel. Under ``torch.distributed`` (e.g. ``torchrun --nproc_per_node=2``, see
+``examples/distributed_ultrae.py``) :func:`train_ultrae` trains one replica per rank: every rank
+draws the same shuffles and negatives (same seed), takes its contiguous share of each minibatch
+(:func:`rank_share`), and the model is wrapped in ``DistributedDataParallel``. Each rank's loss
+is scaled by ``world · (its share) / (batch size)``, so DDP's equal-weight gradient average and
+the optimizers' group-mean loss are exactly the minibatch's, also for shares of unequal size:
+a run equals the one-process run on the whole minibatches, up to rounding.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 
@@ -67,10 +76,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from orthoplug.adapters.geoopt import GSJOBCD, JJOBCD, JOrthogonal
+from orthoplug.distributed import all_reduce_any, all_reduce_sum_, is_distributed
 from orthoplug.problems.hspp import phi, ultrahyperbolic_distance
 from orthoplug.problems.kg import KGData, evaluate_ranking
 
-__all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "RELATION_OPTIMIZERS"]
+__all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "rank_share",
+           "RELATION_OPTIMIZERS"]
 
 RELATION_OPTIMIZERS = ("JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam")
 
@@ -190,6 +201,30 @@ def corrupt(triples: torch.Tensor, k: int, num_entities: int,
     return neg
 
 
+def rank_share(batch_size: int, group=None) -> slice:
+    """This rank's contiguous share of a minibatch of ``batch_size`` (sizes differ by at most
+    one; the whole batch outside ``torch.distributed``)."""
+    if not is_distributed(group):
+        return slice(0, batch_size)
+    import torch.distributed as dist
+
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    base, extra = divmod(batch_size, world)
+    start = rank * base + min(rank, extra)
+    return slice(start, start + base + (rank < extra))
+
+
+class _ScaledLoss(nn.Module):
+    """``forward(pos, neg, weight) = weight · model.loss(pos, neg)`` (a module for DDP)."""
+
+    def __init__(self, model: UltraE):
+        super().__init__()
+        self.model = model
+
+    def forward(self, positives, negatives, weight: float):
+        return weight * self.model.loss(positives, negatives)
+
+
 @dataclass
 class UltraEResult:
     """Outcome of :func:`train_ultrae`.
@@ -202,6 +237,7 @@ class UltraEResult:
             ``hits@1/3/10``).
         violation (float): ``max_r ‖R_rᵀJR_r − J‖_F`` of the final relation matrices.
         epochs (int): Epochs completed.
+        steps (int): Minibatch steps taken.
         train_seconds (float): Training time (without evaluation).
         model (UltraE): The trained model.
     """
@@ -210,15 +246,20 @@ class UltraEResult:
     test: dict[str, float]
     violation: float
     epochs: int
+    steps: int
     train_seconds: float
     model: UltraE = field(repr=False)
 
 
-def _relation_optimizer(name: str, model: UltraE, lr: float, sigma: float | None, seed: int):
+def _relation_optimizer(name: str, model: UltraE, lr: float, sigma: float | None, seed: int,
+                        replica_check_every: int | None):
+    # under DDP the gradients arrive averaged: the optimizer need not average them again
+    options = dict(sigma=sigma, seed=seed, replica_check_every=replica_check_every,
+                   average_gradients=False)
     if name == "JJOBCD":
-        return JJOBCD([model.relation], sigma=sigma, seed=seed)
+        return JJOBCD([model.relation], **options)
     if name == "GSJOBCD":
-        return GSJOBCD([model.relation], sigma=sigma, seed=seed)
+        return GSJOBCD([model.relation], **options)
     if name == "RiemannianSGD":
         return geoopt.optim.RiemannianSGD([model.relation], lr=lr)
     return geoopt.optim.RiemannianAdam([model.relation], lr=lr)
@@ -230,7 +271,9 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
                  p: int = 18, alpha: float = 1.0, margin: float = 5.0,
                  init_scale: float = 0.1, relation_cond: float = 1.0,
                  time_limit: float | None = None, seed: int = 0,
-                 eval_every: int = 1, dtype: torch.dtype = torch.float64) -> UltraEResult:
+                 eval_every: int = 1, dtype: torch.dtype = torch.float64,
+                 replica_check_every: int | None = None,
+                 evaluate: bool = True) -> UltraEResult:
     """Train UltraE on ``data.train``; validate on ``data.valid``; report ``data.test``.
 
     Args:
@@ -253,6 +296,12 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         seed (int): Seed of initialisation, shuffling, negatives and JOBCD's random pairs.
         eval_every (int): Validate every this many epochs (and after the last one).
         dtype (torch.dtype): Parameter dtype (float64 keeps the relation violation near 1e-13).
+        replica_check_every (int, optional): Under ``torch.distributed``: compare the JOBCD
+            optimizer's replicas across ranks every this many steps
+            (:mod:`orthoplug.distributed`).
+        evaluate (bool): ``False`` skips the validation and test rankings (MRRs in the history are
+            ``nan``, the test metrics empty): for timing runs, where they would dominate the wall
+            time.
 
     Returns:
         UltraEResult
@@ -275,16 +324,33 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
     model = UltraE(data.num_entities, data.num_relations, dim, p, alpha=alpha, margin=margin,
                    init_scale=init_scale, relation_cond=relation_cond, dtype=dtype,
                    generator=gen)
-    rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, seed)
+    parallel = is_distributed()
+    if parallel:
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        world = dist.get_world_size()
+        # the only buffer (J's diagonal) never changes: no broadcast at every forward (the
+        # option was renamed in torch 2.13)
+        options = inspect.signature(DistributedDataParallel.__init__).parameters
+        no_sync = "forward_sync_buffers" if "forward_sync_buffers" in options else \
+            "broadcast_buffers"
+        loss_module = DistributedDataParallel(_ScaledLoss(model), **{no_sync: False})
+    else:
+        world, loss_module = 1, _ScaledLoss(model)
+    rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, seed,
+                                  replica_check_every)
     ent_opt = torch.optim.Adam([model.entity, model.bias], lr=entity_lr)
     known = data.all_triples
 
     def validate() -> float:
+        if not evaluate:
+            return float("nan")
         return evaluate_ranking(model.score, data.valid, known,
                                 num_entities=data.num_entities)["mrr"]
 
     history = [(0.0, float("nan"), validate())]
-    elapsed, done = 0.0, 0
+    elapsed, done, steps = 0.0, 0, 0
     for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         losses = []
@@ -292,23 +358,37 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         for idx in perm.split(batch_size):
             pos = data.train[idx]
             neg = corrupt(pos, num_negatives, data.num_entities, gen)
+            share = rank_share(len(idx))
+            pos, neg = pos[share], neg[share]
+            # the rank's mean, weighted so that the group's mean is the minibatch's
+            weight = world * pos.shape[0] / len(idx)
 
-            def closure(pos=pos, neg=neg):
+            def closure(pos=pos, neg=neg, weight=weight):
                 model.zero_grad(set_to_none=True)
-                value = model.loss(pos, neg)
+                value = loss_module(pos, neg, weight)
                 value.backward()
                 return value
 
-            losses.append(float(rel_opt.step(closure).detach()))
+            losses.append(rel_opt.step(closure).detach())
             ent_opt.step()
-            if time_limit is not None and elapsed + time.perf_counter() - start > time_limit:
+            steps += 1
+            late = time_limit is not None and elapsed + time.perf_counter() - start > time_limit
+            if parallel and time_limit is not None:
+                late = all_reduce_any(late)  # every rank stops after the same step
+            if late:
                 break
         elapsed += time.perf_counter() - start
         done = epoch
         stop = time_limit is not None and elapsed > time_limit
+        if parallel and time_limit is not None:
+            stop = all_reduce_any(stop)
         if epoch % eval_every == 0 or epoch == epochs or stop:
-            history.append((elapsed, sum(losses) / len(losses), validate()))
+            epoch_losses = torch.stack(losses).to(torch.float64)
+            all_reduce_sum_([epoch_losses])  # ranks' weighted means → the minibatches' means
+            mean = sum(epoch_losses.tolist()) / len(losses) / world
+            history.append((elapsed, mean, validate()))
         if stop:
             break
-    test = evaluate_ranking(model.score, data.test, known, num_entities=data.num_entities)
-    return UltraEResult(history, test, model.violation(), done, elapsed, model)
+    test = (evaluate_ranking(model.score, data.test, known, num_entities=data.num_entities)
+            if evaluate else {})
+    return UltraEResult(history, test, model.violation(), done, steps, elapsed, model)

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
+
 from .oracle import NonFiniteError, Oracle, Tracker
 
 __all__ = ["StoppingCriteria", "SolverResult", "IterativeSolver", "ScalarCurvature",
@@ -156,14 +158,25 @@ class IterativeSolver:
     def run(self, oracle: Oracle, x0: torch.Tensor, geometry) -> SolverResult:
         """Minimise ``oracle`` over ``geometry`` from the feasible ``x0``.
 
+        With a data-parallel oracle (``oracle.shard`` under ``torch.distributed``) every rank
+        must call ``run`` alike: ``seed=None`` is drawn on rank 0 and broadcast (an explicit
+        seed must be the same on every rank: checked, :class:`ReplicaDivergenceError`), and the
+        ``max_time`` stop is agreed over the group before each iteration (so every rank stops
+        after the same iteration).
+
         Raises:
             ValueError: if ``x0`` has the wrong shape or is infeasible (message gives the
                 violation), or if the initial cost/gradient is not finite.
         """
         geometry.check_point(x0)
+        shard = oracle.shard if oracle.shard is not None and oracle.shard.distributed else None
+        if shard is not None:  # one stream on every rank (a mismatched seed would deadlock)
+            seed = shared_seed(self.seed, shard.group)
+            check_replicas([("seed", seed)], shard.group, context=f" at the start of {self.name}")
+        else:
+            seed = self.seed if self.seed is not None else int(torch.randint(2**62, (1,)).item())
         generator = torch.Generator(device=x0.device)
-        generator.manual_seed(self.seed if self.seed is not None
-                              else int(torch.randint(2**62, (1,)).item()))
+        generator.manual_seed(seed)
         tracker = oracle.track(x0)
         stop = self.stopping
         history: dict[str, list] = {k: [] for k in
@@ -176,7 +189,7 @@ class IterativeSolver:
         self.setup(tracker, geometry, generator)
         every = self.eval_every or self.default_eval_every(tracker)
         start = time.perf_counter()
-        self.deadline = start + stop.max_time
+        self.deadline = start + stop.max_time if shard is None else math.inf
         best_recent = cost
         stalled = 0
         iteration = 0
@@ -199,7 +212,10 @@ class IterativeSolver:
             if iteration >= stop.max_iterations:
                 reason = f"max iterations ({stop.max_iterations}) reached"
                 break
-            if time.perf_counter() - start >= stop.max_time:
+            late = time.perf_counter() - start >= stop.max_time
+            if shard is not None and math.isfinite(stop.max_time):
+                late = all_reduce_any(late, shard.group)
+            if late:
                 reason = f"max time ({stop.max_time:g} s) reached"
                 break
             todo = min(every - iteration % every, stop.max_iterations - iteration)

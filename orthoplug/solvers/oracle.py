@@ -11,7 +11,8 @@ make row-block updates cheap.
   ``Y = C X`` and updates it in ``O(n k |B|)`` after a change of rows ``B``: the fast path, with
   gradient rows ``2 s Y[B] D`` and the exact block curvature of JOBCD/OBCD.
 * :class:`FiniteSumOracle` — ``f = (1/N) Σ f_i`` with minibatch gradients (VR-J-JOBCD, stochastic
-  RSDM); ``component_gradient(X, idx)`` returns the mean gradient over ``idx``.
+  RSDM); ``component_gradient(X, idx)`` returns the mean gradient over ``idx``. With ``shard=``
+  it is data parallel over ``torch.distributed`` ranks (:mod:`orthoplug.distributed`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+
+from orthoplug.distributed import Shard
 
 __all__ = [
     "Oracle",
@@ -49,6 +52,9 @@ class Oracle:
     quadratic: QuadraticOracle | None = None
     #: Lipschitz constant of ∇f in the Frobenius norm if known (used for safe scalar curvature).
     lipschitz: float | None = None
+    #: The :class:`~orthoplug.distributed.Shard` of a data-parallel objective (else ``None``):
+    #: its value and gradient are collectives, so the run loop keeps the ranks in step.
+    shard: Shard | None = None
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
         """``f(X)`` as a 0-dimensional tensor on X's device."""
@@ -144,36 +150,66 @@ class QuadraticOracle(Oracle):
 class FiniteSumOracle(Oracle):
     """``f(X) = (1/N) Σ_i f_i(X)`` given a minibatch gradient ``component_gradient(X, idx)``.
 
+    Data parallel (``shard=``, under ``torch.distributed``): this rank holds the components
+    ``shard`` (global numbers, in the order of its local data; e.g.
+    ``Shard.contiguous(N).indices``). Indices passed to :meth:`component_gradient` and drawn by
+    the solvers are global and the same on every rank (the solvers' generators share their
+    seed); each rank calls the callables on the *positions in its local data* of the drawn
+    components it holds (not at all when it holds none), and the count-weighted partial means
+    are summed over the group, so every rank gets the mean over all drawn components — the
+    value a single process holding all N components computes.
+
     Args:
-        num_components: N.
+        num_components: N (global).
         component_value: ``(X, idx) -> mean of f_i(X) over idx`` (a LongTensor of indices,
-            on X's device).
+            on X's device; local positions when sharded).
         component_gradient: ``(X, idx) -> mean of ∇f_i(X) over idx``.
         lipschitz: optional Lipschitz constant of ∇f.
+        shard: this rank's components (see above); ``None``: all N.
+        process_group: the ``torch.distributed`` group of a sharded oracle (default: world).
+
+    Raises:
+        ValueError: N < 1, or shards that do not partition ``0..N-1`` (checked at
+            construction with one all-reduce).
     """
 
     def __init__(self, num_components: int, component_value: Callable,
-                 component_gradient: Callable, *, lipschitz: float | None = None):
+                 component_gradient: Callable, *, lipschitz: float | None = None,
+                 shard=None, process_group=None):
         if num_components < 1:
             raise ValueError(f"num_components must be >= 1, got {num_components}")
         self.num_components = int(num_components)
         self._cv, self._cg = component_value, component_gradient
         self.lipschitz = lipschitz
+        if shard is not None:
+            self.shard = Shard(self.num_components, shard, process_group)
+            self.shard.validate()
 
     def _all(self, x):
         return torch.arange(self.num_components, device=x.device)
 
+    def _mean(self, fn: Callable, x: torch.Tensor, idx: torch.Tensor, like: torch.Tensor,
+              what: str) -> torch.Tensor:
+        """The mean of ``fn``'s per-component terms over the global ``idx`` (summed over the
+        shards when data parallel)."""
+        if self.shard is None:
+            return _finite(torch.as_tensor(fn(x, idx), dtype=x.dtype, device=x.device), what)
+        local = self.shard.local(idx)
+        part = None
+        if local.numel():
+            part = _finite(torch.as_tensor(fn(x, local), dtype=x.dtype, device=x.device), what)
+        return self.shard.combine([part], int(local.numel()), int(idx.numel()), [like])[0]
+
     def value(self, x):
-        return _finite(torch.as_tensor(self._cv(x, self._all(x)), dtype=x.dtype,
-                                       device=x.device), "cost")
+        return self._mean(self._cv, x, self._all(x),
+                          torch.zeros((), dtype=x.dtype, device=x.device), "cost")
 
     def gradient(self, x):
         return self.component_gradient(x, self._all(x))
 
     def component_gradient(self, x, idx):
         """The mean of ``∇f_i(X)`` over the indices ``idx`` (a LongTensor on X's device)."""
-        return _finite(torch.as_tensor(self._cg(x, idx), dtype=x.dtype, device=x.device),
-                       "gradient")
+        return self._mean(self._cg, x, idx, x, "gradient")
 
 
 class Tracker:
