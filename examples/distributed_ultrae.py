@@ -1,4 +1,5 @@
 """UltraE trained data parallel with torch.distributed (J-JOBCD on the relations).
+===============================================================================
 
 Launch on one machine with two CPU processes (gloo, loopback)::
 
