@@ -319,19 +319,18 @@ def solver_outcome(solver, oracle, x0: torch.Tensor) -> Outcome:
 
 
 def _run_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
-              time_limit: float, start: str = "identity", **options) -> Outcome:
-    solver = OBCD(experiment.penalty(instance), seed=seed, max_time=time_limit,
-                  max_iterations=10**12, **options)
+              time_limit: float, start: str = "identity", solver_class: type = OBCD,
+              **options) -> Outcome:
+    solver = solver_class(experiment.penalty(instance), seed=seed, max_time=time_limit,
+                          max_iterations=10**12, **options)
     return solver_outcome(solver, experiment.oracle(instance),
                           experiment.start(instance, start, seed))
 
 
 def _run_sparse_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                      time_limit: float, start: str = "random", **options) -> Outcome:
-    solver = SparseOBCD(experiment.penalty(instance), seed=seed, max_time=time_limit,
-                        max_iterations=10**12, **options)
-    return solver_outcome(solver, experiment.oracle(instance),
-                          experiment.start(instance, start, seed))
+    return _run_obcd(experiment, instance, seed=seed, time_limit=time_limit, start=start,
+                     solver_class=SparseOBCD, **options)
 
 
 def sparse_obcd_method() -> Method:
