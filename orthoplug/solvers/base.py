@@ -3,8 +3,9 @@
 A solver subclasses :class:`IterativeSolver` and implements :meth:`~IterativeSolver.setup`
 (once per run) and :meth:`~IterativeSolver.step` (one iteration, working through a
 :class:`~orthoplug.solvers.oracle.Tracker`). A step must only write a point it has checked to be
-finite; if it meets a non-finite value it raises :class:`NonFiniteError`, and the run stops with
-that reason keeping the last good point.
+finite; if it meets a non-finite value it raises
+:class:`~orthoplug.solvers.oracle.NonFiniteError`, and the run stops with that reason keeping the
+last good point.
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ class IterativeSolver:
         """Up to ``count`` iterations (``count >= 1``, never past the next evaluation); returns
         how many were done (at least one). Default: one :meth:`step`. Solvers whose iterations
         run in a compiled loop override it to enter the loop once per evaluation interval; a
-        :class:`NonFiniteError` raised here carries the iterations completed before it in its
-        ``iterations`` attribute (default 0)."""
+        :class:`~orthoplug.solvers.oracle.NonFiniteError` raised here carries the iterations
+        completed before it in its ``iterations`` attribute (default 0)."""
         self.step(tracker, geometry, generator)
         return 1
 

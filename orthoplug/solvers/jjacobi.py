@@ -108,7 +108,8 @@ class ColumnJacobi:
         """One sweep from the point ``x`` (n×n); returns the new point (a new array).
 
         Raises:
-            NonFiniteError: a block or the new point is not finite (``x`` is left unchanged).
+            ~orthoplug.solvers.oracle.NonFiniteError: a block or the new point is not finite
+                (``x`` is left unchanged).
         """
         if x.shape != (self.n, self.n):
             raise ValueError(f"X must be {self.n}×{self.n}, got {x.shape}")

@@ -1,4 +1,4 @@
-r"""Starts, column rotations and greedy pairs around OBCD (a layer over :mod:`.obcd`).
+r"""Starts, column rotations and greedy pairs around OBCD (:mod:`orthoplug.solvers.obcd`).
 
 OBCD's step ``X[B] ← V X[B]`` rotates two *rows*. For ``f = s·tr(XᵀCX)`` (no ``D``) the cost
 is also invariant under *column* rotations ``X ← X Q``, ``Q ∈ O(r)``, which only change the
@@ -282,20 +282,41 @@ class SparseOBCD(OBCD):
             if fx < best_f:
                 best_name, best_x, best_f = f"{best_name} + prox", x, fx
         if best_x is not None:
-            tracker.set_point(best_x)
+            tracker.set_point(best_x.contiguous())
         self.start_chosen = best_name
 
-    def step(self, tracker, geometry, generator):
+    def _start_once(self, tracker, generator) -> None:
         if not self._started:
             self._started = True
             self._choose_start(tracker, generator)
-        super().step(tracker, geometry, generator)
+
+    def _sweep_if_due(self, tracker, generator) -> None:
+        """A column sweep after every ``column_every`` pair steps (kept if it lowers h)."""
         if self.column_every and self.count % self.column_every == 0:
             before = float(self.h.value(tracker.x))
             x = column_rotations(tracker.x, self.h, generator)
             if float(self.h.value(x)) < before:
-                tracker.set_point(x)
+                tracker.set_point(x.contiguous())
             self.column_sweeps_done += 1
+
+    def steps(self, tracker, geometry, generator, count):
+        """On OBCD's compiled pair loop (quadratic f, float64 CPU): the start first, then up to
+        ``count`` pair steps in the kernel, cut at the next column sweep; the greedy candidates
+        are then ranked by their exact model decrease (computed in the kernel) rather than by
+        :func:`pair_scores`. Elsewhere one :meth:`step`."""
+        if not self.kernel:
+            return super().steps(tracker, geometry, generator, count)
+        self._start_once(tracker, generator)
+        if self.column_every:
+            count = min(count, self.column_every - self.count % self.column_every)
+        done = super().steps(tracker, geometry, generator, count)
+        self._sweep_if_due(tracker, generator)
+        return done
+
+    def step(self, tracker, geometry, generator):
+        self._start_once(tracker, generator)
+        super().step(tracker, geometry, generator)
+        self._sweep_if_due(tracker, generator)
 
     def _pair(self, n, generator):
         if self.candidates == 1:
