@@ -130,6 +130,31 @@ def environment() -> dict:
             "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
 
 
+def warm_up_kernels() -> None:
+    """Compile (or load from numba's cache) every compiled kernel on tiny problems — column
+    J-Jacobi, the GS-JOBCD and OBCD pair loops with their greedy orders, the RCD sweep — so that
+    no timed run pays for it (a cold compile takes tens of seconds, a cached load about one)."""
+    import torch
+
+    from orthoplug.baselines.rcd import RCD
+    from orthoplug.geometry.manifolds import JOrthogonalGeometry
+    from orthoplug.geometry.stiefel import StiefelGeometry
+    from orthoplug.nonsmooth import L1
+    from orthoplug.solvers.jobcd import GSJOBCD
+    from orthoplug.solvers.obcd import OBCD
+    from orthoplug.solvers.oracle import QuadraticOracle
+
+    c = torch.eye(4, dtype=torch.float64) + 0.1
+    x = torch.eye(4, dtype=torch.float64)
+    j_geo, st_geo = JOrthogonalGeometry(4, 2), StiefelGeometry(4, 2)
+    for options in ({"side": "column"}, {"side": "row"}, {"side": "row", "pairs": "greedy"}):
+        GSJOBCD(**options, seed=0, max_iterations=2).run(QuadraticOracle(c), x, j_geo)
+    for working_set in ("random", "greedy"):
+        OBCD(L1(0.1), working_set=working_set, seed=0, max_iterations=2).run(
+            QuadraticOracle(-c), x[:, :2], st_geo)
+    RCD(seed=0, max_iterations=1).run(QuadraticOracle(-c), x[:, :2], st_geo)
+
+
 def run_plan(p: Plan, out: str | Path, *, progress: bool = True, argv=None) -> list[Record]:
     """Run every (experiment, instance, method setting, seed); write each record to
     ``out/results.jsonl`` (started afresh) as soon as it exists (a crash keeps what finished)."""
@@ -146,6 +171,7 @@ def run_plan(p: Plan, out: str | Path, *, progress: bool = True, argv=None) -> l
 
     # the first torch optimizer imports torch._dynamo (seconds): keep that out of every timing
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
+    warm_up_kernels()
     bar = _progress(p.runs(), progress)
     records = []
     with open(out / RESULTS, "w") as fh:
