@@ -223,7 +223,7 @@ class IterativeSolver:
             try:
                 iteration += self.steps(tracker, geometry, generator, todo)
             except NonFiniteError as err:
-                iteration += getattr(err, "iterations", 0)
+                iteration += err.iterations
                 reason = f"stopped on {err}; returning the last finite iterate"
                 break
             if iteration % every and iteration < stop.max_iterations and not self.finished:

@@ -490,9 +490,7 @@ class GSJOBCD(_JOBCDBase):
         if status != OK:
             if status == NONFINITE_COST:  # Y moved, X did not: recompute Y and f from X
                 tracker.refresh()
-            err = NonFiniteError(_KERNEL_ERRORS[status])
-            err.iterations = done
-            raise err
+            raise NonFiniteError(_KERNEL_ERRORS[status], iterations=done)
         if self.count % self.refresh_every == 0:
             tracker.refresh()
         return done

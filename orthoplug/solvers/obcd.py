@@ -332,9 +332,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
             done += k
             self.count += k
             if status:
-                err = NonFiniteError(STATUS[status])
-                err.iterations = done
-                raise err
+                raise NonFiniteError(STATUS[status], iterations=done)
             if self.count % self.refresh_every == 0:
                 tracker.refresh()
         return done

@@ -36,7 +36,17 @@ __all__ = [
 
 
 class NonFiniteError(FloatingPointError):
-    """The cost or gradient evaluated to NaN or ±inf."""
+    """The cost or gradient evaluated to NaN or ±inf.
+
+    Args:
+        message: what was not finite.
+        iterations: iterations a multi-step call completed before it (see
+            :meth:`~orthoplug.solvers.base.IterativeSolver.steps`).
+    """
+
+    def __init__(self, message: str = "", iterations: int = 0):
+        super().__init__(message)
+        self.iterations = iterations
 
 
 def _finite(t: torch.Tensor, what: str) -> torch.Tensor:
