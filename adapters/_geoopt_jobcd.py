@@ -36,9 +36,9 @@ import numpy as np
 import torch
 
 from orthoplug.distributed import DataParallelOptimizer, Shard, shared_seed
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.jjacobi import ColumnJacobi
 from orthoplug.solvers.jobcd import SIDES, jacobi_step
-from orthoplug.solvers.oracle import NonFiniteError
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
 

@@ -24,7 +24,7 @@ autograd gradient, a valid subgradient of piecewise-smooth losses). The other co
 written. ``step(closure)`` is supported (the closure returns the loss after ``backward``); the
 adaptive step rules ``schedule="polyak"`` and ``"geometric-restart"`` need it (they read the
 loss at the current point).
-A non-finite gradient raises :class:`~orthoplug.solvers.oracle.NonFiniteError` (a
+A non-finite gradient raises :class:`~orthoplug.oracles.core.NonFiniteError` (a
 ``FloatingPointError``) before anything is written.
 
 Under ``torch.distributed`` (see :mod:`orthoplug.distributed`) ``seed=None`` is drawn on rank 0
@@ -48,7 +48,7 @@ from orthoplug.geometry.stiefel_block import (
     complement,
     partition_columns,
 )
-from orthoplug.solvers.oracle import NonFiniteError
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.rssm import (
     PolyakStep,
     RestartedGeometric,

@@ -15,10 +15,10 @@
 Works on pymanopt's ``Stiefel``, ``Grassmann`` and ``SpecialOrthogonalGroup`` (as St(n, n): every
 RSDM step has determinant +1). pymanopt's problems give full gradients; for RSDM-P's partial
 gradients pass a structured oracle, ``run(problem, oracle=QuadraticOracle(A, scale=-0.5))`` or a
-:class:`~orthoplug.solvers.rsdm.RowGradientOracle`. With ``batch_size=B`` the optimizer runs
+:class:`~orthoplug.oracles.rows.RowGradientOracle`. With ``batch_size=B`` the optimizer runs
 :class:`~orthoplug.solvers.rsdm.StochasticRSDM` and needs ``oracle=`` a
-:class:`~orthoplug.solvers.rsdm.StochasticOracle` or a
-:class:`~orthoplug.solvers.oracle.FiniteSumOracle`.
+:class:`~orthoplug.oracles.rows.StochasticOracle` or a
+:class:`~orthoplug.oracles.core.FiniteSumOracle`.
 """
 
 from __future__ import annotations

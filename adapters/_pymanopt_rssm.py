@@ -64,8 +64,8 @@ class RSSM(SolverOptimizer):
     geometries = (StiefelGeometry,)
 
     def oracle_for(self, problem):
-        """A :class:`~orthoplug.solvers.rssm.ColumnOracle` (column access) from the problem's cost
-        and Euclidean gradient.
+        """A :class:`~orthoplug.oracles.columns.ColumnOracle` (column access) from the problem's
+        cost and Euclidean gradient.
         """
         return _rssm.ColumnOracle(lambda x: problem.cost(_n(x)),
                                   lambda x: _t(problem.euclidean_gradient(_n(x))))

@@ -190,9 +190,9 @@ class SolverOptimizer(Optimizer):
     """Base of orthoplug's pymanopt optimizers: runs an orthoplug solver on a ``Problem``.
 
     The problem's cost and Euclidean gradient (from any pymanopt autodiff backend) become a
-    :class:`~orthoplug.solvers.oracle.FunctionOracle`. ``run(..., oracle=...)`` takes a
-    structured oracle instead (e.g. :class:`~orthoplug.solvers.oracle.QuadraticOracle` for the
-    fast path, :class:`~orthoplug.solvers.oracle.FiniteSumOracle` for variance reduction).
+    :class:`~orthoplug.oracles.core.FunctionOracle`. ``run(..., oracle=...)`` takes a
+    structured oracle instead (e.g. :class:`~orthoplug.oracles.core.QuadraticOracle` for the
+    fast path, :class:`~orthoplug.oracles.core.FiniteSumOracle` for variance reduction).
 
     Args:
         max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in pymanopt
@@ -226,10 +226,10 @@ class SolverOptimizer(Optimizer):
         return self.solver_class(**self._solver_kwargs, **self.options)
 
     def oracle_for(self, problem):
-        """A :class:`~orthoplug.solvers.oracle.FunctionOracle` from the problem's cost and Euclidean
+        """A :class:`~orthoplug.oracles.core.FunctionOracle` from the problem's cost and Euclidean
         gradient.
         """
-        from orthoplug.solvers.oracle import FunctionOracle
+        from orthoplug.oracles import FunctionOracle
 
         return FunctionOracle(lambda x: problem.cost(_n(x)),
                               lambda x: _t(problem.euclidean_gradient(_n(x))))

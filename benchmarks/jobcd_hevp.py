@@ -57,9 +57,9 @@ import torch
 
 from orthoplug.bench.suites.jobcd import build_solver, make_c
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
+from orthoplug.oracles import FunctionOracle, QuadraticOracle
 from orthoplug.problems.hevp import trace_min_certificate
 from orthoplug.solvers.jobcd import GSJOBCD
-from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
 
 #: benchmark name → (solver of ``SOLVERS``, options): JOBCD variants
 JOBCD_VARIANTS = {

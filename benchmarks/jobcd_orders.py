@@ -30,9 +30,9 @@ def main(argv=None) -> None:
     from threadpoolctl import threadpool_limits
 
     from orthoplug.geometry.manifolds import JOrthogonalGeometry
+    from orthoplug.oracles import QuadraticOracle
     from orthoplug.problems.hevp import trace_min_certificate
     from orthoplug.solvers.jobcd import GSJOBCD
-    from orthoplug.solvers.oracle import QuadraticOracle
 
     threadpool_limits(1)
     torch.set_num_threads(1)

@@ -69,8 +69,8 @@ def _jobcd_step_us(n: int, k: int, seed: int,
 
     from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
     from orthoplug.kernels.jobcd import gs_pairs
+    from orthoplug.oracles import QuadraticOracle
     from orthoplug.solvers.jobcd import GSJOBCD, random_pairs
-    from orthoplug.solvers.oracle import QuadraticOracle
 
     gen = torch.Generator().manual_seed(seed)
     a = rng.standard_normal((n, n))
@@ -177,9 +177,9 @@ def obcd_rows(args: argparse.Namespace, rng: np.random.Generator, bandwidth: flo
     import torch
 
     from orthoplug.geometry.stiefel import StiefelGeometry
+    from orthoplug.oracles import FunctionOracle, QuadraticOracle
     from orthoplug.problems import spca
     from orthoplug.solvers.obcd import OBCD
-    from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
 
     torch.set_num_threads(1)
     r = 20

@@ -37,9 +37,9 @@ from orthoplug.baselines.manpg import ManPG
 from orthoplug.baselines.rsubgrad import RSubGrad
 from orthoplug.bench.suites.obcd import sparsepca_loadings, spca_datasets, spca_lambda
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
+from orthoplug.oracles import FunctionOracle
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
-from orthoplug.solvers.oracle import FunctionOracle
 
 
 def _trace(res):

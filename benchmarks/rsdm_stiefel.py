@@ -199,7 +199,7 @@ def run_rsdm(bench: Bench, name: str, options: dict, target: float, cap: float) 
 
 def run_landing(bench: Bench, options: dict, target: float, cap: float) -> Outcome:
     from orthoplug.baselines.landing import Landing
-    from orthoplug.solvers.oracle import FunctionOracle
+    from orthoplug.oracles import FunctionOracle
 
     cache = {}
 

@@ -25,8 +25,8 @@ from orthoplug.distributed import ReplicaDivergenceError, Shard, check_replicas,
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import L1
+from orthoplug.oracles import FiniteSumOracle
 from orthoplug.solvers.jobcd import VRJJOBCD as CoreVRJJOBCD
-from orthoplug.solvers.oracle import FiniteSumOracle
 from orthoplug.solvers.rsdm import StochasticRSDM
 
 F64 = torch.float64

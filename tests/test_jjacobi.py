@@ -19,10 +19,10 @@ from orthoplug.adapters import geoopt as go
 from orthoplug.adapters import pymanopt as pm
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.kernels.jjacobi import pair_rotation
+from orthoplug.oracles import FunctionOracle, QuadraticOracle
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
 from orthoplug.solvers.jjacobi import ColumnJacobi, factor_quadratic
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
-from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
 
 
 def _signature(n: int, kind: str) -> list[float]:

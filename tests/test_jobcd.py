@@ -15,14 +15,9 @@ import torch
 from orthoplug.adapters import geoopt as go
 from orthoplug.adapters import pymanopt as pm
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.oracles import FiniteSumOracle, FunctionOracle, NonFiniteError, QuadraticOracle
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD, random_matching
-from orthoplug.solvers.oracle import (
-    FiniteSumOracle,
-    FunctionOracle,
-    NonFiniteError,
-    QuadraticOracle,
-)
 
 
 def _unsorted(n, seed=0):

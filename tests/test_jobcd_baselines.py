@@ -25,10 +25,10 @@ from orthoplug.baselines.csdm import CSDM, CSParametrization
 from orthoplug.baselines.umcm import UMCM, umcm_gradient
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.geometry.signature import Signature
+from orthoplug.oracles import FunctionOracle, QuadraticOracle
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
 from orthoplug.problems.hspp import HSPP, make_hspp_data
 from orthoplug.solvers.jobcd import JJOBCD, VRJJOBCD
-from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
 
 F64 = torch.float64
 

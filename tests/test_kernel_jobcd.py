@@ -24,9 +24,9 @@ from orthoplug.baselines.rcd import RCD
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels.jobcd import gs_pairs
+from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
 from orthoplug.solvers.jobcd import GSJOBCD, PAIR_BATCH, random_pairs
-from orthoplug.solvers.oracle import QuadraticOracle
 from orthoplug.subproblems.jorth2 import solve_jorth2x2
 
 THETA = 1e-6
@@ -240,7 +240,7 @@ _TINY_RUNS = textwrap.dedent("""
     from orthoplug.geometry.stiefel import StiefelGeometry
     from orthoplug.problems.hevp import make_spd
     from orthoplug.solvers.jobcd import GSJOBCD
-    from orthoplug.solvers.oracle import QuadraticOracle
+    from orthoplug.oracles import QuadraticOracle
 
     def tiny_runs():
         geo = IndefiniteStiefelGeometry(6, 3, 3, 2)

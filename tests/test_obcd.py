@@ -16,9 +16,9 @@ from orthoplug.adapters import pymanopt as pm
 from orthoplug.baselines.manpg import ManPG, manpg_direction
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import L0, L1, CappedL1, NonNegative, Zero
+from orthoplug.oracles import FunctionOracle, QuadraticOracle
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD, local_block_solve
-from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
 from orthoplug.subproblems.o2 import o2_objective
 
 DT = torch.float64

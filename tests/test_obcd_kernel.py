@@ -18,10 +18,10 @@ import torch
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels.obcd import BAD_MODEL, obcd_pairs
 from orthoplug.nonsmooth import L0, L1, CappedL1, NonNegative, Zero
+from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems import spca
 from orthoplug.solvers.jobcd import random_pairs
 from orthoplug.solvers.obcd import _PAIR_BATCH, OBCD
-from orthoplug.solvers.oracle import QuadraticOracle
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2
 
 DT = torch.float64

@@ -10,6 +10,7 @@ import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import L0, L1, NonNegative
+from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd_layer import (
     SparseOBCD,
@@ -19,7 +20,6 @@ from orthoplug.solvers.obcd_layer import (
     prox_polar,
     start_candidates,
 )
-from orthoplug.solvers.oracle import QuadraticOracle
 
 DT = torch.float64
 

@@ -25,10 +25,10 @@ from orthoplug.geometry.submanifold import (
     sample_submanifold,
     submanifold_gradient,
 )
+from orthoplug.oracles import FiniteSumOracle, FunctionOracle, RowGradientOracle
 from orthoplug.problems.orthonet import train_orthonet
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
-from orthoplug.solvers.oracle import FiniteSumOracle, FunctionOracle
-from orthoplug.solvers.rsdm import RSDM, RowGradientOracle, StochasticRSDM
+from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
 
 F64 = torch.float64
 
@@ -345,7 +345,7 @@ def test_low_precision_reorthonormalises():
 
 
 def QuadraticOracle32(pca):  # noqa: N802 - a factory named like the class it builds
-    from orthoplug.solvers.oracle import QuadraticOracle
+    from orthoplug.oracles import QuadraticOracle
 
     return QuadraticOracle(pca.a.float(), scale=-pca.scale)
 

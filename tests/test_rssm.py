@@ -13,19 +13,14 @@ from orthoplug.baselines.rsubgrad import RSubGrad
 from orthoplug.geometry.manifolds import InfeasiblePointError, JOrthogonalGeometry
 from orthoplug.geometry.stiefel import StiefelGeometry, qf
 from orthoplug.geometry.stiefel_block import take_columns
+from orthoplug.oracles import ColumnOracle, ColumnTracker, CompositeOracle
 from orthoplug.problems.nonsmooth_problems import (
     DictionaryLearning,
     SparsePCA,
     dpcp_instance,
     principal_angle,
 )
-from orthoplug.solvers.rssm import (
-    RSSM,
-    ColumnOracle,
-    ColumnTracker,
-    CompositeOracle,
-    StepSchedule,
-)
+from orthoplug.solvers.rssm import RSSM, StepSchedule
 
 
 @pytest.fixture(autouse=True)

@@ -107,7 +107,7 @@ def test_errors():
     with pytest.raises(ValueError, match="infeasible initial point"):
         LADMM(prob.h, max_iterations=2).run(prob.oracle, -torch.eye(16, 4, dtype=DT),
                                             StiefelGeometry(16, 4))
-    from orthoplug.solvers.oracle import FunctionOracle
+    from orthoplug.oracles import FunctionOracle
 
     no_lip = FunctionOracle(prob.oracle.value, prob.oracle.gradient)
     with pytest.raises(ValueError, match="Lipschitz"):

@@ -38,8 +38,8 @@ import math
 
 import torch
 
+from orthoplug.oracles import NonFiniteError, Oracle
 from orthoplug.solvers.base import IterativeSolver
-from orthoplug.solvers.oracle import NonFiniteError, Oracle
 
 __all__ = ["ADMM", "PenaltySchedule", "admm_x_update", "admm_y_update", "estimate_lipschitz"]
 

@@ -44,8 +44,8 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.signature import Signature
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.base import IterativeSolver
-from orthoplug.solvers.oracle import NonFiniteError
 
 from .umcm import make_adagrad
 

@@ -20,8 +20,8 @@ import math
 
 import torch
 
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.base import IterativeSolver
-from orthoplug.solvers.oracle import NonFiniteError
 
 __all__ = ["Landing", "landing_field"]
 

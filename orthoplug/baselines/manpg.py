@@ -28,8 +28,8 @@ import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.nonsmooth import SeparableTerm, Zero
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.base import IterativeSolver
-from orthoplug.solvers.oracle import NonFiniteError
 
 __all__ = ["ManPG", "manpg_direction"]
 

@@ -18,8 +18,8 @@ import math
 import torch
 
 from orthoplug.geometry._linalg import sym
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.base import IterativeSolver
-from orthoplug.solvers.oracle import NonFiniteError
 
 __all__ = ["PCAL"]
 

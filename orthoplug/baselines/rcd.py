@@ -26,8 +26,8 @@ import time
 import torch
 
 from orthoplug.kernels.rcd import givens_rounds
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.base import IterativeSolver
-from orthoplug.solvers.oracle import NonFiniteError
 
 __all__ = ["RCD", "round_robin"]
 

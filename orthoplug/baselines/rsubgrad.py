@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel_block import polar_tall
-from orthoplug.solvers.oracle import NonFiniteError
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.rssm import SubgradientSolver, all_finite
 
 __all__ = ["RSubGrad"]

@@ -28,9 +28,9 @@ import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.nonsmooth import SeparableTerm, Zero
+from orthoplug.oracles import NonFiniteError
 from orthoplug.solvers.base import IterativeSolver
 from orthoplug.solvers.obcd_layer import nonneg_rounding
-from orthoplug.solvers.oracle import NonFiniteError
 
 __all__ = ["SplittingSolver"]
 

@@ -15,11 +15,11 @@ the dynamic penalty of :class:`~orthoplug.baselines.admm.PenaltySchedule`. With 
 (Only ``sym(Λ)`` meets the symmetric ``E``.) ``∇h`` needs one Hessian-vector product per
 iteration, supplied according to ``hvp``:
 
-* ``"closed"``: for a :class:`~orthoplug.solvers.oracle.QuadraticOracle`
+* ``"closed"``: for a :class:`~orthoplug.oracles.core.QuadraticOracle`
   ``f = s·tr(XᵀCXD)``, ``H[V] = 2s C V D`` (exact, one extra ``n×n`` by ``n×k`` product);
 * ``"autograd"``: torch double backward through the oracle's gradient. Supported when the
   oracle's gradient is itself differentiable in torch — e.g. a
-  :class:`~orthoplug.solvers.oracle.FunctionOracle` whose ``gradient`` callable is written in
+  :class:`~orthoplug.oracles.core.FunctionOracle` whose ``gradient`` callable is written in
   torch, or :class:`~orthoplug.problems.hspp.HSPP`'s finite-sum oracle, whose component
   gradients keep the graph when ``X`` requires grad;
 * ``"finite-difference"``: central differences ``(∇f(X+εV) − ∇f(X−εV))/2ε`` (two extra
@@ -42,8 +42,8 @@ from __future__ import annotations
 import torch
 
 from orthoplug.geometry._linalg import sym
+from orthoplug.oracles import NonFiniteError, QuadraticOracle
 from orthoplug.solvers.base import IterativeSolver
-from orthoplug.solvers.oracle import NonFiniteError, QuadraticOracle
 
 from .admm import PenaltySchedule
 

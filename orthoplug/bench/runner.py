@@ -140,9 +140,9 @@ def warm_up_kernels() -> None:
     from orthoplug.geometry.manifolds import JOrthogonalGeometry
     from orthoplug.geometry.stiefel import StiefelGeometry
     from orthoplug.nonsmooth import L1
+    from orthoplug.oracles import QuadraticOracle
     from orthoplug.solvers.jobcd import GSJOBCD
     from orthoplug.solvers.obcd import OBCD
-    from orthoplug.solvers.oracle import QuadraticOracle
 
     c = torch.eye(4, dtype=torch.float64) + 0.1
     x = torch.eye(4, dtype=torch.float64)

@@ -1,7 +1,7 @@
 r"""Compiled GS-JOBCD pair loop on the quadratic fast path ``f(X) = s·tr(Xᵀ C X D)``.
 
 One call runs many Gauss–Seidel pair steps on the arrays of a
-:class:`~orthoplug.solvers.oracle.QuadraticTracker` — ``x`` (n×k), ``y = C x`` (n×k), ``c``
+:class:`~orthoplug.oracles.core.QuadraticTracker` — ``x`` (n×k), ``y = C x`` (n×k), ``c``
 (n×n, symmetric), ``d`` (k×k, symmetric; a 0×0 array for D = I) — updating x, y and the cost in
 place. For a pair ``B = (i, j)`` with ``Z = X[B]`` and ``W = Z D``:
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.signature import Signature, make_signature
-from orthoplug.solvers.oracle import FiniteSumOracle
+from orthoplug.oracles import FiniteSumOracle
 
 __all__ = ["HSPP", "make_hspp_data", "ultrahyperbolic_distance", "phi"]
 
@@ -239,7 +239,7 @@ class HSPP:
         return safety * best
 
     def oracle(self, lipschitz: float | None = None) -> FiniteSumOracle:
-        """A :class:`~orthoplug.solvers.oracle.FiniteSumOracle` with ``N = m`` components
+        """A :class:`~orthoplug.oracles.core.FiniteSumOracle` with ``N = m`` components
         (``f_i`` as in the module docstring); ``lipschitz`` (e.g. from
         :meth:`estimate_lipschitz`) is what J-JOBCD and VR-J-JOBCD use as σ."""
         return FiniteSumOracle(self.m, self.component_value, self.component_gradient,

@@ -29,7 +29,7 @@ r"""Nonsmooth problems over St(n, p) with column-wise subgradients (for RSSM and
   experiments). Weakly convex (``τ = 2λ_max(C)``). The smooth part is a
   :class:`FactoredQuadraticOracle` (caches ``W = BX``, column gradient ``2s Bᵀ W[:, C]``), the
   nonsmooth part ``orthoplug.nonsmooth.L1(μ)``, combined by
-  :class:`~orthoplug.solvers.rssm.CompositeOracle`.
+  :class:`~orthoplug.oracles.columns.CompositeOracle`.
 
 * **Orthogonal dictionary learning** (:class:`DictionaryLearning`): ``Y = D₀ S₀`` with
   ``D₀ ∈ O(n)`` and Bernoulli(θ)–Gaussian ``S₀``; ``f(X) = (1/m)‖YᵀX‖₁`` over St(n, p), recovered
@@ -47,8 +47,15 @@ import torch
 
 from orthoplug.geometry.stiefel import qf
 from orthoplug.geometry.stiefel_block import put_columns, take_columns
-from orthoplug.solvers.oracle import NonFiniteError, Oracle, QuadraticOracle, Tracker
-from orthoplug.solvers.rssm import ColumnTracker, CompositeOracle, all_finite
+from orthoplug.oracles import (
+    ColumnTracker,
+    CompositeOracle,
+    NonFiniteError,
+    Oracle,
+    QuadraticOracle,
+    Tracker,
+)
+from orthoplug.solvers.rssm import all_finite
 
 __all__ = [
     "DPCP",

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
+from orthoplug.oracles import RowGradientOracle
 from orthoplug.problems import stiefel_problems
-from orthoplug.solvers.rsdm import RowGradientOracle
 
 __all__ = ["QAPProblem", "assignment_cost", "permutation_matrix", "round_to_permutation"]
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from orthoplug.nonsmooth import L0, L1, NonNegative, SeparableTerm
-from orthoplug.solvers.oracle import QuadraticOracle
+from orthoplug.oracles import QuadraticOracle
 
 __all__ = ["SPCAProblem", "covariance", "l1_spca", "l0_spca", "nn_pca", "count_l0",
            "nonneg_violation", "digits_data", "image_patches", "gaussian_data"]

@@ -11,7 +11,7 @@ r"""Stiefel benchmark problems with data generators and closed-form optima (the 
 * :func:`digits_data` and :class:`OrthogonalMLP` — a small classifier with Stiefel hidden layers
   on scikit-learn's digits (geoopt ``ManifoldParameter``\\ s).
 
-Each problem gives an :class:`~orthoplug.solvers.oracle.Oracle` (``oracle()``; with cheap
+Each problem gives an :class:`~orthoplug.oracles.core.Oracle` (``oracle()``; with cheap
 gradient rows where the structure allows, for RSDM-P), a plain value/gradient oracle
 (``function_oracle()``) for full-gradient methods, and ``pymanopt_problem(manifold)`` with
 hand-written numpy cost and gradient.
@@ -25,8 +25,7 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import qf
-from orthoplug.solvers.oracle import FunctionOracle, QuadraticOracle
-from orthoplug.solvers.rsdm import RowGradientOracle, StochasticOracle
+from orthoplug.oracles import FunctionOracle, QuadraticOracle, RowGradientOracle, StochasticOracle
 
 __all__ = ["PCAProblem", "ProcrustesProblem", "QAPProblem", "digits_data", "OrthogonalMLP",
            "relative_gap"]
@@ -61,7 +60,7 @@ class PCAProblem:
     Build with :meth:`make`. Attributes: ``a`` (n×n), ``eigenvalues`` (descending, length n),
     ``x_star`` (n×p top eigenvectors), ``optimum`` (``F*``), ``scale`` (s).
 
-    Oracles: :meth:`oracle` is a :class:`~orthoplug.solvers.oracle.QuadraticOracle` (keeps
+    Oracles: :meth:`oracle` is a :class:`~orthoplug.oracles.core.QuadraticOracle` (keeps
     ``AX`` current under row changes, so RSDM-P reads gradient rows in O(rp) and updates the
     cache in O(nrp)); :meth:`function_oracle` evaluates ``−2sAX`` in O(n²p) per call;
     :meth:`stochastic_oracle` streams samples ``ξ ~ N(0, A)`` (``F = −s E‖Xᵀξ‖²``).

@@ -2,9 +2,9 @@
 
 A solver subclasses :class:`IterativeSolver` and implements :meth:`~IterativeSolver.setup`
 (once per run) and :meth:`~IterativeSolver.step` (one iteration, working through a
-:class:`~orthoplug.solvers.oracle.Tracker`). A step must only write a point it has checked to be
+:class:`~orthoplug.oracles.core.Tracker`). A step must only write a point it has checked to be
 finite; if it meets a non-finite value it raises
-:class:`~orthoplug.solvers.oracle.NonFiniteError`, and the run stops with that reason keeping the
+:class:`~orthoplug.oracles.core.NonFiniteError`, and the run stops with that reason keeping the
 last good point.
 """
 
@@ -22,10 +22,11 @@ import numpy as np
 import torch
 
 from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
+from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
-from .oracle import NonFiniteError, Oracle, Tracker
+from .steps import SigmaBacktracking
 
-__all__ = ["StoppingCriteria", "SolverResult", "IterativeSolver", "ScalarCurvature",
+__all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature",
            "NonFiniteError"]
 
 _log = logging.getLogger("orthoplug")
@@ -36,7 +37,8 @@ class StoppingCriteria:
     """When a run stops (the first criterion met wins).
 
     Attributes:
-        max_iterations: iteration budget (one block update, or one Jacobi sweep, per iteration).
+        max_iterations: iteration budget (one block update, or one Jacobi sweep, per iteration);
+            ``None``: no limit.
         max_time: wall-clock budget in seconds.
         min_gradient_norm: stop when the Riemannian gradient norm (in the manifold's metric,
             the measure pymanopt uses) falls below it; checked at evaluations.
@@ -46,7 +48,7 @@ class StoppingCriteria:
         target_cost: stop once the cost is at or below this value.
     """
 
-    max_iterations: int = 10_000
+    max_iterations: int | None = 10_000
     max_time: float = math.inf
     min_gradient_norm: float = 0.0
     stall_evaluations: int = 0
@@ -54,7 +56,7 @@ class StoppingCriteria:
     target_cost: float | None = None
 
     def __post_init__(self):
-        if self.max_iterations < 0:
+        if self.max_iterations is not None and self.max_iterations < 0:
             raise ValueError(f"max_iterations must be >= 0, got {self.max_iterations}")
         if not self.max_time > 0:
             raise ValueError(f"max_time must be > 0, got {self.max_time}")
@@ -74,10 +76,15 @@ class SolverResult:
     gradient_evaluations: int
     history: dict[str, list] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    #: the lowest-cost evaluated point of methods that are not monotone (subgradient methods),
+    #: its cost and iteration; ``None`` for the others.
+    best_point: torch.Tensor | None = None
+    best_cost: float | None = None
+    best_iteration: int | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready summary (the point itself is left out; see :meth:`save`)."""
-        out = {k: v for k, v in asdict(self).items() if k != "point"}
+        out = {k: v for k, v in asdict(self).items() if k not in ("point", "best_point")}
         out["shape"] = list(self.point.shape)
         return out
 
@@ -89,8 +96,42 @@ class SolverResult:
         np.save(path.with_suffix(".npy"), self.point.detach().cpu().numpy())
 
 
+class Run:
+    """The state of one :meth:`IterativeSolver.run`: everything that lives as long as the run.
+
+    A solver object holds only its options, so it can be run any number of times (also
+    concurrently); whatever a run accumulates — step sizes, pair queues, counters, the best point
+    — a solver keeps as attributes of its :class:`Run` (set in
+    :meth:`~IterativeSolver.setup`).
+
+    Attributes:
+        oracle: the (possibly wrapped, see :meth:`~IterativeSolver.prepare`) oracle.
+        tracker: the tracker of the current point (``tracker.x``).
+        geometry: the manifold's geometry.
+        generator: the run's random generator (seeded from the solver's ``seed``).
+        deadline: ``time.perf_counter()`` value at which a long step may end early.
+        iteration: iterations completed so far.
+        finished: set by a step that finds the method converged (a stop reason), else ``None``.
+    """
+
+    def __init__(self, oracle: Oracle, tracker: Tracker, geometry, generator: torch.Generator):
+        self.oracle = oracle
+        self.tracker = tracker
+        self.geometry = geometry
+        self.generator = generator
+        self.deadline = math.inf
+        self.iteration = 0
+        self.finished: str | None = None
+
+
 class IterativeSolver:
     """Base class of orthoplug's solvers.
+
+    A subclass implements :meth:`step` (and usually :meth:`setup`); optional hooks:
+    :meth:`prepare` (validate the input, wrap the oracle), :meth:`steps` (several iterations in
+    one compiled call), :meth:`measure`, :meth:`on_evaluation` (extra history columns, named in
+    :attr:`history_fields`), :meth:`finalize` (extra result fields and info). Per-run state goes
+    on the :class:`Run`, never on the solver.
 
     Args:
         stopping: a :class:`StoppingCriteria` (or keyword overrides of its fields, below).
@@ -103,6 +144,8 @@ class IterativeSolver:
     """
 
     name = "solver"
+    #: names of the extra history columns :meth:`on_evaluation` returns.
+    history_fields: tuple[str, ...] = ()
 
     def __init__(self, *, stopping: StoppingCriteria | None = None, eval_every: int | None = None,
                  seed: int | None = None, log_verbosity: int = 1, verbosity: int = 0,
@@ -119,56 +162,74 @@ class IterativeSolver:
         self.callback = callback
 
     # ---- to implement --------------------------------------------------------------
-    def setup(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
-        """Prepare per-run state (called once before the first step)."""
+    def prepare(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Oracle:
+        """Validate the problem before a run and return the oracle to run on (default: as
+        given). Raise ``ValueError`` naming the cause for unsupported input."""
+        return oracle
 
-    def step(self, tracker: Tracker, geometry, generator: torch.Generator) -> None:
+    def setup(self, run: Run) -> None:
+        """Prepare the run's state (called once before the first step)."""
+
+    def step(self, run: Run) -> None:
         """One iteration. A long one (e.g. a full sweep) may end early once
-        ``time.perf_counter()`` passes ``self.deadline`` (the run's ``max_time``). A step that
-        finds the method converged (further steps cannot change X) sets ``self.finished`` to
+        ``time.perf_counter()`` passes ``run.deadline`` (the run's ``max_time``). A step that
+        finds the method converged (further steps cannot change X) sets ``run.finished`` to
         the reason: the run then evaluates and stops."""
         raise NotImplementedError
 
-    def steps(self, tracker: Tracker, geometry, generator: torch.Generator, count: int) -> int:
+    def steps(self, run: Run, count: int) -> int:
         """Up to ``count`` iterations (``count >= 1``, never past the next evaluation); returns
         how many were done (at least one). Default: one :meth:`step`. Solvers whose iterations
         run in a compiled loop override it to enter the loop once per evaluation interval; a
-        :class:`~orthoplug.solvers.oracle.NonFiniteError` raised here carries the iterations
+        :class:`~orthoplug.oracles.core.NonFiniteError` raised here carries the iterations
         completed before it in its ``iterations`` attribute (default 0)."""
-        self.step(tracker, geometry, generator)
+        self.step(run)
         return 1
 
-    def default_eval_every(self, tracker: Tracker) -> int:
+    def default_eval_every(self, run: Run) -> int:
         """Iterations between evaluations when ``eval_every`` is not given (here 1; block methods
         override it with about one sweep)."""
         return 1
 
-    def info(self) -> dict:
-        """Solver parameters to store in the result."""
-        return {}
+    def measure(self, run: Run) -> tuple[float, float, float]:
+        """(cost, Riemannian gradient norm, constraint violation) at the current point.
 
-    # ---- the loop --------------------------------------------------------------------
-    def measure(self, tracker: Tracker, geometry) -> tuple[float, float, float]:
-        """(cost, Riemannian gradient norm, constraint violation) at the current point."""
+        Must not change the run's state (it is also called on demand, e.g. for the result)."""
+        tracker, geometry = run.tracker, run.geometry
         x = tracker.x
         cost = float(tracker.value())
         rg = geometry.egrad2rgrad(x, tracker.gradient())
         gnorm = float(torch.sqrt(geometry.inner(x, rg, rg).clamp_min(0)).max())
         return cost, gnorm, float(geometry.violation(x).max())
 
-    def run(self, oracle: Oracle, x0: torch.Tensor, geometry) -> SolverResult:
-        """Minimise ``oracle`` over ``geometry`` from the feasible ``x0``.
+    def on_evaluation(self, run: Run, cost: float, gradient_norm: float,
+                      violation: float) -> dict[str, float]:
+        """Called after every evaluation (``run.iteration`` is current); returns the values of
+        :attr:`history_fields` to record (default none)."""
+        return {}
+
+    def finalize(self, run: Run, result: SolverResult) -> None:
+        """Complete the result after the loop (extra fields, ``info`` entries)."""
+
+    def info(self, run: Run | None = None) -> dict:
+        """Solver parameters (and, given a run, its counters) to store in the result."""
+        return {}
+
+    # ---- the loop --------------------------------------------------------------------
+    def start(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Run:
+        """A new :class:`Run` at the feasible ``x0``: input checked (:meth:`prepare`, the
+        geometry's feasibility check), generator seeded, :meth:`setup` done.
 
         With a data-parallel oracle (``oracle.shard`` under ``torch.distributed``) every rank
-        must call ``run`` alike: ``seed=None`` is drawn on rank 0 and broadcast (an explicit
-        seed must be the same on every rank: checked, :class:`ReplicaDivergenceError`), and the
-        ``max_time`` stop is agreed over the group before each iteration (so every rank stops
-        after the same iteration).
+        must call it alike: ``seed=None`` is drawn on rank 0 and broadcast (an explicit seed must
+        be the same on every rank: checked, :class:`ReplicaDivergenceError`).
 
         Raises:
             ValueError: if ``x0`` has the wrong shape or is infeasible (message gives the
-                violation), or if the initial cost/gradient is not finite.
+                violation), if :meth:`prepare` rejects the input, or if the initial
+                cost/gradient is not finite.
         """
+        oracle = self.prepare(oracle, x0, geometry)
         geometry.check_point(x0)
         shard = oracle.shard if oracle.shard is not None and oracle.shard.distributed else None
         if shard is not None:  # one stream on every rank (a mismatched seed would deadlock)
@@ -178,39 +239,60 @@ class IterativeSolver:
             seed = self.seed if self.seed is not None else int(torch.randint(2**62, (1,)).item())
         generator = torch.Generator(device=x0.device)
         generator.manual_seed(seed)
-        tracker = oracle.track(x0)
-        stop = self.stopping
-        history: dict[str, list] = {k: [] for k in
-                                    ("iteration", "time", "cost", "gradient_norm", "violation")}
+        run = Run(oracle, oracle.track(x0), geometry, generator)
+        run.seed = seed
         try:
-            cost, gnorm, viol = self.measure(tracker, geometry)
+            self.setup(run)
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
-        self.finished: str | None = None
-        self.setup(tracker, geometry, generator)
-        every = self.eval_every or self.default_eval_every(tracker)
+        return run
+
+    def run(self, oracle: Oracle, x0: torch.Tensor, geometry) -> SolverResult:
+        """Minimise ``oracle`` over ``geometry`` from the feasible ``x0``.
+
+        Under ``torch.distributed`` with a data-parallel oracle see :meth:`start`; the
+        ``max_time`` stop is agreed over the group before each iteration (so every rank stops
+        after the same iteration).
+
+        Raises:
+            ValueError: as :meth:`start`.
+        """
+        run = self.start(oracle, x0, geometry)
+        oracle, tracker, geometry = run.oracle, run.tracker, run.geometry
+        shard = oracle.shard if oracle.shard is not None and oracle.shard.distributed else None
+        stop = self.stopping
+        limit = math.inf if stop.max_iterations is None else stop.max_iterations
+        history: dict[str, list] = {k: [] for k in ("iteration", "time", "cost", "gradient_norm",
+                                                    "violation", *self.history_fields)}
+        try:
+            cost, gnorm, viol = self.measure(run)
+        except NonFiniteError as err:
+            raise ValueError(f"{self.name}: {err} at the initial point") from err
+        every = self.eval_every or self.default_eval_every(run)
         start = time.perf_counter()
-        self.deadline = start + stop.max_time if shard is None else math.inf
+        run.deadline = start + stop.max_time if shard is None else math.inf
         best_recent = cost
         stalled = 0
-        iteration = 0
         reason = None
 
-        def record(it):
+        def record():
+            extra = self.on_evaluation(run, cost, gnorm, viol)
             elapsed = time.perf_counter() - start
             if self.log_verbosity >= 1:
-                for key, val in zip(history, (it, elapsed, cost, gnorm, viol), strict=True):
-                    history[key].append(val)
+                row = {"iteration": run.iteration, "time": elapsed, "cost": cost,
+                       "gradient_norm": gnorm, "violation": viol, **extra}
+                for key, values in history.items():
+                    values.append(row[key])
             if self.verbosity >= 1:
                 _log.info("%s it=%d t=%.3fs cost=%.12g |grad|=%.3e viol=%.2e",
-                          self.name, it, elapsed, cost, gnorm, viol)
+                          self.name, run.iteration, elapsed, cost, gnorm, viol)
             if self.callback is not None:
-                self.callback(it, tracker)
+                self.callback(run.iteration, tracker)
 
-        record(0)
+        record()
         last_eval = 0
         while reason is None:
-            if iteration >= stop.max_iterations:
+            if run.iteration >= limit:
                 reason = f"max iterations ({stop.max_iterations}) reached"
                 break
             late = time.perf_counter() - start >= stop.max_time
@@ -219,22 +301,22 @@ class IterativeSolver:
             if late:
                 reason = f"max time ({stop.max_time:g} s) reached"
                 break
-            todo = min(every - iteration % every, stop.max_iterations - iteration)
+            todo = int(min(every - run.iteration % every, limit - run.iteration))
             try:
-                iteration += self.steps(tracker, geometry, generator, todo)
+                run.iteration += self.steps(run, todo)
             except NonFiniteError as err:
-                iteration += err.iterations
+                run.iteration += err.iterations
                 reason = f"stopped on {err}; returning the last finite iterate"
                 break
-            if iteration % every and iteration < stop.max_iterations and not self.finished:
+            if run.iteration % every and run.iteration < limit and not run.finished:
                 continue
             try:
-                cost, gnorm, viol = self.measure(tracker, geometry)
+                cost, gnorm, viol = self.measure(run)
             except NonFiniteError as err:
                 reason = f"stopped on {err}; returning the last finite iterate"
                 break
-            last_eval = iteration
-            record(iteration)
+            last_eval = run.iteration
+            record()
             if gnorm <= stop.min_gradient_norm:
                 reason = f"gradient norm {gnorm:.3e} <= {stop.min_gradient_norm:g}"
             elif stop.target_cost is not None and cost <= stop.target_cost:
@@ -246,52 +328,56 @@ class IterativeSolver:
                     stalled += 1
                     if stalled >= stop.stall_evaluations:
                         reason = f"stalled: no progress over {stalled} evaluations"
-            if reason is None and self.finished:
-                reason = self.finished
+            if reason is None and run.finished:
+                reason = run.finished
         elapsed = time.perf_counter() - start
-        if last_eval != iteration or reason.startswith("stopped on"):
+        if last_eval != run.iteration or reason.startswith("stopped on"):
             try:
-                cost, gnorm, viol = self.measure(tracker, geometry)
+                cost, gnorm, viol = self.measure(run)
             except NonFiniteError:  # the last finite point has a non-finite cost/gradient
                 cost, gnorm = float("nan"), float("nan")
                 viol = float(geometry.violation(tracker.x).max())
-        return SolverResult(point=tracker.x, cost=cost, iterations=iteration, stop_reason=reason,
-                            time=elapsed, gradient_norm=gnorm, violation=viol,
-                            gradient_evaluations=tracker.gradient_evaluations, history=history,
-                            info={"solver": self.name, "seed": self.seed, **self.info()})
+        result = SolverResult(point=tracker.x, cost=cost, iterations=run.iteration,
+                              stop_reason=reason, time=elapsed, gradient_norm=gnorm,
+                              violation=viol, gradient_evaluations=tracker.gradient_evaluations,
+                              history=history,
+                              info={"solver": self.name, "seed": self.seed, **self.info(run)})
+        self.finalize(run, result)
+        return result
 
 
 class ScalarCurvature:
     """σ of the block methods' scalar majoriser ``f(X⁺) ≤ f(X) + ⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²``.
 
-    Mixed into JOBCD and OBCD. σ is the user's, else the known Lipschitz constant, else a local
-    estimate that :meth:`accept_step` doubles until the majorisation holds at the proposed point
-    (so no accepted step increases f).
+    Mixed into JOBCD and OBCD; the run's σ and its acceptance test are a
+    :class:`~orthoplug.solvers.steps.SigmaBacktracking` in ``run.curvature`` (the torch
+    optimizers use the same rule). σ is the user's, else the known Lipschitz constant, else a
+    local estimate that :meth:`accept_step` doubles until the majorisation holds at the proposed
+    point (so no accepted step increases f).
 
-    **Adaptive σ** (``sigma_shrink < 1``, set by the solver before :meth:`init_sigma`): every
-    step is checked as above (also with a known σ), σ is multiplied by ``sigma_shrink`` after
-    each accepted step and doubled on each rejection, never below ``1e-12`` times its start.
-    Accepted steps satisfy ``f(X⁺) ≤ f(X) + predicted ≤ f(X)``, so the method stays monotone.
-    Without a known σ it starts from the Barzilai–Borwein curvature of one secant pair,
-    ``|⟨S, Y⟩| / ‖S‖²`` with ``S = −ε∇f(X)``, ``Y = ∇f(X + S) − ∇f(X)`` (:meth:`estimate_bb`),
-    which is ≤ the Lipschitz estimate and so starts with longer steps.
+    **Adaptive σ** (``sigma_shrink < 1``): every step is checked as above (also with a known
+    σ), σ is multiplied by ``sigma_shrink`` after each accepted step and doubled on each
+    rejection, never below ``1e-12`` times its start. Accepted steps satisfy
+    ``f(X⁺) ≤ f(X) + predicted ≤ f(X)``, so the method stays monotone. Without a known σ it
+    starts from the Barzilai–Borwein curvature of one secant pair, ``|⟨S, Y⟩| / ‖S‖²`` with
+    ``S = −ε∇f(X)``, ``Y = ∇f(X + S) − ∇f(X)`` (:meth:`estimate_bb`), which is ≤ the Lipschitz
+    estimate and so starts with longer steps.
     """
 
     max_backtracks = 200
     sigma_shrink = 1.0
 
-    def init_sigma(self, tracker: Tracker, generator: torch.Generator,
-                   known: float | None) -> None:
-        """Set ``self.sigma`` (``known``, or estimated) and whether steps must be checked."""
+    def init_sigma(self, run: Run, known: float | None) -> SigmaBacktracking:
+        """Set ``run.curvature`` from ``known`` σ (or an estimate) and return it."""
         adaptive = self.sigma_shrink < 1.0
-        self.sigma = known
-        self.backtrack = known is None or adaptive
+        sigma = known
         if known is None:
-            self.sigma = (self.estimate_bb(tracker) if adaptive
-                          else self.estimate_lipschitz(tracker, generator))
-        self.sigma_floor = 1e-12 * self.sigma
-        self.backtracks = 0
-        self._rejections = 0
+            sigma = (self.estimate_bb(run.tracker) if adaptive
+                     else self.estimate_lipschitz(run.tracker, run.generator))
+        run.curvature = SigmaBacktracking(sigma, checked=known is None or adaptive,
+                                          shrink=self.sigma_shrink,
+                                          max_rejections=self.max_backtracks)
+        return run.curvature
 
     @staticmethod
     def estimate_lipschitz(tracker: Tracker, generator: torch.Generator) -> float:
@@ -316,28 +402,17 @@ class ScalarCurvature:
         y = tracker.oracle.gradient(x + step) - g
         return max(abs(float((step * y).sum())) / float((step * step).sum()), 1e-12)
 
-    def accept_step(self, tracker: Tracker, x_new: torch.Tensor, predicted: float) -> bool:
+    @staticmethod
+    def accept_step(run: Run, x_new: torch.Tensor, predicted: float) -> bool:
         """Whether ``X⁺ = x_new`` may be taken; if not, σ has been doubled for a new proposal.
 
-        Always true with a known σ (unless adaptive). Otherwise true iff
-        ``f(X⁺) ≤ f(X) + predicted`` (the scalar model's change, up to 1e-12 relative); the
-        value ``f(X⁺)`` it computed is kept in ``self.trial_value`` (else ``None``). With
-        adaptive σ an accepted step shrinks σ by ``sigma_shrink``.
+        Always true when ``run.curvature`` is not checked (a known σ, not adaptive). Otherwise
+        the test of :meth:`SigmaBacktracking.accepts` on ``f(X⁺)``, which is kept in
+        ``run.trial_value`` (else ``None``) for the caller to pass to ``set_point``.
         """
-        self.trial_value = None
-        if not self.backtrack:
+        run.trial_value = None
+        rule = run.curvature
+        if not rule.checked:
             return True
-        f0 = float(tracker.value())
-        self.trial_value = tracker.oracle.value(x_new)
-        if float(self.trial_value) <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
-            if self.sigma_shrink < 1.0:
-                self.sigma = max(self.sigma * self.sigma_shrink, self.sigma_floor)
-            self._rejections = 0
-            return True
-        self.sigma *= 2.0
-        self.backtracks += 1
-        # (adaptive σ rejects routinely: only an unbroken run of rejections means divergence)
-        self._rejections += 1
-        if self._rejections > self.max_backtracks:
-            raise NonFiniteError("curvature estimate diverged during backtracking")
-        return False
+        run.trial_value = run.tracker.oracle.value(x_new)
+        return rule.accepts(float(run.tracker.value()), float(run.trial_value), predicted)

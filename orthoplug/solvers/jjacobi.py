@@ -28,8 +28,7 @@ import numpy as np
 import torch
 
 from orthoplug.kernels.jjacobi import rotate_pairs, sweep_cyclic
-
-from .oracle import NonFiniteError
+from orthoplug.oracles import NonFiniteError
 
 __all__ = ["ColumnJacobi", "ORDERS", "factor_quadratic"]
 
@@ -108,7 +107,7 @@ class ColumnJacobi:
         """One sweep from the point ``x`` (n×n); returns the new point (a new array).
 
         Raises:
-            ~orthoplug.solvers.oracle.NonFiniteError: a block or the new point is not finite
+            ~orthoplug.oracles.core.NonFiniteError: a block or the new point is not finite
                 (``x`` is left unchanged).
         """
         if x.shape != (self.n, self.n):

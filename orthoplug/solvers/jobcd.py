@@ -19,13 +19,13 @@ plus the proximal term ``θ/2 ‖W‖²`` (``θ > 0`` makes the subproblem coerc
   ``Q_i = ς_i I`` with ``ς_i = σ ‖X[B_i]‖₂²`` is required: per-block exact curvatures are not a
   joint majoriser (cross terms between blocks).
 * **VR-J-JOBCD** (:class:`VRJJOBCD`): J-JOBCD driven by the PAGE estimator of the gradient of
-  ``f = (1/N) Σ f_i`` (:class:`~orthoplug.solvers.oracle.FiniteSumOracle`).
+  ``f = (1/N) Σ f_i`` (:class:`~orthoplug.oracles.core.FiniteSumOracle`).
 
 **Column side** (``side="column"``, square X only). ``X ← X V̂`` with ``V ∈ O(J_BB)`` on a column
 pair keeps ``XᵀJX = J`` as well. Its linear term is ``⟨Xᵀ∇f, V̂ − I⟩ = ⟨(Xᵀ∇f)_BB, W⟩`` and
 ``‖X(V̂ − I)‖_F ≤ ‖X[:, B]‖₂ ‖W‖_F``, so a column step is exactly a row step on ``Xᵀ`` with the
 gradient ``∇fᵀ`` (and ``Vᵀ ∈ O(J_BB)`` iff ``V`` is): the generic steps run on transposed views.
-For ``f = s·tr(XᵀCX)`` (a :class:`~orthoplug.solvers.oracle.QuadraticOracle` without D) GS-JOBCD
+For ``f = s·tr(XᵀCX)`` (a :class:`~orthoplug.oracles.core.QuadraticOracle` without D) GS-JOBCD
 instead runs column J-Jacobi sweeps (:mod:`orthoplug.solvers.jjacobi`): each pair minimises f
 exactly, and one iteration is one sweep of ``n(n−1)/2`` pairs. Column steps keep the column space
 of X, so they cannot solve problems on iSt(n, k < n); ``side="column"`` needs a square X.
@@ -47,10 +47,10 @@ from orthoplug.kernels.jobcd import (
     OK,
     gs_pairs,
 )
+from orthoplug.oracles import FiniteSumOracle, NonFiniteError, QuadraticTracker, host_array
 from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 
 from .base import IterativeSolver, ScalarCurvature
-from .oracle import FiniteSumOracle, NonFiniteError, QuadraticTracker, host_array
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "random_matching", "random_pairs"]
 
@@ -293,7 +293,7 @@ class GSJOBCD(_JOBCDBase):
     ``n(n−1)/2`` pair rotations (which then stops by itself, with the reason "converged", once
     a cyclic sweep rotates no pair).
 
-    Per-iteration cost: with a :class:`~orthoplug.solvers.oracle.QuadraticOracle` (the fast
+    Per-iteration cost: with a :class:`~orthoplug.oracles.core.QuadraticOracle` (the fast
     path) two rows of ``∇f`` read from the cached ``CX``, an ``O(nk)`` update of ``CX`` and one
     exact 2×2 subproblem; column J-Jacobi ``O(n)`` per pair rotation, ``O(n³)`` per sweep; with
     any other oracle one full gradient (the point changed), plus cost evaluations while σ is

@@ -10,7 +10,7 @@ whenever ``Q ⪰ Q̲`` (the exact block curvature). Hence ``F(X⁺) ≤ F(X) −
 objective never increases (α > 0, default 1e-5 as in the paper).
 
 * ``Q``: ``curvature="exact"`` uses ``Q = Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` for quadratic
-  ``f = s·tr(XᵀCXD)`` (:class:`~orthoplug.solvers.oracle.QuadraticOracle`; any inertia, so for
+  ``f = s·tr(XᵀCXD)`` (:class:`~orthoplug.oracles.core.QuadraticOracle`; any inertia, so for
   SPCA the step is an exact block minimisation of ``F`` plus the tiny prox) when ``k = 2``;
   otherwise ``Q = ς I`` with ``ς = σ ‖Z‖₂²`` and σ ≥ max(0, λ_max(∇²f)) — 0 for concave quadratic
   ``f``, the oracle's Lipschitz constant otherwise, or (unknown) a local estimate doubled until
@@ -30,7 +30,7 @@ objective never increases (α > 0, default 1e-5 as in the paper).
   ``candidates`` random pairs and applies the one with the largest model decrease
   ``K(I) − K(V)``. Not in the paper.
 * Fast path (quadratic f): only the k gradient rows ``2s(CX)[B]D`` are read and ``CX`` is updated
-  in ``O(n k r)`` after each change (:class:`~orthoplug.solvers.oracle.QuadraticTracker`),
+  in ``O(n k r)`` after each change (:class:`~orthoplug.oracles.core.QuadraticTracker`),
   recomputed every ``refresh_every`` iterations against drift. Per iteration (k = 2):
   ``O(n r)`` + ``O(r log r)`` for the subproblem, versus ``O(n² r)`` for a full gradient. A
   Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
@@ -62,11 +62,11 @@ import torch
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels.obcd import STATUS, obcd_pairs
 from orthoplug.nonsmooth import SeparableTerm, Zero
+from orthoplug.oracles import NonFiniteError, Tracker, host_array
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2, solve_o2_single, solve_polar
 
 from .base import IterativeSolver, ScalarCurvature
 from .jobcd import _spectral_sq, random_matching, random_pairs
-from .oracle import NonFiniteError, Tracker, host_array
 
 __all__ = ["OBCD", "safe_sigma", "local_block_solve"]
 
@@ -149,7 +149,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         ValueError: invalid options; at run time: a manifold other than St(n, r), ``k > n``, an
             initial point where ``h`` is infinite (e.g. negative entries for NonNegative).
 
-    Per-iteration cost (k = 2): with a :class:`~orthoplug.solvers.oracle.QuadraticOracle` two
+    Per-iteration cost (k = 2): with a :class:`~orthoplug.oracles.core.QuadraticOracle` two
     gradient rows, an ``O(nr)`` update of ``CX`` and the ``O(r log r)`` breakpoint search of the
     exact O(2) subproblem; with any other oracle one full gradient instead of the two rows. A
     Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.

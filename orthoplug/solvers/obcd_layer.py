@@ -32,11 +32,11 @@ import torch
 
 from orthoplug.geometry.stiefel import polar
 from orthoplug.nonsmooth import SeparableTerm, Zero
+from orthoplug.oracles import host_array
 from orthoplug.subproblems.o2 import SNAP, solve_o2
 
 from .jobcd import random_matching, random_pairs
 from .obcd import OBCD
-from .oracle import host_array
 
 __all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_rounding",
            "prox_polar",

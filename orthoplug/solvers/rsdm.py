@@ -17,7 +17,7 @@ Host synchronisation (torch on a GPU; no GPU was available to measure it). The s
 sampling, the products and the retraction stay on the device; each iteration still reads
 back to the host: the finiteness check of the new rows before they are written (one scalar,
 ``_all_finite``; fixed step: the only sync with a :class:`RowGradientOracle`); with a
-:class:`~orthoplug.solvers.oracle.QuadraticTracker`, the finiteness of Δ and the cost change it
+:class:`~orthoplug.oracles.core.QuadraticTracker`, the finiteness of Δ and the cost change it
 adds to its host-side running value (two scalars); with Armijo or ``"polar"``, ``‖Γ‖²``, the
 current cost and one cost per trial, which decide the step (inherent to a line search); the
 ``"polar"`` step's determinant sign. The geoopt front-end's fixed-``lr`` step has none (it does
@@ -31,7 +31,7 @@ Per-iteration cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a 
 RSDM-P         sampling O(n); ``B`` = r gradient rows (``T_rows``; a tracker without row
                access computes ``T_g`` and gathers); ``Γ`` O(r²p); retraction O(r³);
                update O(r²p).  Total O(pr² + r³) + ``T_rows``. Quadratic ``s·tr(XᵀCXD)``
-               (:class:`~orthoplug.solvers.oracle.QuadraticOracle`): ``T_rows`` = O(rp) from the
+               (:class:`~orthoplug.oracles.core.QuadraticOracle`): ``T_rows`` = O(rp) from the
                cached ``CX``, whose update costs O(nrp); Procrustes: O(rp²) or O(rp) (linear
                form), see :mod:`orthoplug.problems.stiefel_problems`.
 RSDM-O         sampling O(nr²) (QR); ``B, C`` O(npr) + ``T_g``; retraction O(r³); update
@@ -46,7 +46,7 @@ slice with memory, accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`
 ``F(U(Retr(−tΓ))X)`` at ``t = 0``) and shrinking ``η ← βη`` otherwise; the first trial of the
 next iteration is ``2η`` after a first-trial acceptance, else the accepted ``η`` (so the step
 grows or shrinks geometrically to the cost's scale within a few iterations, from a first trial
-of 1). For a quadratic cost (:class:`~orthoplug.solvers.oracle.QuadraticTracker`) a trial is
+of 1). For a quadratic cost (:class:`~orthoplug.oracles.core.QuadraticTracker`) a trial is
 priced on the slice alone, ``F(X⁺) − F(X) = s⟨Δ, (2(CX)[B] + C_BB Δ)D⟩`` in O(r²p), and only the
 accepted one updates the cached ``CX``. A fixed η (``step_size=η``, the paper's choice; RSDM
 tolerates much larger η than Riemannian gradient descent since only a slice moves) is watched
@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -72,19 +71,16 @@ from orthoplug.geometry.submanifold import (
     sample_submanifold,
     submanifold_gradient,
 )
-
-from .base import IterativeSolver
-from .oracle import (
+from orthoplug.oracles.core import (
     FiniteSumOracle,
     NonFiniteError,
-    Oracle,
     QuadraticTracker,
-    Tracker,
-    _finite,
     host_array,
 )
 
-__all__ = ["RSDM", "StochasticRSDM", "RowGradientOracle", "StochasticOracle", "STALL_WINDOW"]
+from .base import IterativeSolver
+
+__all__ = ["RSDM", "StochasticRSDM", "STALL_WINDOW"]
 
 #: first trial step of the default (Armijo) rule when no ``step_size`` is given
 DEFAULT_FIRST_TRIAL = 1.0
@@ -92,88 +88,6 @@ DEFAULT_FIRST_TRIAL = 1.0
 STALL_WINDOW = 5
 #: largest η of the polar step (on a linear cost it doubles at every iteration)
 _ETA_MAX = 1e15
-
-
-# ---------------------------------------------------------------------------------------------
-# Oracles with the extra access RSDM can use
-# ---------------------------------------------------------------------------------------------
-
-
-class RowGradientOracle(Oracle):
-    """An oracle that can also return chosen rows of ∇F without the full gradient.
-
-    Args:
-        value: ``X -> F(X)``.
-        gradient: ``X -> ∇F(X)``.
-        gradient_rows: ``(X, rows) -> ∇F(X)[rows]`` (rows: a LongTensor of distinct indices).
-        lipschitz: optional Lipschitz constant of ∇F.
-
-    RSDM-P reads only ``∇F(X)[idx]`` for its r sampled rows, so a cheap ``gradient_rows`` (e.g.
-    ``2(X[idx]AAᵀ − (BAᵀ)[idx])`` for Procrustes, O(rp²) instead of O(np²)) is used as is.
-    """
-
-    def __init__(self, value: Callable, gradient: Callable, gradient_rows: Callable, *,
-                 lipschitz: float | None = None):
-        self._value, self._gradient, self._rows = value, gradient, gradient_rows
-        self.lipschitz = lipschitz
-
-    def value(self, x):
-        return _finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
-
-    def gradient(self, x):
-        return _finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
-                       "gradient")
-
-    def gradient_rows(self, x, rows):
-        """Rows ``rows`` of ``∇f(X)``, from the row function (not checked for finiteness here)."""
-        # not checked for finiteness here: RSDM checks the update these rows produce
-        return torch.as_tensor(self._rows(x, rows), dtype=x.dtype, device=x.device)
-
-    def track(self, x):
-        return RowGradientTracker(self, x)
-
-
-class RowGradientTracker(Tracker):
-    """Tracker whose :meth:`gradient_rows` asks the oracle for the rows only."""
-
-    def gradient_rows(self, rows):
-        if self._grad is not None:
-            return self._grad[rows]
-        return self.oracle.gradient_rows(self.x, rows)
-
-
-class StochasticOracle(Oracle):
-    """``F(X) = E_ξ f(X; ξ)`` through a sampler of minibatch gradients (streamed data).
-
-    Args:
-        sample_gradient: ``(X, batch_size, generator) -> (1/B) Σ_b ∇f(X; ξ_b)`` with fresh
-            samples ξ_b drawn with ``generator`` (a ``torch.Generator`` on X's device: draw
-            with ``device=x.device``).
-        value, gradient: optional exact (population) ``F`` and ``∇F``, used only to monitor the
-            run (cost, gradient norm, ``target_cost``); without them those are reported as NaN.
-    """
-
-    def __init__(self, sample_gradient: Callable, value: Callable | None = None,
-                 gradient: Callable | None = None):
-        self._sample, self._value, self._gradient = sample_gradient, value, gradient
-
-    def sample_gradient(self, x, batch_size, generator):
-        """A minibatch gradient ``(1/B) Σ_b ∇f(X; ξ_b)`` of ``batch_size`` fresh samples drawn with
-        ``generator``.
-        """
-        return _finite(torch.as_tensor(self._sample(x, batch_size, generator), dtype=x.dtype,
-                                       device=x.device), "stochastic gradient")
-
-    def value(self, x):
-        if self._value is None:
-            raise NotImplementedError("StochasticOracle without a population value")
-        return _finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
-
-    def gradient(self, x):
-        if self._gradient is None:
-            raise NotImplementedError("StochasticOracle without a population gradient")
-        return _finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
-                       "gradient")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,7 +399,7 @@ class StochasticRSDM(RSDM):
     Each iteration replaces ∇F by a minibatch mean: ``oracle.sample_gradient(X, B, gen)`` for a
     :class:`StochasticOracle` (fresh streamed samples), or ``component_gradient(X, idx)`` with
     ``idx`` B indices drawn without replacement for a
-    :class:`~orthoplug.solvers.oracle.FiniteSumOracle`. Everything else is RSDM (the variance σ²
+    :class:`~orthoplug.oracles.core.FiniteSumOracle`. Everything else is RSDM (the variance σ²
     of the gradient becomes σ²/B in the bounds). The step is ``η_k = η·s(k)``:
 
     * ``schedule="constant"``: ``s = 1`` (theory: ``η = min{1/L, √(Δ0/L)/(σ√K)}`` for K steps);

@@ -35,7 +35,7 @@ Experiments (``EXPERIMENTS``):
 
 Methods: GS-JOBCD (with the ``QuadraticOracle`` fast path on HEVP: two gradient rows and an
 O(nk) update per iteration), J-JOBCD, VR-J-JOBCD (PAGE estimator on a
-:class:`~orthoplug.solvers.oracle.FiniteSumOracle`; on HEVP the finite sum is over the rows of
+:class:`~orthoplug.oracles.core.FiniteSumOracle`; on HEVP the finite sum is over the rows of
 ``D``: ``f_i(X) = ‖D_i X‖² + ε‖X‖²_F``, σ = L_f = 2λ_max(C)), pymanopt's SteepestDescent /
 ConjugateGradient (/ TrustRegions on HEVP) on :class:`orthoplug.adapters.pymanopt.JOrthogonal`,
 geoopt's RiemannianSGD / RiemannianAdam on :class:`orthoplug.adapters.geoopt.JOrthogonal`, and
@@ -70,11 +70,11 @@ from orthoplug.bench.core import (
     torch_method,
 )
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
+from orthoplug.oracles import FiniteSumOracle, Oracle, QuadraticOracle
 from orthoplug.problems.hevp import trace_min_certificate
 from orthoplug.problems.hspp import HSPP, make_hspp_data
 from orthoplug.solvers.base import IterativeSolver
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
-from orthoplug.solvers.oracle import FiniteSumOracle, Oracle, QuadraticOracle
 
 __all__ = ["EXPERIMENTS", "HEVPTraceMin", "HEVPPaper", "HSPPExperiment", "HEVP_SIZES",
            "SOLVERS", "build_solver", "hevp_data", "make_c", "image_patches"]

@@ -23,7 +23,7 @@ Methods (rows):
 
 * ``RSDM-P`` / ``RSDM-O`` — orthoplug's :class:`~orthoplug.solvers.rsdm.RSDM` (permutation /
   Haar sampling, fixed step, QR retraction on O(r)) on the structured oracles: for PCA a
-  :class:`~orthoplug.solvers.oracle.QuadraticOracle` keeping ``AX`` current (gradient rows in
+  :class:`~orthoplug.oracles.core.QuadraticOracle` keeping ``AX`` current (gradient rows in
   O(rp), cache update O(nrp)), for Procrustes the linear form's gradient rows ``−M[idx]/p``.
 * ``RSDM-P (pymanopt front-end)`` — the same solver through ``orthoplug.adapters.pymanopt.RSDM``
   on the pymanopt problem (full gradients through pymanopt's numpy functions): the difference to
@@ -75,9 +75,9 @@ from orthoplug.bench.core import (
     torch_method,
 )
 from orthoplug.geometry.stiefel import StiefelGeometry, qf
+from orthoplug.oracles import Oracle
 from orthoplug.problems import qap
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
-from orthoplug.solvers.oracle import Oracle
 from orthoplug.solvers.rsdm import RSDM
 
 __all__ = ["SIZES", "DEFAULTS", "GRIDS", "EXPERIMENTS", "RSDMExperiment", "ProcrustesExperiment",

@@ -1,0 +1,148 @@
+"""The scaffold every orthoplug torch optimizer is built on (no algorithm lives here).
+
+:class:`OrthoplugOptimizer` does what each geoopt-side optimizer needs around the algorithm's
+step, which it takes from :mod:`orthoplug.solvers`:
+
+* **the closure**: :meth:`~OrthoplugOptimizer._loss` calls it with gradients enabled, averages
+  the gradients and the loss over the ``torch.distributed`` group (:mod:`orthoplug.distributed`)
+  and raises ``FloatingPointError`` naming a non-finite loss; :meth:`~OrthoplugOptimizer._grads`
+  copies the gradients and names the parameter of a non-finite one;
+* **the random stream**: one generator per device, seeded with ``seed`` (the same on every
+  rank: ``seed=None`` is drawn on rank 0 and broadcast), created on first use on a device; the
+  seed and every generator's state are part of ``state_dict``, so a resumed optimizer draws the
+  same numbers as an uninterrupted one (:meth:`~OrthoplugOptimizer.generator`);
+* **per-run counters** (``state["step"]`` per parameter is torch's; the optimizer's own number of
+  steps is ``self.steps_taken``, saved too);
+* the replica check of :class:`~orthoplug.distributed.DataParallelOptimizer`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from orthoplug.distributed import DataParallelOptimizer, shared_seed
+
+__all__ = ["OrthoplugOptimizer"]
+
+_STATE_KEY = "orthoplug"
+
+
+class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
+    """Base class of orthoplug's torch optimizers (see the module docstring).
+
+    Args:
+        params: parameters or parameter groups.
+        defaults: the per-group defaults.
+        seed: seed of the random draws (``None``: random, the same on every rank).
+        process_group: the ``torch.distributed`` group (default: the world).
+        replica_check_every: compare the replicas across ranks every this many steps.
+        average_gradients: average the gradients over the group after each closure call.
+    """
+
+    def __init__(self, params, defaults: dict, *, seed: int | None = None, process_group=None,
+                 replica_check_every: int | None = None, average_gradients: bool = True):
+        self._init_data_parallel(process_group, replica_check_every, average_gradients)
+        self.seed = shared_seed(seed, process_group)
+        self._generators: dict[str, torch.Generator] = {}
+        self._saved_generators: dict[str, torch.Tensor] = {}  # loaded, not yet used
+        self.steps_taken = 0
+        super().__init__(params, defaults)
+
+    # ---- randomness ---------------------------------------------------------------------------
+    def generator(self, device: torch.device | str = "cpu") -> torch.Generator:
+        """The generator of ``device``: created on first use, from a loaded state if one was
+        saved for that device, else seeded with the optimizer's seed."""
+        key = str(torch.device(device))
+        gen = self._generators.get(key)
+        if gen is None:
+            gen = torch.Generator(device=key)
+            saved = self._saved_generators.pop(key, None)
+            if saved is None:
+                gen.manual_seed(self.seed)
+            else:  # torch.load(map_location=...) may have moved the bytes: set_state needs CPU
+                gen.set_state(saved.to(device="cpu", dtype=torch.uint8))
+            self._generators[key] = gen
+        return gen
+
+    def _random_state(self):
+        return [("seed", self.seed), *((f"generator on {k}", g)
+                                       for k, g in sorted(self._generators.items()))]
+
+    def state_dict(self) -> dict:
+        """torch's state plus the seed, the generators' states and :meth:`_extra_state`."""
+        out = super().state_dict()
+        out[_STATE_KEY] = {"seed": self.seed, "steps_taken": self.steps_taken,
+                           "generators": {**self._saved_generators,
+                                          **{k: g.get_state()
+                                             for k, g in self._generators.items()}},
+                           "extra": self._extra_state()}
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore torch's state, the seed, the generators and :meth:`_extra_state`.
+
+        A generator state is applied when its device is first used, so a checkpoint saved on
+        a device this host lacks still loads; parameters moved to another device start that
+        device's generator from the seed.
+        """
+        state_dict = dict(state_dict)
+        ours = state_dict.pop(_STATE_KEY, None)
+        super().load_state_dict(state_dict)
+        if ours is not None:
+            self.seed = ours["seed"]
+            self.steps_taken = ours["steps_taken"]
+            self._generators = {}
+            self._saved_generators = dict(ours["generators"])
+            self._load_extra_state(ours["extra"])
+
+    def _extra_state(self) -> dict:
+        """Optimizer-level state beyond torch's per-parameter ``state`` (override)."""
+        return {}
+
+    def _load_extra_state(self, state: dict) -> None:
+        """Restore :meth:`_extra_state` (override)."""
+
+    # ---- closures -----------------------------------------------------------------------------
+    def _loss(self, closure, *args) -> tuple[torch.Tensor, float]:
+        """Call ``closure(*args)`` (gradients enabled; gradients and loss averaged over the
+        group); return the loss and its group mean as a float.
+
+        Raises:
+            ValueError: without a closure.
+            FloatingPointError: if the loss is not finite (the parameters are unchanged).
+        """
+        if closure is None:
+            raise ValueError(f"{type(self).__name__}.step needs a closure (zero the gradients, "
+                             "compute the loss, call backward, return the loss)")
+        loss, value = self._evaluate(closure, *args)
+        if not math.isfinite(value):
+            raise FloatingPointError(f"{type(self).__name__}: the closure returned a non-finite "
+                                     f"loss ({value}) at step {self.steps_taken}; the "
+                                     f"parameters are those before the step")
+        return loss, value
+
+    def _grads(self) -> dict[torch.Tensor, torch.Tensor]:
+        """A copy of every parameter's gradient (parameters without one are left out).
+
+        Raises:
+            FloatingPointError: naming the first parameter with a non-finite gradient.
+        """
+        out = {}
+        for gi, group in enumerate(self.param_groups):
+            for pi, p in enumerate(group["params"]):
+                if p.grad is None:
+                    continue
+                g = p.grad.detach().clone()
+                if not bool(torch.isfinite(g).all()):
+                    raise FloatingPointError(
+                        f"{type(self).__name__}: non-finite gradient of parameter {pi} of group "
+                        f"{gi} (shape {tuple(p.shape)}) at step {self.steps_taken}; the "
+                        f"parameters are those before the step")
+                out[p] = g
+        return out
+
+    def _end_step(self) -> None:
+        self.steps_taken += 1
+        super()._end_step()

@@ -1,0 +1,103 @@
+"""The optional abilities of oracles and trackers, declared as runtime-checkable protocols.
+
+Every oracle has ``value``, ``gradient``, ``value_and_gradient`` and ``track``; every tracker
+has ``x``, ``value()``, ``gradient()``, ``gradient_rows``, ``set_rows``, ``set_point`` and
+``add_low_rank`` (:class:`~orthoplug.oracles.core.Tracker`). What a solver needs beyond that it
+asks for with :func:`require` (an error naming the missing ability) or tests with
+``isinstance(obj, Ability)`` to choose a faster path; nothing probes with ``hasattr``.
+
+An object has an ability when it has the protocol's methods; no registration is needed, so a
+user's own oracle gains e.g. :class:`RowGradients` by defining ``gradient_rows(x, rows)``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+__all__ = ["RowGradients", "ColumnGradients", "ColumnAccess", "PairModel", "Refreshable",
+           "FiniteSum", "StochasticGradients", "require"]
+
+
+@runtime_checkable
+class RowGradients(Protocol):
+    """An oracle that computes chosen rows of ∇f without the whole gradient (RSDM-P)."""
+
+    def gradient_rows(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Rows ``rows`` of ``∇f(X)``."""
+
+
+@runtime_checkable
+class ColumnGradients(Protocol):
+    """An oracle that computes chosen columns of ∇f (or of a subgradient) only (RSSM)."""
+
+    def gradient_columns(self, x: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """Columns ``cols`` of ``∇f(X)``."""
+
+
+@runtime_checkable
+class ColumnAccess(Protocol):
+    """A tracker that reads gradient columns and writes columns of X in place (RSSM)."""
+
+    def gradient_columns(self, cols: torch.Tensor) -> torch.Tensor:
+        """Columns ``cols`` of the gradient at the current point."""
+
+    def set_columns(self, cols: torch.Tensor, new: torch.Tensor) -> None:
+        """``X[:, cols] = new``."""
+
+
+@runtime_checkable
+class PairModel(Protocol):
+    """A tracker of a quadratic cost with host arrays (``xa``) and the exact 2×2 model of a row
+    pair (GS-JOBCD's and OBCD's compiled pair loops)."""
+
+    def pair_model_array(self, rows, prox: float, *, psd: bool = True):
+        """The pair's gradient block and exact curvature (NumPy arrays)."""
+
+    def refresh(self) -> None:
+        """Recompute the cached products from X (against drift of incremental updates)."""
+
+
+@runtime_checkable
+class Refreshable(Protocol):
+    """A tracker whose incrementally updated caches can be recomputed from X."""
+
+    def refresh(self) -> None:
+        """Recompute the cached products from X."""
+
+
+@runtime_checkable
+class FiniteSum(Protocol):
+    """An oracle of ``f = (1/N) Σ_i f_i`` with component gradients (VR-J-JOBCD, stochastic
+    RSDM)."""
+
+    num_components: int
+
+    def component_gradient(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """The mean gradient of the components ``idx``."""
+
+
+@runtime_checkable
+class StochasticGradients(Protocol):
+    """An oracle of ``F = E f(·; ξ)`` that samples minibatch gradients (stochastic RSDM)."""
+
+    def sample_gradient(self, x: torch.Tensor, batch_size: int,
+                        generator: torch.Generator) -> torch.Tensor:
+        """A minibatch gradient of ``batch_size`` fresh samples."""
+
+
+def require(obj, ability: type, who: str, what: str = "oracle") -> None:
+    """Raise ``TypeError`` unless ``obj`` has ``ability`` (a protocol of this module).
+
+    Args:
+        obj: the oracle or tracker.
+        ability: the protocol class.
+        who: the solver that needs it (named in the message).
+        what: ``"oracle"`` or ``"tracker"`` (named in the message).
+    """
+    if not isinstance(obj, ability):
+        names = sorted(n for n in vars(ability) if not n.startswith("_") and
+                       callable(getattr(ability, n)))
+        raise TypeError(f"{who} needs an {what} with {ability.__name__} ({', '.join(names)}); "
+                        f"got {type(obj).__name__}")
