@@ -32,13 +32,16 @@ from .core import (
     QuadraticOracle,
     QuadraticTracker,
     Tracker,
+    all_finite,
+    finite,
     host_array,
 )
 from .rows import RowGradientOracle, RowGradientTracker, StochasticOracle
 
 __all__ = ["Oracle", "FunctionOracle", "QuadraticOracle", "FiniteSumOracle", "Tracker",
-           "QuadraticTracker", "NonFiniteError", "host_array", "RowGradientOracle",
-           "RowGradientTracker", "StochasticOracle", "ColumnTracker", "ColumnOracle",
+           "QuadraticTracker", "NonFiniteError", "host_array", "all_finite", "finite",
+           "RowGradientOracle", "RowGradientTracker", "StochasticOracle", "ColumnTracker",
+           "ColumnOracle",
            "CompositeOracle", "CompositeTracker", "partial_subgradient", "write_columns",
            "RowGradients", "ColumnGradients", "ColumnAccess", "PairModel", "Refreshable",
            "FiniteSum", "StochasticGradients", "require"]

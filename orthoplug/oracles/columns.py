@@ -9,7 +9,7 @@ import torch
 
 from orthoplug.geometry.stiefel_block import put_columns, take_columns
 
-from .core import FunctionOracle, Oracle, Tracker, _finite
+from .core import FunctionOracle, Oracle, Tracker, finite
 
 __all__ = ["ColumnTracker", "ColumnOracle", "CompositeOracle", "CompositeTracker",
            "partial_subgradient", "write_columns"]
@@ -39,7 +39,7 @@ class ColumnTracker(Tracker):
         if fn is None:
             return self.gradient()[..., cols]
         self.column_evaluations += int(cols.numel())
-        return _finite(fn(self.x, cols), "subgradient")
+        return finite(fn(self.x, cols), "subgradient")
 
     def set_columns(self, cols: torch.Tensor, new: torch.Tensor) -> None:
         """``X[:, cols] = new`` (in place) and drop the cached value and gradient."""
@@ -96,16 +96,16 @@ class CompositeOracle(Oracle):
         return torch.as_tensor(self.nonsmooth.value(x), dtype=x.dtype, device=x.device)
 
     def value(self, x):
-        return _finite(self.smooth.value(x) + self._h(x), "cost")
+        return finite(self.smooth.value(x) + self._h(x), "cost")
 
     def gradient(self, x):
-        return _finite(self.smooth.gradient(x) + self.nonsmooth.subgradient(x), "subgradient")
+        return finite(self.smooth.gradient(x) + self.nonsmooth.subgradient(x), "subgradient")
 
     def gradient_columns(self, x, cols):
         """Columns ``cols`` of a subgradient of ``f + h``: ``∇f(X)[:, cols] + ∂h(X[:, cols])``."""
         fn = getattr(self.smooth, "gradient_columns", None)
         g = fn(x, cols) if fn is not None else self.smooth.gradient(x)[..., cols]
-        return _finite(g + self.nonsmooth.subgradient(x[..., cols]), "subgradient")
+        return finite(g + self.nonsmooth.subgradient(x[..., cols]), "subgradient")
 
     def track(self, x):
         return CompositeTracker(self, x)
@@ -133,12 +133,12 @@ class CompositeTracker(ColumnTracker):
     def value(self):
         if self._value is None:
             x = self.inner.x
-            self._value = _finite(self.inner.value() + self.oracle._h(x), "cost")
+            self._value = finite(self.inner.value() + self.oracle._h(x), "cost")
         return self._value
 
     def gradient(self):
         if self._grad is None:
-            self._grad = _finite(self.inner.gradient() + self.h.subgradient(self.inner.x),
+            self._grad = finite(self.inner.gradient() + self.h.subgradient(self.inner.x),
                                  "subgradient")
         return self._grad
 
@@ -150,7 +150,7 @@ class CompositeTracker(ColumnTracker):
             return self._grad[..., cols]
         self.column_evaluations += int(cols.numel())
         g = partial_subgradient(self.inner, cols)
-        return _finite(g + self.h.subgradient(self.inner.x[..., cols]), "subgradient")
+        return finite(g + self.h.subgradient(self.inner.x[..., cols]), "subgradient")
 
     def _invalidate(self):
         self._value = None

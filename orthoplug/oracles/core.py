@@ -32,6 +32,10 @@ __all__ = [
     "FiniteSumOracle",
     "Tracker",
     "NonFiniteError",
+    "QuadraticTracker",
+    "host_array",
+    "all_finite",
+    "finite",
 ]
 
 
@@ -49,8 +53,18 @@ class NonFiniteError(FloatingPointError):
         self.iterations = iterations
 
 
-def _finite(t: torch.Tensor, what: str) -> torch.Tensor:
-    if not bool(torch.isfinite(t).all()):
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every entry is finite: one reduction (a NaN or ±inf makes the sum non-finite;
+    the exact check runs only then, so finite entries whose sum overflows still pass)."""
+    if math.isfinite(float(t.sum())):
+        return True
+    return bool(torch.isfinite(t).all())
+
+
+def finite(t: torch.Tensor, what: str) -> torch.Tensor:
+    """``t`` itself if every entry is finite, else raise :class:`NonFiniteError` naming
+    ``what`` (e.g. ``"gradient"``)."""
+    if not all_finite(t):
         raise NonFiniteError(f"non-finite {what}")
     return t
 
@@ -97,10 +111,10 @@ class FunctionOracle(Oracle):
         self.lipschitz = lipschitz
 
     def value(self, x):
-        return _finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
+        return finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
 
     def gradient(self, x):
-        return _finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
+        return finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
                        "gradient")
 
 
@@ -203,11 +217,11 @@ class FiniteSumOracle(Oracle):
         """The mean of ``fn``'s per-component terms over the global ``idx`` (summed over the
         shards when data parallel)."""
         if self.shard is None:
-            return _finite(torch.as_tensor(fn(x, idx), dtype=x.dtype, device=x.device), what)
+            return finite(torch.as_tensor(fn(x, idx), dtype=x.dtype, device=x.device), what)
         local = self.shard.local(idx)
         part = None
         if local.numel():
-            part = _finite(torch.as_tensor(fn(x, local), dtype=x.dtype, device=x.device), what)
+            part = finite(torch.as_tensor(fn(x, local), dtype=x.dtype, device=x.device), what)
         return self.shard.combine([part], int(local.numel()), int(idx.numel()), [like])[0]
 
     def value(self, x):

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import torch
 
-from .core import Oracle, Tracker, _finite
+from .core import Oracle, Tracker, finite
 
 __all__ = ["RowGradientOracle", "RowGradientTracker", "StochasticOracle"]
 
@@ -33,10 +33,10 @@ class RowGradientOracle(Oracle):
         self.lipschitz = lipschitz
 
     def value(self, x):
-        return _finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
+        return finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
 
     def gradient(self, x):
-        return _finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
+        return finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
                        "gradient")
 
     def gradient_rows(self, x, rows):
@@ -76,16 +76,16 @@ class StochasticOracle(Oracle):
         """A minibatch gradient ``(1/B) Σ_b ∇f(X; ξ_b)`` of ``batch_size`` fresh samples drawn with
         ``generator``.
         """
-        return _finite(torch.as_tensor(self._sample(x, batch_size, generator), dtype=x.dtype,
+        return finite(torch.as_tensor(self._sample(x, batch_size, generator), dtype=x.dtype,
                                        device=x.device), "stochastic gradient")
 
     def value(self, x):
         if self._value is None:
             raise NotImplementedError("StochasticOracle without a population value")
-        return _finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
+        return finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
 
     def gradient(self, x):
         if self._gradient is None:
             raise NotImplementedError("StochasticOracle without a population gradient")
-        return _finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
+        return finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
                        "gradient")

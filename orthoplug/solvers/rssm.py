@@ -62,6 +62,7 @@ from orthoplug.oracles import (
     CompositeOracle,
     NonFiniteError,
     Oracle,
+    all_finite,
     partial_subgradient,
     write_columns,
 )
@@ -77,20 +78,6 @@ __all__ = [
 ]
 
 SCHEDULES = ("constant", "diminishing", "geometric")
-
-
-def all_finite(t: torch.Tensor) -> bool:
-    """Whether every entry is finite: one reduction (a NaN or ±inf makes the sum non-finite;
-    the exact check runs only then, so finite entries whose sum overflows still pass)."""
-    if math.isfinite(float(t.sum())):
-        return True
-    return bool(torch.isfinite(t).all())
-
-
-def _finite(t: torch.Tensor, what: str) -> torch.Tensor:
-    if not all_finite(t):
-        raise NonFiniteError(f"non-finite {what}")
-    return t
 
 
 # ---------------------------------------------------------------------------------------------
