@@ -1,9 +1,10 @@
 """JOBCD as torch optimizers over geoopt ``ManifoldParameter``\\ s on J-manifolds.
 
 Every matrix of a (batched) parameter is updated in each ``step``: ``JJOBCD`` applies one random
-perfect matching of the rows per matrix, ``GSJOBCD`` one uniformly random row pair per matrix.
-All pairs of all matrices are solved in one batched exact call
-(:func:`orthoplug.solvers.jobcd.jacobi_step`). Rows of different matrices are disjoint
+perfect matching of the rows per matrix (:func:`orthoplug.solvers.jobcd.jacobi_step`),
+``GSJOBCD`` the next pair of its :class:`~orthoplug.solvers.jobcd.PairQueue` per matrix. All
+pairs of all matrices are solved in one batched exact call
+(:func:`orthoplug.solvers.jobcd.update_pairs`). Rows of different matrices are disjoint
 coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever σ bounds
 the Lipschitz constant of the whole loss.
 
@@ -18,7 +19,18 @@ step on the transposed matrix and gradient (see :mod:`orthoplug.solvers.jobcd`).
 (the step redone) until the loss at the new point is below the model, so a step never increases
 the loss; pass ``sigma`` (≥ the Lipschitz constant) to skip that check and its extra closure call.
 ``sigma_shrink < 1`` (without ``sigma``) makes σ adaptive: multiplied by ``sigma_shrink`` after
-each accepted step, doubled on each rejection, so steps stay monotone.
+each accepted step, doubled on each rejection, so steps stay monotone. The σ rule is the core
+solvers' :class:`~orthoplug.solvers.steps.SigmaBacktracking` (one per parameter, its state in
+the parameter's ``state``).
+
+**Same method as the core solvers.** With the same ``seed``, start and options a
+single-matrix parameter follows the iterates of the orthoplug/pymanopt solvers:
+``GSJOBCD(side=s)`` those of the core ``GSJOBCD(side=s, curvature="scalar", pairs="random")``,
+``JJOBCD`` and ``VRJJOBCD`` those of the core classes of the same name (with ``sigma0`` given to
+the core solver when σ is not known, so both start the backtracking from the same σ). The
+draws — pair batches, matchings, PAGE coins and minibatches — come from the generator of the
+parameter's device (:meth:`~orthoplug.adapters._torch.OrthoplugOptimizer.generator`), saved in
+``state_dict`` with the pair queues, so a resumed optimizer continues bit-identically.
 
 Under ``torch.distributed`` (data parallel, see :mod:`orthoplug.distributed`) the descent check
 uses the loss averaged over the process group, the gradients are averaged after each closure
@@ -29,16 +41,24 @@ steps.
 
 from __future__ import annotations
 
-import math
-
 import geoopt
 import numpy as np
 import torch
 
-from orthoplug.distributed import DataParallelOptimizer, Shard, shared_seed
-from orthoplug.oracles import NonFiniteError
+from orthoplug.distributed import Shard
+from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.oracles import NonFiniteError, all_finite
 from orthoplug.solvers.jjacobi import ColumnJacobi
-from orthoplug.solvers.jobcd import SIDES, jacobi_step
+from orthoplug.solvers.jobcd import (
+    SIDES,
+    PageSchedule,
+    PairQueue,
+    jacobi_step,
+    update_pairs,
+)
+from orthoplug.solvers.steps import SigmaBacktracking
+
+from ._torch import OrthoplugOptimizer
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
 
@@ -48,7 +68,8 @@ def _check_params(name, groups):
         for p in group["params"]:
             manifold = getattr(p, "manifold", None)
             geometry = getattr(manifold, "geometry", None)
-            if not isinstance(p, geoopt.ManifoldParameter) or not hasattr(geometry, "j"):
+            if not (isinstance(p, geoopt.ManifoldParameter) and
+                    isinstance(geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry))):
                 raise ValueError(
                     f"{name} optimises ManifoldParameters on orthoplug's JOrthogonal or "
                     f"IndefiniteStiefel manifolds; got {type(p).__name__} on "
@@ -63,7 +84,14 @@ def _check_square(name, groups):
                                  f"parameter of shape {tuple(p.shape)}")
 
 
-class _JOBCDOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
+def _indexed(groups):
+    """``(key, parameter)`` for every parameter, keyed ``"group.index"`` (stable over a save and
+    load, unlike the parameter objects)."""
+    return [(f"{gi}.{pi}", p) for gi, group in enumerate(groups)
+            for pi, p in enumerate(group["params"])]
+
+
+class _JOBCDOptimizer(OrthoplugOptimizer):
     """Shared scaffold of the JOBCD optimizers.
 
     Args:
@@ -71,14 +99,14 @@ class _JOBCDOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         sigma: fixed scalar curvature σ ≥ the Lipschitz constant; ``None``: backtracking.
         theta: proximal weight θ > 0.
         sigma0: initial σ of the backtracking.
-        max_backtracks: doublings of σ before giving up.
+        max_backtracks: doublings of σ in a row before giving up.
         seed: seed of the pair draws (``None``: random, the same on every rank).
+        side: ``"row"`` or ``"column"`` (square matrices).
+        sigma_shrink: adaptive σ when < 1 (without a fixed ``sigma``).
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
         average_gradients: average the gradients over the group after each closure call.
     """
-
-    pairs_per_matrix: int | None = None
 
     def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
                  sigma0: float = 1.0, max_backtracks: int = 60, seed: int | None = None,
@@ -89,29 +117,47 @@ class _JOBCDOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
             raise ValueError(f"sigma_shrink must be in (0, 1] and < 1 only without a fixed "
                              f"sigma, got {sigma_shrink} with sigma={sigma}")
-        self.sigma_shrink = float(sigma_shrink)
         if not theta > 0:
             raise ValueError(f"theta must be > 0, got {theta}")
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-        super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0))
+        self.sigma_shrink = float(sigma_shrink)
+        super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0), seed=seed,
+                         process_group=process_group, replica_check_every=replica_check_every,
+                         average_gradients=average_gradients)
         _check_params(type(self).__name__, self.param_groups)
         self.column = side == "column"
         if self.column:
             _check_square(type(self).__name__, self.param_groups)
         self.max_backtracks = max_backtracks
-        self._init_data_parallel(process_group, replica_check_every, average_gradients)
-        self.generator = torch.Generator()
-        self.generator.manual_seed(shared_seed(seed, process_group, torch.seed))
         self._initial_replica_check()
 
-    def _sigma(self, group, p) -> float:
+    def _rule(self, group, p) -> SigmaBacktracking:
+        """The σ rule of ``p``: the group's fixed σ (unchecked), else backtracking from
+        ``sigma0`` continued from the parameter's state."""
         if group["sigma"] is not None:
-            return group["sigma"]
-        return self.state[p].setdefault("sigma", group["sigma0"])
+            return SigmaBacktracking(group["sigma"], checked=False)
+        rule = SigmaBacktracking(group["sigma0"], shrink=self.sigma_shrink,
+                                 max_rejections=self.max_backtracks)
+        if "sigma" in self.state[p]:
+            rule.load_state_dict(self.state[p])
+        return rule
 
-    def _update_all(self, grads) -> tuple[list, list, float]:
-        """New values for every parameter with a gradient; returns (params, old, predicted)."""
+    def _oriented(self, t: torch.Tensor) -> torch.Tensor:
+        """Column pairs of X are row pairs of Xᵀ (with the gradient ∇fᵀ)."""
+        return t.mT if self.column else t
+
+    def _update(self, p, x, g, jvec, sigma, theta, plan):
+        """The new value of ``x`` (oriented, batched) and the predicted change (override)."""
+        raise NotImplementedError
+
+    def _plan(self, grads) -> dict:
+        """Draws fixed for all proposals of one step (override; default none)."""
+        return {}
+
+    def _propose(self, grads, rules, plan) -> tuple[list, list, float]:
+        """Write the proposal into every parameter with a gradient; returns (params, their old
+        values, total predicted change)."""
         params, old, predicted = [], [], 0.0
         for group in self.param_groups:
             for p in group["params"]:
@@ -119,72 +165,124 @@ class _JOBCDOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
                 if g is None:
                     continue
                 geometry = p.manifold.geometry
-                x = p.detach()
-                if self.column:  # column pairs of X = row pairs of Xᵀ (gradient ∇fᵀ)
-                    x, g = x.mT, g.mT
                 jvec = (geometry.jk if self.column else geometry.j).like(p)
-                new, pred = jacobi_step(x, g, jvec, self._sigma(group, p),
-                                        group["theta"], self.generator, self.pairs_per_matrix)
-                if self.column:
-                    new = new.mT
+                new, pred = self._update(p, self._oriented(p.detach()), self._oriented(g), jvec,
+                                         rules[p].sigma, group["theta"], plan)
                 params.append(p)
                 old.append(p.detach().clone())
-                p.copy_(new)
+                p.copy_(self._oriented(new))
                 predicted += pred
         return params, old, predicted
 
     @torch.no_grad()
     def step(self, closure):
-        if closure is None:
-            raise ValueError(f"{type(self).__name__}.step needs a closure (zero grads, compute "
-                             "the loss, call backward, return the loss)")
-        loss, f0 = self._evaluate(closure)
-        if not math.isfinite(f0):
-            raise FloatingPointError(f"{type(self).__name__}: non-finite loss {f0}")
-        grads = {p: p.grad.detach().clone() for g in self.param_groups for p in g["params"]
-                 if p.grad is not None}
-        for g in grads.values():
-            if not bool(torch.isfinite(g).all()):
-                raise FloatingPointError(f"{type(self).__name__}: non-finite gradient")
-        checked = any(g["sigma"] is None for g in self.param_groups)
-        for _ in range(self.max_backtracks):
-            params, old, predicted = self._update_all(grads)
-            if not checked:
-                self._end_step()
-                return loss
-            _, f1 = self._evaluate(closure)
-            if f1 <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
-                if self.sigma_shrink < 1:  # adaptive σ: shrink after an accepted step
-                    for p in params:
-                        self.state[p]["sigma"] = self.sigma_shrink * self.state[p]["sigma"]
-                self._end_step()
-                return loss
-            for p, o in zip(params, old, strict=True):  # reject: restore and double σ
+        """One step (with σ backtracking unless σ is fixed); returns the loss before it.
+
+        Raises:
+            FloatingPointError: a non-finite loss or gradient at the current point, a
+                non-finite step, or no acceptable step after ``max_backtracks`` doublings of σ
+                (the parameters keep their values from before the step).
+        """
+        loss, f0 = self._loss(closure)
+        grads = self._grads()
+        rules = {p: self._rule(group, p) for group in self.param_groups
+                 for p in group["params"]}
+        checked = [r for r in rules.values() if r.checked]
+        plan = self._plan(grads)
+        while True:
+            params, old = [], []
+            try:
+                params, old, predicted = self._propose(grads, rules, plan)
+                if not checked:
+                    break
+                _, f1 = self._evaluate(closure)  # a non-finite trial loss is a rejection
+                if all([r.accepts(f0, f1, predicted) for r in checked]):
+                    break
+            except NonFiniteError as err:
+                for p, o in zip(params, old, strict=True):
+                    p.copy_(o)
+                raise FloatingPointError(f"{type(self).__name__}: {err} at step "
+                                         f"{self.steps_taken}; the parameters are those "
+                                         "before the step") from err
+            for p, o in zip(params, old, strict=True):  # rejected: σ doubled, propose again
                 p.copy_(o)
-                self.state[p]["sigma"] = 2.0 * self.state[p].get("sigma", 1.0)
-        raise FloatingPointError(f"{type(self).__name__}: no acceptable step after "
-                                 f"{self.max_backtracks} doublings of sigma")
+        for p, rule in rules.items():
+            if rule.checked:
+                self.state[p].update(rule.state_dict())
+        self._end_step()
+        return loss
 
 
 class JJOBCD(_JOBCDOptimizer):
     """J-JOBCD: one random perfect matching of the rows of every matrix per step."""
 
+    def _update(self, p, x, g, jvec, sigma, theta, plan):
+        return jacobi_step(x, g, jvec, sigma, theta, self.generator(p.device))
+
 
 class GSJOBCD(_JOBCDOptimizer):
-    """GS-JOBCD: one uniformly random row pair of every matrix per step."""
+    """GS-JOBCD: the next pair of every matrix's :class:`~orthoplug.solvers.jobcd.PairQueue`
+    (uniform random pairs, drawn as the core solver draws them) per step."""
 
-    pairs_per_matrix = 1
+    def __init__(self, params, **kwargs):
+        self._queues: dict = {}
+        self._saved_queues: dict = {}
+        super().__init__(params, **kwargs)
+
+    def _queues_of(self, p) -> list[PairQueue]:
+        """The pair queue of every matrix of ``p`` (made on first use, or from a loaded state)."""
+        queues = self._queues.get(p)
+        if queues is None:
+            x = self._oriented(p.detach())
+            count = x[..., 0, 0].numel()
+            queues = [PairQueue("random", x.shape[-2], p.device) for _ in range(count)]
+            key = next(k for k, q in _indexed(self.param_groups) if q is p)
+            for queue, state in zip(queues, self._saved_queues.pop(key, ()), strict=False):
+                queue.load_state_dict(state)
+            self._queues[p] = queues
+        return queues
+
+    def _plan(self, grads):
+        plan = {}
+        for p in grads:
+            generator = self.generator(p.device)
+            rows = []
+            for queue in self._queues_of(p):
+                queue.ensure(generator)
+                rows.append(queue.take()[0])
+            plan[p] = torch.stack([torch.as_tensor(r) for r in rows]).to(p.device)[:, None]
+        return plan
+
+    def _update(self, p, x, g, jvec, sigma, theta, plan):
+        batch, (n, k) = x.shape[:-2], x.shape[-2:]
+        xb, gb = x.reshape(-1, n, k), g.reshape(-1, n, k)
+        pairs = plan[p]  # (nb, 1, 2)
+        bidx = torch.arange(xb.shape[0], device=x.device)[:, None, None]
+        new, predicted = update_pairs(xb, gb[bidx, pairs], pairs, jvec, sigma, theta)
+        return new.reshape(*batch, n, k), predicted
+
+    def _extra_state(self):
+        saved = dict(self._saved_queues)
+        for key, p in _indexed(self.param_groups):
+            if p in self._queues:
+                saved[key] = [q.state_dict() for q in self._queues[p]]
+        return {"pair_queues": saved}
+
+    def _load_extra_state(self, state):
+        self._queues = {}
+        self._saved_queues = dict(state.get("pair_queues", {}))
 
 
-class VRJJOBCD(_JOBCDOptimizer):
+class VRJJOBCD(JJOBCD):
     """VR-J-JOBCD (PAGE estimator) for a loss ``(1/N) Σ_i f_i``.
 
     ``step(closure)`` calls ``closure(indices)`` — it must zero the gradients, compute the mean
     loss over the components ``indices`` (a CPU LongTensor; it indexes CUDA data too), call
     ``backward()`` and return it — at the current point, and, for the variance-reduced update,
     also at the previous point (the optimizer swaps the parameters in and out). ``sigma``
-    (≥ the Lipschitz constant) is required. The number of component gradients used is kept in
-    ``component_gradients``.
+    (≥ the Lipschitz constant) is required. The coins and minibatches are the core solver's
+    (:class:`~orthoplug.solvers.jobcd.PageSchedule`). The number of component gradients used
+    is kept in ``component_gradients``.
 
     Data parallel (:mod:`orthoplug.distributed`): every rank draws the same PAGE coins and the
     same global batches. Without ``shard`` every rank holds all N components and the gradients
@@ -205,79 +303,103 @@ class VRJJOBCD(_JOBCDOptimizer):
                  average_gradients: bool = True):
         if sigma is None:
             raise ValueError("VRJJOBCD needs sigma (>= the Lipschitz constant of the loss)")
+        if num_components < 1:
+            raise ValueError(f"num_components must be >= 1, got {num_components}")
+        self.page = PageSchedule(num_components, batch_size, small_batch, reset_probability)
+        self.component_gradients = 0
         super().__init__(params, sigma=sigma, theta=theta, seed=seed,
                          process_group=process_group, replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
-        if num_components < 1:
-            raise ValueError(f"num_components must be >= 1, got {num_components}")
-        self.n_comp = int(num_components)
-        self.shard = None if shard is None else Shard(self.n_comp, shard, process_group)
+        self.shard = None if shard is None else Shard(self.page.num_components, shard,
+                                                      process_group)
         if self.shard is not None:
             self.shard.validate()
-        self.b = batch_size or self.n_comp
-        self.b_small = small_batch or math.ceil(math.sqrt(self.b))
-        self.p_reset = (reset_probability if reset_probability is not None
-                        else self.b_small / (self.b + self.b_small))
-        if not (1 <= self.b <= self.n_comp and 1 <= self.b_small <= self.n_comp
-                and 0 <= self.p_reset <= 1):
-            raise ValueError("invalid batch sizes or reset probability")
-        self.component_gradients = 0
 
     def _params(self):
         return [p for g in self.param_groups for p in g["params"]]
 
     def _grads_at(self, closure, idx):
         """The loss and gradients of the mean over the global components ``idx``."""
-        self.component_gradients += int(idx.numel())
         params = self._params()
         if self.shard is None:
-            loss, _ = self._evaluate(closure, idx)
-            return loss, {p: p.grad.detach().clone() for p in params if p.grad is not None}
-        local = self.shard.local(idx)
-        with torch.enable_grad():
-            loss = closure(local)
-        loss = torch.as_tensor(loss).detach()
-        parts = self.shard.combine([loss] + [p.grad for p in params], int(local.numel()),
-                                   int(idx.numel()), [loss] + [p.detach() for p in params])
-        return parts[0], dict(zip(params, parts[1:], strict=True))
-
-    def _sample(self, size):
-        return torch.randperm(self.n_comp, generator=self.generator)[:size]
+            loss, _ = self._loss(closure, idx)
+            grads = self._grads()
+        else:
+            local = self.shard.local(idx)
+            with torch.enable_grad():
+                loss = closure(local)
+            loss = torch.as_tensor(loss).detach()
+            parts = self.shard.combine([loss] + [p.grad for p in params], int(local.numel()),
+                                       int(idx.numel()), [loss] + [p.detach() for p in params])
+            loss, grads = parts[0], dict(zip(params, parts[1:], strict=True))
+            if not all_finite(loss) or not all(all_finite(g) for g in grads.values()):
+                raise FloatingPointError(f"{type(self).__name__}: non-finite loss ({float(loss)})"
+                                         f" or gradient of the components drawn at step "
+                                         f"{self.steps_taken}; the parameters are those "
+                                         "before the step")
+        self.component_gradients += int(idx.numel())
+        return loss, grads
 
     @torch.no_grad()
     def step(self, closure):
+        """One PAGE step; returns the loss of the first closure call.
+
+        Raises:
+            FloatingPointError: a non-finite loss, gradient or step (the parameters keep their
+                values from before the step).
+        """
         params = self._params()
         first = "g_est" not in self.state[params[0]]
-        if first or float(torch.rand((), generator=self.generator)) < self.p_reset:
-            idx = torch.arange(self.n_comp) if first else self._sample(self.b)
-            loss, grads = self._grads_at(closure, idx)
-            for p in params:
-                self.state[p]["g_est"] = grads[p]
+        if first:
+            reset, idx = True, torch.arange(self.page.num_components)
         else:
-            idx = self._sample(self.b_small)
+            reset, idx = self.page.draw(self.generator(params[0].device))
+            idx = idx.cpu()
+        if reset:
+            loss, g_est = self._grads_at(closure, idx)
+        else:
             loss, g_new = self._grads_at(closure, idx)
             current = [p.detach().clone() for p in params]
+            try:
+                for p in params:
+                    p.copy_(self.state[p]["x_prev"])
+                _, g_old = self._grads_at(closure, idx)
+            finally:
+                for p, c in zip(params, current, strict=True):
+                    p.copy_(c)
+            g_est = {p: self.state[p]["g_est"] + g_new[p] - g_old[p] for p in params}
+        current = {p: p.detach().clone() for p in params}
+        try:
+            self._propose(g_est, {p: self._rule(group, p) for group in self.param_groups
+                                  for p in group["params"]}, {})
+        except NonFiniteError as err:
             for p in params:
-                p.copy_(self.state[p]["x_prev"])
-            _, g_old = self._grads_at(closure, idx)
-            for p, c in zip(params, current, strict=True):
-                p.copy_(c)
-                self.state[p]["g_est"] = self.state[p]["g_est"] + g_new[p] - g_old[p]
+                p.copy_(current[p])
+            raise FloatingPointError(f"{type(self).__name__}: {err} at step "
+                                     f"{self.steps_taken}; the parameters are those before "
+                                     "the step") from err
         for p in params:
-            self.state[p]["x_prev"] = p.detach().clone()
-        self._update_all({p: self.state[p]["g_est"] for p in params})
+            self.state[p]["g_est"], self.state[p]["x_prev"] = g_est[p], current[p]
         self._end_step()
         return loss
 
+    def _extra_state(self):
+        return {"component_gradients": self.component_gradients}
 
-class ColumnJJacobi(torch.optim.Optimizer):
+    def _load_extra_state(self, state):
+        self.component_gradients = int(state["component_gradients"])
+
+
+class ColumnJJacobi(OrthoplugOptimizer):
     """Column J-Jacobi sweeps for the quadratic loss ``s·tr(XᵀCX)`` of square O(J) parameters.
 
     Each ``step()`` applies one sweep of ``n(n−1)/2`` column-pair rotations to every matrix of
     every parameter (in order; batched parameters matrix by matrix), each pair minimising the
     loss exactly (:class:`~orthoplug.solvers.jjacobi.ColumnJacobi`). No gradients are used; a
-    ``closure``, if given, is evaluated before the sweep and its loss returned. With the same
-    ``seed`` and options the iterates equal those of ``GSJOBCD(side="column")`` run on
+    ``closure``, if given, is evaluated before the sweep and its loss returned. A sweep that
+    raised the loss (rounding dominates) is undone, as in the core solver
+    (:meth:`~orthoplug.solvers.jjacobi.ColumnJacobi.outcome`). With the same ``seed`` and
+    options the iterates equal those of ``GSJOBCD(side="column")`` run on
     ``QuadraticOracle(C, scale=s)`` (pymanopt or orthoplug front-end).
 
     Args:
@@ -289,13 +411,14 @@ class ColumnJJacobi(torch.optim.Optimizer):
         tol, max_boost, same_sign, candidates: see :class:`~orthoplug.solvers.jjacobi.ColumnJacobi`.
 
     ``converged`` is true once every matrix's last sweep was a cyclic one that rotated no pair.
-    Each matrix has its own :class:`~orthoplug.solvers.jjacobi.ColumnJacobi` state.
+    Each matrix has its own :class:`~orthoplug.solvers.jjacobi.ColumnJacobi` state (saved in
+    ``state_dict``).
     """
 
     def __init__(self, params, *, c, scale: float = 1.0, pairs: str = "cyclic",
                  seed: int | None = None, tol: float | None = None, max_boost: float = 4.0,
                  same_sign: bool = True, candidates: int = 8):
-        super().__init__(params, {})
+        super().__init__(params, {}, seed=seed)
         _check_params(type(self).__name__, self.param_groups)
         _check_square(type(self).__name__, self.param_groups)
         self.c = torch.as_tensor(c).detach().cpu().to(torch.float64).numpy()
@@ -303,11 +426,8 @@ class ColumnJJacobi(torch.optim.Optimizer):
                             candidates=candidates)
         self.scale = float(scale)
         self.engines: dict = {}
-        for group in self.param_groups:
-            for p in group["params"]:
-                self._engine(p, 0)  # validate C and the options against every parameter now
-        self.generator = torch.Generator()
-        self.generator.manual_seed(seed if seed is not None else torch.seed())
+        for _, p in _indexed(self.param_groups):
+            self._engine(p, 0)  # validate C and the options against every parameter now
 
     def _engine(self, p, index: int) -> ColumnJacobi:
         """The sweep state of matrix ``index`` of parameter ``p``."""
@@ -323,20 +443,45 @@ class ColumnJJacobi(torch.optim.Optimizer):
         """True once every matrix's last sweep was cyclic and rotated no pair."""
         return all(e.converged for e in self.engines.values())
 
+    def _value(self, x: np.ndarray) -> float:
+        return self.scale * float(np.einsum("ji,jk,ki->", x, self.c.astype(x.dtype), x))
+
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            for p in group["params"]:
-                n = p.shape[-1]
-                mats = p.detach().cpu().numpy().reshape(-1, n, n)
+        """One sweep of every matrix; returns the closure's loss (``None`` without one).
+
+        Raises:
+            FloatingPointError: a non-finite loss or rotation (the parameters are unchanged).
+        """
+        loss = None if closure is None else self._loss(closure)[0]
+        new_values = []
+        for _, p in _indexed(self.param_groups):
+            n = p.shape[-1]
+            new = []
+            for b, x in enumerate(p.detach().cpu().numpy().reshape(-1, n, n)):
+                engine = self._engine(p, b)
                 try:
-                    new = [self._engine(p, b).sweep(x, self.generator)
-                           for b, x in enumerate(mats)]
+                    y = engine.sweep(x, self.generator("cpu"))
                 except NonFiniteError as err:
-                    raise FloatingPointError(f"{type(self).__name__}: {err}") from err
-                p.copy_(torch.from_numpy(np.stack(new).reshape(p.shape)).to(p))
+                    raise FloatingPointError(f"{type(self).__name__}: {err} at step "
+                                             f"{self.steps_taken}; the parameters are those "
+                                             "before the step") from err
+                undo, _ = engine.outcome(self._value(x), self._value(y))
+                new.append(x if undo else y)
+            new_values.append((p, np.stack(new).reshape(p.shape)))
+        for p, value in new_values:
+            p.copy_(torch.from_numpy(value).to(p))
+        self._end_step()
         return loss
+
+    def _extra_state(self):
+        return {"engines": {f"{key}.{b}": self.engines[(p, b)].state_dict()
+                            for key, p in _indexed(self.param_groups)
+                            for b in range(p[..., 0, 0].numel()) if (p, b) in self.engines}}
+
+    def _load_extra_state(self, state):
+        for key, p in _indexed(self.param_groups):
+            for b in range(p[..., 0, 0].numel()):
+                saved = state["engines"].get(f"{key}.{b}")
+                if saved is not None:
+                    self._engine(p, b).load_state_dict(saved)

@@ -131,3 +131,28 @@ class ColumnJacobi:
             raise NonFiniteError("non-finite column rotation")
         self.rotations += count
         return new
+
+    def outcome(self, f0: float, f1: float) -> tuple[bool, str | None]:
+        """After a sweep from cost ``f0`` to ``f1``: whether to undo it, and why to stop.
+
+        Every rotation decreases f in exact arithmetic; a sweep that increased it (beyond
+        ``1e-12`` relative) means rounding dominates (e.g. an infimum approached only as
+        ``‖X‖ → ∞``): the caller keeps the point before it and stops. A converged cyclic sweep
+        stops too (it changed nothing). Both front-ends decide here.
+        """
+        if self.converged:
+            return False, (f"converged: a cyclic sweep rotated no pair (off-diagonals "
+                           f"≤ {self.tol:g} relative)")
+        if f1 > f0 + 1e-12 * max(1.0, abs(f0)):
+            return True, ("stopped: a sweep increased f (rounding dominates the remaining "
+                          "decrease); kept the point before it")
+        return False, None
+
+    def state_dict(self) -> dict:
+        """The sweep state (convergence flag, rotation count, pending cyclic check)."""
+        return {"converged": self.converged, "rotations": self.rotations, "check": self._check}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+        self.converged, self.rotations = bool(state["converged"]), int(state["rotations"])
+        self._check = bool(state["check"])

@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
 
+from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.kernels.jobcd import (
     NEEDS_BATCHED_PAIR,
     NONFINITE_COST,
@@ -47,12 +49,16 @@ from orthoplug.kernels.jobcd import (
     OK,
     gs_pairs,
 )
-from orthoplug.oracles import FiniteSumOracle, NonFiniteError, QuadraticTracker, host_array
+from orthoplug.oracles import NonFiniteError, QuadraticTracker, host_array
+from orthoplug.oracles.abilities import FiniteSum, PairModel
 from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 
 from .base import IterativeSolver, ScalarCurvature
+from .jjacobi import ColumnJacobi
+from .steps import SigmaBacktracking
 
-__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "random_matching", "random_pairs"]
+__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PairQueue", "PageSchedule", "jacobi_step",
+           "random_matching", "random_pairs", "update_pairs"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
 #: GS-JOBCD draws its random pairs this many at a time (one generator call per batch).
@@ -150,33 +156,152 @@ def solve_blocks(jvec: torch.Tensor, pairs: torch.Tensor, z: torch.Tensor, m: to
     return solve_jorth2x2(jb, m - s[:, None, None] * eye, s=s)
 
 
+def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jvec: torch.Tensor,
+                 sigma: float, theta: float) -> tuple[torch.Tensor, float]:
+    """The scalar-majoriser step of given disjoint row pairs of every matrix in ``x``.
+
+    Args:
+        x: the matrices (nb, n, k).
+        g_rows: the gradient's rows at the pairs (nb, m, 2, k).
+        pairs: row pairs (nb, m, 2), disjoint within each matrix.
+        jvec: the signature of the rows (length n, ±1).
+        sigma: σ of the curvature ``σ‖Z‖₂² I``.
+        theta: proximal weight θ.
+
+    Returns:
+        The new matrices (a new tensor) and the scalar majoriser's predicted change
+        ``Σ ⟨W_i, M_i⟩ + σ‖Z_i‖₂²/2 ‖W_i‖²`` (≤ 0), so ``f(X⁺) ≤ f(X) + predicted`` when
+        σ ≥ L_f.
+
+    Raises:
+        ~orthoplug.oracles.core.NonFiniteError: a block curvature or a new row is not finite.
+    """
+    nb, k = x.shape[0], x.shape[-1]
+    bidx = torch.arange(nb, device=x.device)[:, None, None]
+    z = x[bidx, pairs]  # (nb, m, 2, k)
+    zf, mf = z.reshape(-1, 2, k), (g_rows @ z.mT).reshape(-1, 2, 2)
+    v = solve_blocks(jvec, pairs.reshape(-1, 2), zf, mf, theta, sigma=sigma)
+    new = v @ zf
+    if not bool(torch.isfinite(new).all()):
+        raise NonFiniteError("non-finite block update")
+    out = x.clone()
+    out[bidx, pairs] = new.reshape(nb, -1, 2, k)
+    return out, _model_change(v, mf, zf, sigma)
+
+
 def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: float,
-                theta: float, generator: torch.Generator,
-                pairs_per_matrix: int | None = None) -> tuple[torch.Tensor, float]:
+                theta: float, generator: torch.Generator) -> tuple[torch.Tensor, float]:
     """One J-JOBCD update of every matrix in ``x`` (*batch, n, k) from the gradient ``g``.
 
-    Each matrix gets its own random matching (or only its first ``pairs_per_matrix`` pairs;
-    1 gives a Gauss–Seidel step per matrix); all pairs are solved in one batched call.
-    Returns the new point and the scalar majoriser's predicted change
-    ``Σ ⟨W_i, M_i⟩ + σ‖Z_i‖₂²/2 ‖W_i‖²`` (≤ 0), so ``f(X⁺) ≤ f(X) + predicted`` when σ ≥ L_f.
+    Each matrix gets its own random matching (:func:`random_matching`, one generator call for
+    all); all pairs are solved in one batched call (:func:`update_pairs`). Returns the new
+    point and the predicted change.
     """
     batch, (n, k) = x.shape[:-2], x.shape[-2:]
     xb, gb = x.reshape(-1, n, k), g.reshape(-1, n, k)
     nb = xb.shape[0]
-    pairs = random_matching(n, generator, x.device, (nb,), pairs_per_matrix)  # (nb, m, 2)
+    pairs = random_matching(n, generator, x.device, (nb,))  # (nb, m, 2)
     bidx = torch.arange(nb, device=x.device)[:, None, None]
-    z = xb[bidx, pairs]  # (nb, m, 2, k)
-    mlin = gb[bidx, pairs] @ z.mT
-    flat = pairs.reshape(-1, 2)
-    zf, mf = z.reshape(-1, 2, k), mlin.reshape(-1, 2, 2)
-    v = solve_blocks(jvec, flat, zf, mf, theta, sigma=sigma)
-    new = v @ zf
-    if not bool(torch.isfinite(new).all()):
-        raise NonFiniteError("non-finite block update")
-    predicted = _model_change(v, mf, zf, sigma)
-    out = xb.clone()
-    out[bidx, pairs] = new.reshape(nb, -1, 2, k)
-    return out.reshape(*batch, n, k), predicted
+    new, predicted = update_pairs(xb, gb[bidx, pairs], pairs, jvec, sigma, theta)
+    return new.reshape(*batch, n, k), predicted
+
+
+class PairQueue:
+    """GS-JOBCD's pair order: a queue of row pairs and a cursor (both front-ends use it).
+
+    ``"random"``: uniform pairs with replacement, ``i ≠ j``, drawn :data:`PAIR_BATCH` ×
+    ``candidates`` at a time (:func:`random_pairs`, one generator call per batch);
+    ``"cyclic"``: ``(0, 1), (0, 2), …, (n−2, n−1)``, repeated (no draws).
+
+    Args:
+        order: ``"random"``, ``"cyclic"`` or ``"greedy"`` (random, ``candidates`` per step).
+        n: rows to pair.
+        device: device of the pairs.
+        candidates: pairs consumed per iteration.
+    """
+
+    def __init__(self, order: str, n: int, device, candidates: int = 1):
+        self.cyclic, self.n, self.device, self.candidates = order == "cyclic", n, device, candidates
+        self.rows = np.empty((0, 2), dtype=np.int64)
+        self.list = None
+        self.cursor = 0
+        if self.cyclic:
+            self._set(torch.triu_indices(n, n, 1, device=device).T)
+
+    def _set(self, pairs: torch.Tensor) -> None:
+        self.rows = host_array(pairs.contiguous())  # NumPy on the CPU (the kernels read it)
+        self.list = None  # Python ints for the per-pair path, made on first use
+        self.cursor = 0
+
+    @property
+    def count(self) -> int:
+        """Pairs in the queue (used or not)."""
+        return self.rows.shape[0]
+
+    def ensure(self, generator: torch.Generator) -> None:
+        """Make at least ``candidates`` pairs available: past the end, random pairs are drawn
+        anew and cyclic ones start over."""
+        if self.cursor + self.candidates > self.count:
+            if self.cyclic:
+                self.cursor = 0
+            else:
+                self._set(random_pairs(self.n, PAIR_BATCH * self.candidates, generator,
+                                       self.device))
+
+    def take(self) -> tuple[Any, int, int]:
+        """The next pair: its index row (NumPy or tensor) and ``(i, j)`` as ints."""
+        if self.list is None:
+            self.list = self.rows.tolist()
+        k = self.cursor
+        self.cursor = k + 1
+        i, j = self.list[k]
+        return self.rows[k], i, j
+
+    def state_dict(self) -> dict:
+        """The queued pairs and the cursor."""
+        return {"pairs": torch.as_tensor(self.rows).clone(), "cursor": self.cursor}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+        self._set(state["pairs"].to(self.device))
+        self.cursor = int(state["cursor"])
+
+
+class PageSchedule:
+    """The PAGE estimator's batch sizes, coins and minibatches (VR-J-JOBCD, both front-ends).
+
+    Defaults: ``b = N``, ``b' = ⌈√b⌉``, ``p = b'/(b + b')``.
+
+    Args:
+        num_components: N.
+        batch_size: b (reset minibatch).
+        small_batch: b' (difference minibatch).
+        reset_probability: p.
+
+    Raises:
+        ValueError: unless ``1 ≤ b, b' ≤ N`` and ``0 ≤ p ≤ 1``.
+    """
+
+    def __init__(self, num_components: int, batch_size: int | None = None,
+                 small_batch: int | None = None, reset_probability: float | None = None):
+        self.num_components = int(num_components)
+        self.b = batch_size or self.num_components
+        self.b_small = small_batch or math.ceil(math.sqrt(self.b))
+        self.p = (reset_probability if reset_probability is not None
+                  else self.b_small / (self.b + self.b_small))
+        n = self.num_components
+        if not (1 <= self.b <= n and 1 <= self.b_small <= n and 0 <= self.p <= 1):
+            raise ValueError(f"invalid batch sizes b={self.b}, b'={self.b_small} or "
+                             f"probability p={self.p} for N={n}")
+
+    def draw(self, generator: torch.Generator) -> tuple[bool, torch.Tensor]:
+        """One iteration's coin and minibatch (without replacement, on the generator's
+        device): ``(True, b indices)`` with probability p (reset), else ``(False, b'
+        indices)``."""
+        u = float(torch.rand((), generator=generator, device=generator.device))
+        reset = u < self.p
+        idx = torch.randperm(self.num_components, generator=generator, device=generator.device)
+        return reset, idx[: self.b if reset else self.b_small]
 
 
 SIDES = ("row", "column")
@@ -185,8 +310,9 @@ SIDES = ("row", "column")
 class _JOBCDBase(ScalarCurvature, IterativeSolver):
     sides = SIDES
 
-    def __init__(self, *, theta: float = 1e-6, sigma: float | None = None, side: str = "row",
-                 sigma_shrink: float = 1.0, **kwargs):
+    def __init__(self, *, theta: float = 1e-6, sigma: float | None = None,
+                 sigma0: float | None = None, side: str = "row", sigma_shrink: float = 1.0,
+                 **kwargs):
         super().__init__(**kwargs)
         if side not in self.sides:
             raise ValueError(f"side must be one of {self.sides}, got {side!r}")
@@ -197,47 +323,61 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
             raise ValueError(f"theta must be > 0 (it makes the subproblem coercive), got {theta}")
         if sigma is not None and not sigma > 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
+        if sigma0 is not None and not sigma0 > 0:
+            raise ValueError(f"sigma0 must be > 0, got {sigma0}")
         self.theta = float(theta)
-        self.sigma_user = sigma
+        self.sigma_user, self.sigma0 = sigma, sigma0
 
-    def setup(self, tracker, geometry, generator):
-        if not hasattr(geometry, "j"):
+    def prepare(self, oracle, x0, geometry):
+        if not isinstance(geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry)):
             raise ValueError(f"{self.name} needs a J-orthogonal or indefinite Stiefel manifold")
-        self.column = self.resolve_side(tracker, geometry) == "column"
-        self.jvec = (geometry.jk if self.column else geometry.j).like(tracker.x)
-        self.init_sigma(tracker, generator, self.sigma_user or tracker.oracle.lipschitz)
+        return oracle
 
-    def resolve_side(self, tracker, geometry) -> str:
+    def setup(self, run):
+        run.column = self.resolve_side(run) == "column"
+        run.jvec = (run.geometry.jk if run.column else run.geometry.j).like(run.tracker.x)
+        known = self.sigma_user or run.tracker.oracle.lipschitz
+        if known is None and self.sigma0 is not None:  # backtracking from the user's start
+            run.curvature = SigmaBacktracking(self.sigma0, shrink=self.sigma_shrink,
+                                              max_rejections=self.max_backtracks)
+        else:
+            self.init_sigma(run, known)
+
+    def resolve_side(self, run) -> str:
         """The side used in this run (``"row"`` or ``"column"``, checked against X's shape)."""
-        n, k = tracker.x.shape[-2:]
+        n, k = run.tracker.x.shape[-2:]
         if self.side == "column" and n != k:
             raise ValueError(f"{self.name}: side='column' needs a square X (O(J)), got {n}×{k}: "
                              "column steps keep the column space of X, so they cannot reach the "
                              "optimum over iSt(n, k < n)")
         return self.side
 
-    def oriented(self, t: torch.Tensor) -> torch.Tensor:
+    @staticmethod
+    def oriented(run, t: torch.Tensor) -> torch.Tensor:
         """``t`` as the solver's row-step code sees it: ``t`` (row side) or its transpose (a
         view; column side), so that column pairs of X are row pairs of ``oriented(X)``."""
-        return t.mT if self.column else t
+        return t.mT if run.column else t
 
-    def pair_step(self, x, g, generator, pairs_per_matrix=None):
-        """:func:`jacobi_step` on the solver's side (``X`` and ``∇f`` transposed for columns)."""
-        new, predicted = jacobi_step(self.oriented(x), self.oriented(g), self.jvec, self.sigma,
-                                     self.theta, generator, pairs_per_matrix)
-        return (new.mT.contiguous() if self.column else new), predicted
+    def pair_step(self, run, x, g):
+        """:func:`jacobi_step` on the run's side (``X`` and ``∇f`` transposed for columns)."""
+        new, predicted = jacobi_step(self.oriented(run, x), self.oriented(run, g), run.jvec,
+                                     run.curvature.sigma, self.theta, run.generator)
+        return (new.mT.contiguous() if run.column else new), predicted
 
-    def _step_checked(self, tracker, make_step):
+    def _step_checked(self, run, make_step):
         """Take ``make_step(x) -> (x_new, predicted)``, re-proposed until :meth:`accept_step`."""
+        tracker = run.tracker
         while True:
             x_new, predicted = make_step(tracker.x)
-            if self.accept_step(tracker, x_new, predicted):
-                tracker.set_point(x_new, value=self.trial_value)
+            if self.accept_step(run, x_new, predicted):
+                tracker.set_point(x_new, value=run.trial_value)
                 return
 
-    def info(self):
-        return {"theta": self.theta, "sigma": self.sigma_user, "backtracks": self.backtracks,
-                "side": "column" if getattr(self, "column", False) else "row",
+    def info(self, run=None):
+        return {"theta": self.theta, "sigma": self.sigma_user, "sigma0": self.sigma0,
+                "backtracks": run.curvature.backtracks if run is not None else 0,
+                "final_sigma": run.curvature.sigma if run is not None else None,
+                "side": "column" if run is not None and run.column else "row",
                 "sigma_shrink": self.sigma_shrink}
 
 
@@ -269,6 +409,8 @@ class GSJOBCD(_JOBCDBase):
         theta: proximal weight θ > 0 (default 1e-6).
         sigma: scalar curvature constant (``Q = σ‖X[B]‖₂² I``) for non-quadratic costs;
             default: the oracle's Lipschitz constant, else estimated with backtracking.
+        sigma0: without a known σ, start the backtracking from this σ instead of a local
+            estimate (which draws from the run's generator); the torch optimizers' ``sigma0``.
         side: ``"auto"`` (default), ``"row"`` or ``"column"``. ``"auto"`` takes the column
             J-Jacobi sweeps when they apply — square X, ``QuadraticOracle`` without D,
             ``curvature="exact"`` — (measured fastest: ``benchmarks/jobcd_hevp.py``), else rows.
@@ -327,177 +469,137 @@ class GSJOBCD(_JOBCDBase):
         return (n == k and tracker.x.ndim == 2 and quad is not None and quad.d is None
                 and self.curvature == "exact")
 
-    def resolve_side(self, tracker, geometry):
+    def resolve_side(self, run):
         """``"auto"`` resolves to the column side when column J-Jacobi applies, else rows."""
         if self.side == "auto":
-            return "column" if self._column_jacobi_applies(tracker) else "row"
-        return super().resolve_side(tracker, geometry)
+            return "column" if self._column_jacobi_applies(run.tracker) else "row"
+        return super().resolve_side(run)
 
-    def default_eval_every(self, tracker):
+    def default_eval_every(self, run):
         """One sweep of the ``n(n − 1)/2`` pairs capped at 1000 iterations (1 for column
         J-Jacobi, whose iteration is a sweep)."""
-        if self.jacobi is not None:
+        if run.jacobi is not None:
             return 1
-        n = tracker.x.shape[-2]
+        n = run.tracker.x.shape[-2]
         return max(1, min(1000, n * (n - 1) // 2))
 
-    def setup(self, tracker, geometry, generator):
-        super().setup(tracker, geometry, generator)
-        n = tracker.x.shape[-1 if self.column else -2]
+    def setup(self, run):
+        super().setup(run)
+        tracker = run.tracker
+        n = tracker.x.shape[-1 if run.column else -2]
         if n < 2:
             raise ValueError("JOBCD needs n >= 2 rows (or columns on the column side)")
-        self.jacobi = None
-        if self.column and self._column_jacobi_applies(tracker):
-            from .jjacobi import ColumnJacobi
-
+        run.jacobi = None
+        if run.column and self._column_jacobi_applies(tracker):
             quad = tracker.oracle.quadratic
-            self.jacobi = ColumnJacobi(quad._cd(tracker.x)[0].cpu().numpy(), quad.scale,
-                                       self.jvec.cpu().numpy(),
-                                       order=self.pairs or "cyclic", **self.jacobi_options)
+            run.jacobi = ColumnJacobi(quad._cd(tracker.x)[0].cpu().numpy(), quad.scale,
+                                      run.jvec.cpu().numpy(),
+                                      order=self.pairs or "cyclic", **self.jacobi_options)
             return
-        self.exact = not self.column and self.curvature == "exact" and tracker.block_curvature(
+        run.exact = not run.column and self.curvature == "exact" and tracker.block_curvature(
             torch.zeros(1, 2, dtype=torch.long, device=tracker.x.device),
             tracker.x[:2][None]) is not None
-        self.compiled = (self.exact and isinstance(tracker, QuadraticTracker) and tracker.on_host
-                         and tracker.xa.dtype == np.float64)
-        if self.pairs == "greedy" and not self.compiled:
+        run.compiled = (run.exact and isinstance(tracker, QuadraticTracker) and tracker.on_host
+                        and tracker.xa.dtype == np.float64)
+        if self.pairs == "greedy" and not run.compiled:
             raise ValueError("pairs='greedy' runs in a compiled kernel only: column J-Jacobi "
                              "(square X, QuadraticOracle without D) or row pairs with a "
                              "QuadraticOracle cost, curvature='exact' and float64 CPU tensors "
                              f"(got {tracker.oracle.__class__.__name__}, "
                              f"curvature={self.curvature!r}, {tracker.x.dtype} on "
                              f"{tracker.x.device})")
-        if self.compiled:
-            self._jarr = host_array(self.jvec).astype(np.float64)
-            self._d = tracker.da if tracker.da is not None else np.empty((0, 0))
-            self._clip = not tracker.oracle.curvature_is_psd
-        if self.exact:
+        if run.compiled:
+            run.jarr = host_array(run.jvec).astype(np.float64)
+            run.d = tracker.da if tracker.da is not None else np.empty((0, 0))
+            run.clip = not tracker.oracle.curvature_is_psd
+        if run.exact:
             # the exact pair step on the tracker's arrays (NumPy views on the CPU, see
             # QuadraticTracker), else on its tensors
-            if hasattr(tracker, "pair_model_array"):
-                self._pair_model = partial(tracker.pair_model_array, prox=self.theta)
-                self._set_pair, like = tracker.set_rows_array, tracker.xa
+            if isinstance(tracker, PairModel):
+                run.pair_model = partial(tracker.pair_model_array, prox=self.theta)
+                run.set_pair, like = tracker.set_rows_array, tracker.xa
             else:
-                self._pair_model = partial(self._tensor_pair_model, tracker)
-                self._set_pair, like = partial(self._set_tensor_pair, tracker), tracker.x
-            self._v_array = (partial(np.array, dtype=like.dtype) if isinstance(like, np.ndarray)
-                             else partial(torch.tensor, dtype=like.dtype, device=like.device))
-        self.jlist = self.jvec.tolist()
-        self.count = 0
-        if self.pairs == "cyclic":
-            self._set_pairs(torch.triu_indices(n, n, 1, device=tracker.x.device).T)
-        else:
-            self._npairs = self._cursor = 0
+                run.pair_model = partial(self._tensor_pair_model, tracker)
+                run.set_pair, like = partial(self._set_tensor_pair, tracker), tracker.x
+            run.v_array = (partial(np.array, dtype=like.dtype) if isinstance(like, np.ndarray)
+                           else partial(torch.tensor, dtype=like.dtype, device=like.device))
+        run.jlist = run.jvec.tolist()
+        run.count = 0
+        run.queue = PairQueue(self.pairs or "random", n, tracker.x.device, self.candidates)
 
-    def _set_pairs(self, pairs: torch.Tensor) -> None:
-        """Queue the pairs (m, 2) to use next: as index rows (NumPy on the CPU) and, for the
-        per-pair path, Python ints."""
-        self._pair_rows = host_array(pairs.contiguous())
-        self._pair_list = None if self.compiled else pairs.tolist()
-        self._npairs = pairs.shape[0]
-        self._cursor = 0
+    def steps(self, run, count):
+        if run.jacobi is not None or not run.compiled:
+            return super().steps(run, count)
+        run.queue.ensure(run.generator)
+        return self._compiled_steps(run, count)
 
-    def _refill(self, tracker, generator) -> None:
-        """Past the end of the queue: random pairs are drawn :data:`PAIR_BATCH` (× candidates)
-        at a time (uniform, with replacement, i ≠ j; deterministic given the seed), cyclic ones
-        repeat the list."""
-        if self._cursor + self.candidates > self._npairs:
-            if self.pairs == "cyclic":
-                self._cursor = 0
-            else:
-                self._set_pairs(random_pairs(self.oriented(tracker.x).shape[-2],
-                                             PAIR_BATCH * self.candidates, generator,
-                                             tracker.x.device))
-
-    def steps(self, tracker, geometry, generator, count):
-        if self.jacobi is not None or not self.compiled:
-            return super().steps(tracker, geometry, generator, count)
-        self._refill(tracker, generator)
-        return self._compiled_steps(tracker, count)
-
-    def step(self, tracker, geometry, generator):
-        if self.jacobi is not None:  # column J-Jacobi: one sweep
+    def step(self, run):
+        tracker = run.tracker
+        if run.jacobi is not None:  # column J-Jacobi: one sweep
             x, f0 = tracker.x, float(tracker.value())
-            new = self.jacobi.sweep(x.detach().cpu().numpy(), generator)
+            new = run.jacobi.sweep(x.detach().cpu().numpy(), run.generator)
             tracker.set_point(torch.from_numpy(new).to(x.device))
-            if self.jacobi.converged:
-                self.finished = (f"converged: a cyclic sweep rotated no pair (off-diagonals "
-                                 f"≤ {self.jacobi.tol:g} relative)")
-            elif float(tracker.value()) > f0 + 1e-12 * max(1.0, abs(f0)):
-                # every rotation decreases f in exact arithmetic; an increase means rounding
-                # dominates (e.g. an infimum approached only as ‖X‖ → ∞): keep the old point
+            undo, run.finished = run.jacobi.outcome(f0, float(tracker.value()))
+            if undo:
                 tracker.set_point(x)
-                self.finished = ("stopped: a sweep increased f (rounding dominates the "
-                                 "remaining decrease); kept the point before it")
             return
-        self._refill(tracker, generator)
-        if self.compiled:
-            self._compiled_steps(tracker, 1)
+        run.queue.ensure(run.generator)
+        if run.compiled:
+            self._compiled_steps(run, 1)
             return
-        k = self._cursor
-        self._cursor = k + 1
-        rows = self._pair_rows[k]
-        i, j = self._pair_list[k]
-        if self.exact:
-            self._exact_step(tracker, rows, i, j)
-            return None
+        rows, i, j = run.queue.take()
+        if run.exact:
+            self._exact_step(run, rows, i, j)
+            return
         pair = torch.as_tensor(rows)[None]
-        g_rows = (self.oriented(tracker.gradient())[pair] if self.column
+        g_rows = (self.oriented(run, tracker.gradient())[pair] if run.column
                   else tracker.gradient_rows(pair))
 
         def make_step(x):
-            z = self.oriented(x)[pair]
-            m = g_rows @ z.mT
-            v = solve_blocks(self.jvec, pair, z, m, self.theta, sigma=self.sigma)
-            new = v @ z
-            if not bool(torch.isfinite(new).all()):
-                raise NonFiniteError("non-finite block update")
-            x_new = x.clone()
-            self.oriented(x_new)[pair[0]] = new[0]
-            return x_new, _model_change(v, m, z, self.sigma)
+            new, predicted = update_pairs(self.oriented(run, x)[None], g_rows[None], pair[None],
+                                          run.jvec, run.curvature.sigma, self.theta)
+            return (new[0].mT.contiguous() if run.column else new[0]), predicted
 
-        self._step_checked(tracker, make_step)
+        self._step_checked(run, make_step)
 
-    def _exact_step(self, tracker, rows, i, j) -> None:
+    def _exact_step(self, run, rows, i, j) -> None:
         """One exact pair step outside the kernel (other devices and dtypes)."""
-        self.count += 1
-        z, m, qd = self._pair_model(rows)
-        v = solve_pair([self.jlist[i], self.jlist[j]], m.tolist(), qd=qd.tolist())
+        run.count += 1
+        z, m, qd = run.pair_model(rows)
+        v = solve_pair([run.jlist[i], run.jlist[j]], m.tolist(), qd=qd.tolist())
         if v != _EYE2:  # V = I (a block already at its optimum) changes nothing
             # a non-finite V Z raises NonFiniteError: X stays the last finite point
-            self._set_pair(rows, self._v_array(v) @ z)
-        if self.count % self.refresh_every == 0:
-            tracker.refresh()
+            run.set_pair(rows, run.v_array(v) @ z)
+        if run.count % self.refresh_every == 0:
+            run.tracker.refresh()
 
-    def _compiled_steps(self, tracker, count: int) -> int:
+    def _compiled_steps(self, run, count: int) -> int:
         """Up to ``count`` iterations in the kernel, stopping at the end of the queued
         pairs, at the next refresh and after :data:`PAIR_BATCH` (so the run's clock is read at
         least that often); returns how many it took."""
-        cand = self.candidates
-        steps = min(count, PAIR_BATCH, (self._npairs - self._cursor) // cand,
-                    self.refresh_every - self.count % self.refresh_every)
-        done, f, status = gs_pairs(tracker.xa, tracker.ya, tracker.ca, self._d, tracker.s,
-                                   tracker._f, self._jarr, self.theta, self._clip,
-                                   self._pair_rows, self._cursor, steps, cand)
+        tracker, queue, cand = run.tracker, run.queue, self.candidates
+        steps = min(count, PAIR_BATCH, (queue.count - queue.cursor) // cand,
+                    self.refresh_every - run.count % self.refresh_every)
+        done, f, status = gs_pairs(tracker.xa, tracker.ya, tracker.ca, run.d, tracker.s,
+                                   tracker._f, run.jarr, self.theta, run.clip,
+                                   queue.rows, queue.cursor, steps, cand)
         tracker._f = f
-        self._cursor += done * cand
-        self.count += done
+        queue.cursor += done * cand
+        run.count += done
         if status == NEEDS_BATCHED_PAIR:  # w± ≤ 0 after rounding: this pair on the per-pair
-            rows = self._pair_rows[self._cursor]  # path, whose solver falls back to the batched one
-            self._cursor += 1
-            self._exact_step(tracker, rows, int(rows[0]), int(rows[1]))
+            self._exact_step(run, *queue.take())  # path, whose solver falls back to the batch
             return done + 1
         if status != OK:
             if status == NONFINITE_COST:  # Y moved, X did not: recompute Y and f from X
                 tracker.refresh()
             raise NonFiniteError(_KERNEL_ERRORS[status], iterations=done)
-        if self.count % self.refresh_every == 0:
+        if run.count % self.refresh_every == 0:
             tracker.refresh()
         return done
 
     def _tensor_pair_model(self, tracker, rows):
         """``(Z, M, Q̲ + θI₄)`` of one pair for a tracker with the exact curvature but without
-        the array API (``QuadraticTracker.pair_model_array`` on its tensors)."""
+        the array API (:class:`~orthoplug.oracles.abilities.PairModel`), on its tensors."""
         pair = torch.as_tensor(rows)[None]
         z = tracker.x[pair]  # (1, 2, k)
         q = tracker.block_curvature(pair, z)[0]
@@ -510,12 +612,14 @@ class GSJOBCD(_JOBCDBase):
             raise NonFiniteError("non-finite block update")
         tracker.set_rows(torch.as_tensor(rows), new)
 
-    def info(self):
-        out = {**super().info(), "pairs": self.pairs, "curvature": self.curvature,
+    def info(self, run=None):
+        out = {**super().info(run), "pairs": self.pairs, "curvature": self.curvature,
                "candidates": self.candidates}
-        jacobi = getattr(self, "jacobi", None)
-        if jacobi is not None:
-            out.update(pairs=jacobi.order, rotations=jacobi.rotations, **self.jacobi_options)
+        if run is not None and run.jacobi is not None:
+            out.update(pairs=run.jacobi.order, rotations=run.jacobi.rotations,
+                       **self.jacobi_options)
+        elif run is not None:
+            out["compiled"] = bool(run.compiled)
         return out
 
 
@@ -532,13 +636,13 @@ class JJOBCD(_JOBCDBase):
 
     name = "J-JOBCD"
 
-    def default_eval_every(self, tracker):
+    def default_eval_every(self, run):
         """1: one iteration already updates every row."""
         return 1
 
-    def step(self, tracker, geometry, generator):
-        g = tracker.gradient()
-        self._step_checked(tracker, lambda x: self.pair_step(x, g, generator))
+    def step(self, run):
+        g = run.tracker.gradient()
+        self._step_checked(run, lambda x: self.pair_step(run, x, g))
 
 
 class VRJJOBCD(_JOBCDBase):
@@ -547,9 +651,9 @@ class VRJJOBCD(_JOBCDBase):
     The gradient estimate ``G̃`` starts at the full gradient; each later iteration, with
     probability ``p`` it is reset to a minibatch mean of size ``b`` (the full gradient when
     ``b = N``), otherwise updated as ``G̃ += mean_{i∈S'} (∇f_i(X) − ∇f_i(X_prev))`` with a fresh
-    minibatch ``S'`` of size ``b'`` (without replacement). Defaults: ``b = N``,
-    ``b' = ⌈√b⌉``, ``p = b'/(b + b')``. σ must be known (``sigma=`` or the oracle's Lipschitz
-    constant): the estimator gives no cost values to backtrack with.
+    minibatch ``S'`` of size ``b'`` (without replacement; :class:`PageSchedule`). Defaults:
+    ``b = N``, ``b' = ⌈√b⌉``, ``p = b'/(b + b')``. σ must be known (``sigma=`` or the oracle's
+    Lipschitz constant): the estimator gives no cost values to backtrack with.
 
     ``component_gradients`` in the result's ``info`` counts ∇f_i evaluations.
 
@@ -565,55 +669,44 @@ class VRJJOBCD(_JOBCDBase):
         super().__init__(**kwargs)
         self.b, self.b_small, self.p = batch_size, small_batch, reset_probability
 
-    def setup(self, tracker, geometry, generator):
-        oracle = tracker.oracle
-        if not isinstance(oracle, FiniteSumOracle):
+    def prepare(self, oracle, x0, geometry):
+        if not isinstance(oracle, FiniteSum):
             raise ValueError("VR-J-JOBCD needs a FiniteSumOracle (f = (1/N) Σ f_i)")
         if self.sigma_shrink < 1:
             raise ValueError("VR-J-JOBCD cannot adapt σ (sigma_shrink < 1): checking a step "
                              "needs full cost values, which the estimator avoids")
-        super().setup(tracker, geometry, generator)
-        if self.backtrack:
+        return super().prepare(oracle, x0, geometry)
+
+    def setup(self, run):
+        super().setup(run)
+        if run.curvature.checked:
             raise ValueError("VR-J-JOBCD needs sigma= or an oracle with a known Lipschitz "
                              "constant (it cannot backtrack on estimated gradients)")
-        n_comp = oracle.num_components
-        self.b_eff = self.b or n_comp
-        self.bs_eff = self.b_small or math.ceil(math.sqrt(self.b_eff))
-        self.p_eff = self.p if self.p is not None else self.bs_eff / (self.b_eff + self.bs_eff)
-        if not (1 <= self.b_eff <= n_comp and 1 <= self.bs_eff <= n_comp and
-                0 <= self.p_eff <= 1):
-            raise ValueError(f"invalid batch sizes b={self.b_eff}, b'={self.bs_eff} or "
-                             f"probability p={self.p_eff} for N={n_comp}")
-        self.g_est = tracker.gradient()
-        self.component_gradients = n_comp
-        self.x_prev = None
-        self.iteration = 0
+        n_comp = run.tracker.oracle.num_components
+        run.page = PageSchedule(n_comp, self.b, self.b_small, self.p)
+        run.g_est = run.tracker.gradient()
+        run.component_gradients = n_comp
+        run.x_prev = None
 
-    def _sample(self, size, generator, device):
-        n_comp = self.oracle_n
-        return torch.randperm(n_comp, generator=generator, device=device)[:size]
-
-    def step(self, tracker, geometry, generator):
-        oracle: FiniteSumOracle = tracker.oracle
-        self.oracle_n = oracle.num_components
-        x = tracker.x
-        if self.iteration > 0:
-            u = float(torch.rand((), generator=generator, device=generator.device))
-            if u < self.p_eff:
-                idx = self._sample(self.b_eff, generator, x.device)
-                self.g_est = oracle.component_gradient(x, idx)
-                self.component_gradients += self.b_eff
+    def step(self, run):
+        oracle, x = run.tracker.oracle, run.tracker.x
+        if run.x_prev is not None:
+            reset, idx = run.page.draw(run.generator)
+            if reset:
+                run.g_est = oracle.component_gradient(x, idx)
+                run.component_gradients += idx.numel()
             else:
-                idx = self._sample(self.bs_eff, generator, x.device)
-                self.g_est = self.g_est + oracle.component_gradient(x, idx) \
-                    - oracle.component_gradient(self.x_prev, idx)
-                self.component_gradients += 2 * self.bs_eff
-        self.iteration += 1
-        x_new, _ = self.pair_step(x, self.g_est, generator)
-        self.x_prev = x
-        tracker.set_point(x_new)
+                run.g_est = run.g_est + oracle.component_gradient(x, idx) \
+                    - oracle.component_gradient(run.x_prev, idx)
+                run.component_gradients += 2 * idx.numel()
+        x_new, _ = self.pair_step(run, x, run.g_est)
+        run.x_prev = x
+        run.tracker.set_point(x_new)
 
-    def info(self):
-        return {**super().info(), "batch_size": self.b_eff, "small_batch": self.bs_eff,
-                "reset_probability": self.p_eff,
-                "component_gradients": getattr(self, "component_gradients", 0)}
+    def info(self, run=None):
+        page = run.page if run is not None else None
+        return {**super().info(run),
+                "batch_size": page.b if page else self.b,
+                "small_batch": page.b_small if page else self.b_small,
+                "reset_probability": page.p if page else self.p,
+                "component_gradients": run.component_gradients if run is not None else 0}
