@@ -36,19 +36,13 @@ class RSubGrad(SubgradientSolver):
 
     name = "RSubGrad"
 
-    def setup(self, tracker, geometry, generator):
-        if tracker.x.ndim != 2:
-            raise ValueError(f"RSubGrad optimises one n × p matrix, got {tuple(tracker.x.shape)}")
-        self.schedule = self.make_schedule(tracker, geometry)
-        self.k = 0
-
-    def update(self, tracker, geometry, generator):
+    def update(self, run):
+        tracker = run.tracker
         x = tracker.x
         g = tracker.gradient()
         xi = g - x @ sym(x.mT @ g)
-        gamma = self.step_length(tracker, lambda: float((xi * xi).sum()), 1.0)
+        gamma = self.step_length(run, lambda: float((xi * xi).sum()), 1.0)
         new = polar_tall(x - gamma * xi)
         if not all_finite(new):
             raise NonFiniteError("non-finite update")
         tracker.set_point(new)
-        self.k += 1
