@@ -30,7 +30,7 @@ class SigmaBacktracking:
     :class:`~orthoplug.oracles.core.NonFiniteError` naming the last trial value.
 
     Args:
-        sigma: the initial σ (> 0).
+        sigma: the initial σ (> 0; 0 allowed when not ``checked``, e.g. a concave f).
         checked: whether steps are tested at all (``False``: a known σ ≥ the Lipschitz constant
             and no adaptation; :meth:`accepts` is then never needed).
         shrink: factor applied to σ after an accepted step, in (0, 1].
@@ -39,8 +39,8 @@ class SigmaBacktracking:
 
     def __init__(self, sigma: float, *, checked: bool = True, shrink: float = 1.0,
                  max_rejections: int = 200):
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma must be finite and > 0, got {sigma}")
+        if not (math.isfinite(sigma) and (sigma > 0 or (sigma == 0 and not checked))):
+            raise ValueError(f"sigma must be finite and > 0 (or 0 when not checked), got {sigma}")
         if not 0 < shrink <= 1:
             raise ValueError(f"shrink must be in (0, 1], got {shrink}")
         self.sigma = float(sigma)
