@@ -20,7 +20,8 @@ from orthoplug.problems.nonsmooth_problems import (
     dpcp_instance,
     principal_angle,
 )
-from orthoplug.solvers.rssm import RSSM, StepSchedule, draw_block_pair
+from orthoplug.solvers.rssm import RSSM, draw_block_pair
+from orthoplug.solvers.steps import StepSchedule
 
 
 @pytest.fixture(autouse=True)

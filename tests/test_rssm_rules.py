@@ -11,7 +11,8 @@ from orthoplug.baselines.rsubgrad import RSubGrad
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import complement, take_columns
 from orthoplug.problems.nonsmooth_problems import dpcp_instance
-from orthoplug.solvers.rssm import RSSM, PolyakStep, RestartedGeometric, block_subgradient_sq
+from orthoplug.solvers.rssm import RSSM, block_subgradient_sq
+from orthoplug.solvers.steps import PolyakStep, RestartedGeometric
 
 DT = torch.float64
 

@@ -23,7 +23,8 @@ subgradient method (:class:`orthoplug.baselines.rsubgrad.RSubGrad`).
 Step sizes (``step_size = γ₀``): ``"constant"`` ``γ₀``; ``"diminishing"`` ``γ₀/√(k+1)``
 (Thm 4.9b); ``"geometric"`` ``γ₀ βᵏ`` (for sharp problems such as DPCP; outside the RSSM
 theory). The theory needs ``γ_k < 1/L`` (L the Lipschitz constant of f). Two adaptive rules
-outside the paper (:class:`PolyakStep`, :class:`RestartedGeometric`): ``"polyak"``
+outside the paper (:class:`~orthoplug.solvers.steps.PolyakStep`,
+:class:`~orthoplug.solvers.steps.RestartedGeometric`): ``"polyak"``
 ``γ_k = (f(X_k) − f̂_k)/‖ξ‖²`` with an estimated optimum ``f̂_k`` (level adjustment; for RSSM
 ``‖ξ‖²`` is a running estimate from the block parts), and ``"geometric-restart"``
 (geometric decay; after ``patience`` epochs that end without a new best value the iterate
@@ -37,7 +38,8 @@ Oracles with column access
 --------------------------
 A tracker may provide ``gradient_columns(cols)`` (columns ``cols`` of the subgradient at its
 point) and ``set_columns(cols, new)`` (write ``X[:, cols] = new`` and update its caches).
-:class:`ColumnOracle` (callables) and :class:`CompositeOracle` (``f + h``) provide them; so do the
+:class:`~orthoplug.oracles.columns.ColumnOracle` (callables) and
+:class:`~orthoplug.oracles.columns.CompositeOracle` (``f + h``) provide them; so do the
 problems in :mod:`orthoplug.problems.nonsmooth_problems`, whose trackers cache ``YᵀX`` and
 refresh only the changed columns. Any other :class:`~orthoplug.oracles.core.Oracle` works too
 (full subgradient per iteration, sliced).
@@ -69,15 +71,12 @@ from orthoplug.oracles import (
 )
 
 from .base import IterativeSolver, Run, SolverResult
-from .steps import PolyakStep, RestartedGeometric, StepSchedule, SubgradientSteps
+from .steps import SubgradientSteps
 
 __all__ = [
     "RSSM",
     "SubgradientSolver",
-    "StepSchedule",
     "block_subgradient_sq",
-    "PolyakStep",
-    "RestartedGeometric",
     "auto_step_size",
     "draw_block_pair",
     "column_pair",
