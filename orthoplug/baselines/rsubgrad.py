@@ -6,7 +6,7 @@ Euclidean (Clarke) subgradient:
 
     ξ = G − X sym(XᵀG),        X ← polar(X − γ_k ξ),
 
-with the step rules of RSSM (:class:`~orthoplug.solvers.rssm.StepSchedule`: constant,
+with the step rules of RSSM (:class:`~orthoplug.solvers.steps.StepSchedule`: constant,
 ``γ₀/√(k+1)``, ``γ₀βᵏ``; the adaptive ``"polyak"`` and ``"geometric-restart"``). Cost per
 iteration: the full subgradient plus ``O(n p²)`` (two ``n × p × p`` products and a polar factor
 of an ``n × p`` matrix). It is RSSM with a single block
@@ -27,7 +27,7 @@ class RSubGrad(SubgradientSolver):
     """Riemannian subgradient method with polar retraction (full gradient each iteration).
 
     Args:
-        step_size, schedule, decay: step sizes (see :class:`~orthoplug.solvers.rssm.StepSchedule`;
+        step_size, schedule, decay: step sizes (see :class:`~orthoplug.solvers.steps.StepSchedule`;
             geometric default β = 0.98 per iteration).
         nonsmooth, return_best: see :class:`~orthoplug.solvers.rssm.SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (``eval_every``
