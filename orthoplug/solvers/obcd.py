@@ -53,6 +53,7 @@ for ``h = 0`` the Riemannian gradient norm, otherwise an upper bound on the dist
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -129,8 +130,10 @@ def draw_random_pairs(n: int, generator: torch.Generator, device=None, count: in
     return random_pairs(n, count * matrices, generator, device).reshape(count, matrices, 2)
 
 
+@functools.lru_cache(maxsize=8)
 def cyclic_pairs(n: int, device=None) -> torch.Tensor:
-    """The cyclic working set's sweep: all pairs ``i < j`` in lexicographic order, (C(n, 2), 2)."""
+    """The cyclic working set's sweep: all pairs ``i < j`` in lexicographic order, (C(n, 2), 2)
+    (cached: do not modify it)."""
     return torch.triu_indices(n, n, 1, device=device).T.contiguous()
 
 
