@@ -1,20 +1,32 @@
 """OBCD as a torch optimizer over geoopt Stiefel ``ManifoldParameter``\\ s.
 
-``OBCD(params, h=L1(1e-3), working_set="random"|"jacobi")``: each ``step(closure)`` updates every
-matrix of every (possibly batched) parameter — one uniformly random row pair per matrix
-(``"random"``) or a random perfect matching of its rows (``"jacobi"``) — by the exact O(2)
-subproblem of OBCD with the scalar curvature ``ς = σ‖X[B]‖₂²`` (all pairs in one batched
-:func:`~orthoplug.subproblems.o2.solve_o2` call). The loss is the smooth part ``f``; ``h`` (a
-separable term of :mod:`orthoplug.nonsmooth`) is handled exactly by the subproblem. Rows of
-different matrices are disjoint coordinates, so the joint surrogate majorises ``f + h`` whenever
+``OBCD(params, h=L1(1e-3), working_set="random"|"cyclic"|"jacobi")``: each ``step(closure)``
+updates every matrix of every (possibly batched) parameter — one row pair per matrix (uniformly
+random, ``"random"``, drawn in batches of 1024 iterations as the core solver does, or the next
+pair of the lexicographic sweep, ``"cyclic"``) or a random perfect matching of its rows
+(``"jacobi"``) — by :func:`orthoplug.solvers.obcd.scalar_pair_step`, the exact O(2) subproblem
+of OBCD with the scalar curvature ``ς = σ‖X[B]‖₂²`` (all pairs of a parameter in one batched
+solve). The loss is the smooth part ``f``; ``h`` (a separable term of
+:mod:`orthoplug.nonsmooth`) is handled exactly by the subproblem. Rows of different matrices are
+disjoint coordinates, so the joint surrogate majorises ``f + h`` whenever
 σ ≥ max(0, λ_max(∇²loss)) (σ = 0 for concave losses such as SPCA's ``−tr(XᵀCX)``); then each step
 gives ``F(X⁺) ≤ F(X) − α/2 Σ‖V − I‖²``.
 
+The pairs come from the optimizer's generator (:class:`~adapters._torch.OrthoplugOptimizer`,
+parameters in order) through the core's draw functions
+(:func:`~orthoplug.solvers.obcd.draw_random_pairs`, :func:`~orthoplug.solvers.obcd.cyclic_pairs`,
+:func:`~orthoplug.solvers.jobcd.random_matching`), so with one parameter holding one matrix, the
+same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N iterations of
+:class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"``.
+
 ``step(closure)`` needs a closure that zeroes the gradients, computes the loss, calls
 ``backward()`` and returns it. With ``sigma=None`` σ starts at ``sigma0`` and is doubled (the
-step redone) until the loss at the new point is below the linear-plus-quadratic model, which
-costs one extra closure call per step; pass ``sigma`` to skip it. The step returns the loss at
-the old point; ``optimizer.last_h`` holds ``h`` at the new point.
+step redone) until the loss at the new point is below the linear-plus-quadratic model
+(:class:`~orthoplug.solvers.steps.SigmaBacktracking`, one σ per parameter, saved in
+``state_dict``), which costs one extra closure call per step; pass ``sigma`` to skip it. The step
+returns the loss at the old point; ``optimizer.last_h`` holds ``h`` at the new point. A
+non-finite loss or gradient raises ``FloatingPointError`` naming it, with the parameters left at
+their last values.
 
 Under ``torch.distributed`` the descent check uses the loss averaged over the process group and
 the gradients are averaged after each closure call (see :mod:`orthoplug.distributed`), so all
@@ -28,31 +40,37 @@ import math
 import geoopt
 import torch
 
-from orthoplug.distributed import DataParallelOptimizer, shared_seed
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.solvers.jobcd import _spectral_sq, random_matching
-from orthoplug.solvers.obcd import _snap
-from orthoplug.subproblems.o2 import solve_o2
+from orthoplug.solvers.jobcd import random_matching
+from orthoplug.solvers.obcd import cyclic_pairs, draw_random_pairs, scalar_pair_step
+from orthoplug.solvers.steps import SigmaBacktracking
+
+from ._torch import OrthoplugOptimizer
 
 __all__ = ["OBCD"]
 
 
-class OBCD(DataParallelOptimizer, torch.optim.Optimizer):
+class OBCD(OrthoplugOptimizer):
     """OBCD for ``loss + h`` over geoopt Stiefel parameters (see the module docstring).
 
     Args:
         params: ManifoldParameters on ``geoopt.Stiefel`` (Euclidean or canonical), shape
             (..., n, r) with n ≥ 2; they must be feasible (and ``h`` finite there).
         h: separable nonsmooth term (default zero).
-        working_set: ``"random"`` (one pair per matrix per step) or ``"jacobi"``.
+        working_set: ``"random"`` (one pair per matrix per step), ``"cyclic"`` or
+            ``"jacobi"``.
         alpha: proximal weight α > 0 (default 1e-5).
         sigma: scalar curvature constant σ ≥ max(0, λ_max(∇²loss)); None: backtracking from
             ``sigma0``.
+        sigma0: the first σ of the backtracking.
+        max_backtracks: consecutive doublings of σ before the step gives up.
         seed: seed of the pair choices (``None``: random, the same on every rank).
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
         average_gradients: average the gradients over the group after each closure call.
     """
+
+    working_sets = ("random", "cyclic", "jacobi")
 
     def __init__(self, params, *, h: SeparableTerm | None = None, working_set: str = "random",
                  alpha: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
@@ -61,17 +79,17 @@ class OBCD(DataParallelOptimizer, torch.optim.Optimizer):
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):
             raise ValueError(f"h must be a separable term of orthoplug.nonsmooth, got {h!r}")
-        if working_set not in ("random", "jacobi"):
-            raise ValueError(f"unknown working_set {working_set!r}; choose 'random' or 'jacobi'")
+        if working_set not in self.working_sets:
+            raise ValueError(f"unknown working_set {working_set!r}; choose from "
+                             f"{self.working_sets}")
         if not alpha > 0:
             raise ValueError(f"alpha must be > 0, got {alpha}")
         if sigma is not None and not sigma >= 0:
             raise ValueError(f"sigma must be >= 0, got {sigma}")
-        super().__init__(params, dict(sigma=sigma, alpha=alpha, sigma0=sigma0))
+        super().__init__(params, dict(sigma=sigma, alpha=alpha, sigma0=sigma0), seed=seed,
+                         process_group=process_group, replica_check_every=replica_check_every,
+                         average_gradients=average_gradients)
         self.h, self.working_set, self.max_backtracks = h, working_set, max_backtracks
-        self._init_data_parallel(process_group, replica_check_every, average_gradients)
-        self.generator = torch.Generator()
-        self.generator.manual_seed(shared_seed(seed, process_group, torch.seed))
         self.last_h = 0.0
         for group in self.param_groups:
             for p in group["params"]:
@@ -91,66 +109,82 @@ class OBCD(DataParallelOptimizer, torch.optim.Optimizer):
                                      "negative entries for NonNegative)")
         self._initial_replica_check()
 
-    def _sigma(self, group, p) -> float:
-        if group["sigma"] is not None:
-            return group["sigma"]
-        return self.state[p].setdefault("sigma", group["sigma0"])
+    def _rule(self, group, p) -> SigmaBacktracking:
+        """The parameter's σ rule (restored from its state)."""
+        known = group["sigma"]
+        rule = SigmaBacktracking(group["sigma0"] if known is None else known,
+                                 checked=known is None, max_rejections=self.max_backtracks)
+        if "sigma" in self.state[p]:
+            rule.load_state_dict(self.state[p]["sigma"])
+        return rule
 
-    def _update(self, p, g, sigma, alpha) -> float:
-        """Apply the step to ``p`` in place; return the model's predicted change of the loss."""
-        n, r = p.shape[-2:]
-        x = p.detach().reshape(-1, n, r)
-        gb = g.reshape(-1, n, r)
-        nb = x.shape[0]
-        pairs = random_matching(n, self.generator, x.device, (nb,),
-                                1 if self.working_set == "random" else None)
-        bidx = torch.arange(nb, device=x.device)[:, None, None]
-        z = x[bidx, pairs].reshape(-1, 2, r)
-        m = (gb[bidx, pairs].reshape(-1, 2, r)) @ z.mT
-        zz = _spectral_sq(z)
-        s = sigma * zz + alpha
-        eye = torch.eye(2, dtype=x.dtype, device=x.device)
-        v = solve_o2(m - s[:, None, None] * eye, z, self.h, s=s)
-        new = v @ z
-        if not isinstance(self.h, Zero):
-            new = _snap(new)
-        if not bool(torch.isfinite(new).all()):
-            raise FloatingPointError("OBCD: non-finite block update")
-        out = x.clone()
-        out[bidx, pairs] = new.reshape(nb, -1, 2, r)
-        p.copy_(out.reshape(p.shape))
-        w = v - eye
-        return float((w * m).sum() + 0.5 * sigma * (zz * (w * w).sum((-2, -1))).sum())
+    def _draw(self, p, n: int, nb: int) -> torch.Tensor:
+        """This step's pairs of the parameter's ``nb`` matrices, ``(nb, m, 2)``."""
+        state, device = self.state[p], p.device
+        gen = self.generator(device)
+        if self.working_set == "jacobi":  # one matrix: the core's draw (randperm)
+            return (random_matching(n, gen, device)[None] if nb == 1
+                    else random_matching(n, gen, device, (nb,)))
+        t = state.get("iteration", 0)
+        state["iteration"] = t + 1
+        if self.working_set == "cyclic":
+            sweep = cyclic_pairs(n, device)
+            return sweep[t % sweep.shape[0]].expand(nb, 1, 2)
+        if "pairs" not in state or t % state["pairs"].shape[0] == 0:
+            state["pairs"] = draw_random_pairs(n, gen, device, matrices=nb)
+        # (load_state_dict casts state tensors to the parameter's dtype: indices stay exact)
+        return state["pairs"][t % state["pairs"].shape[0]].long()[:, None, :]
 
     @torch.no_grad()
     def step(self, closure):
-        if closure is None:
-            raise ValueError("OBCD.step needs a closure (zero grads, compute the loss, call "
-                             "backward, return the loss)")
-        loss, f0 = self._evaluate(closure)
-        if not math.isfinite(f0):
-            raise FloatingPointError(f"OBCD: non-finite loss {f0}")
-        params = [(grp, p) for grp in self.param_groups for p in grp["params"]
-                  if p.grad is not None]
-        grads = {p: p.grad.detach().clone() for _, p in params}
-        for g in grads.values():
-            if not bool(torch.isfinite(g).all()):
-                raise FloatingPointError("OBCD: non-finite gradient")
-        checked = any(grp["sigma"] is None for grp, _ in params)
-        old = {p: p.detach().clone() for _, p in params}
-        for _ in range(self.max_backtracks):
-            predicted = sum(self._update(p, grads[p], self._sigma(grp, p), grp["alpha"])
-                            for grp, p in params)
-            if checked:
-                _, f1 = self._evaluate(closure)
-                if not f1 <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
-                    for grp, p in params:  # reject: restore and double σ
-                        p.copy_(old[p])
-                        if grp["sigma"] is None:
-                            self.state[p]["sigma"] = 2.0 * self._sigma(grp, p)
+        """One OBCD step of every parameter; returns the closure's loss at the old point."""
+        loss, f0 = self._loss(closure)
+        grads = self._grads()
+        plans = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p not in grads:
                     continue
-            self.last_h = float(sum(float(self.h.value(p.detach()).sum()) for _, p in params))
-            self._end_step()
-            return loss
-        raise FloatingPointError(f"OBCD: no acceptable step after {self.max_backtracks} "
-                                 "doublings of sigma")
+                n, r = p.shape[-2:]
+                x = p.detach().reshape(-1, n, r)
+                pairs = self._draw(p, n, x.shape[0])
+                bidx = torch.arange(x.shape[0], device=x.device)[:, None, None]
+                z = x[bidx, pairs].reshape(-1, 2, r)
+                m = grads[p].reshape(-1, n, r)[bidx, pairs].reshape(-1, 2, r) @ z.mT
+                plans.append((group, p, x, bidx, pairs, z, m, self._rule(group, p)))
+        old = {p: p.detach().clone() for _, p, *_ in plans}
+        while True:
+            predicted = 0.0
+            for group, p, x, bidx, pairs, z, m, rule in plans:
+                try:
+                    new, change = scalar_pair_step(z, m, rule.sigma, group["alpha"], self.h)
+                except FloatingPointError:
+                    self._restore(old)
+                    raise
+                out = x.clone()
+                out[bidx, pairs] = new.reshape(*pairs.shape, -1)
+                p.copy_(out.reshape(p.shape))
+                predicted += change
+            checked = [rule for *_, rule in plans if rule.checked]
+            if not checked:
+                break
+            _, f1 = self._evaluate(closure)  # a non-finite trial value is a rejection
+            try:
+                accepted = [rule.accepts(f0, f1, predicted) for rule in checked][0]
+            except FloatingPointError:
+                self._restore(old)
+                raise
+            if accepted:
+                break
+            self._restore(old)
+        for _, p, *_, rule in plans:
+            self.state[p]["sigma"] = rule.state_dict()
+        self.last_h = float(sum(float(self.h.value(p.detach()).sum()) for p in old))
+        self._end_step()
+        return loss
+
+    @staticmethod
+    def _restore(old: dict) -> None:
+        for p, x in old.items():
+            p.copy_(x)
+

@@ -18,14 +18,19 @@ columns frozen — so that e.g. ``RiemannianAdam`` optimises one block::
         opt.zero_grad(); loss(X).backward(); opt.step()
 
 Each ``step`` draws one uniformly random pair of column blocks per parameter (the same pair for
-all matrices of a batched parameter) and updates those columns by
-:func:`orthoplug.geometry.stiefel_block.block_update` from the columns C of ``p.grad`` (the
+all matrices of a batched parameter; :func:`orthoplug.solvers.rssm.draw_block_pair` from the
+optimizer's generator, parameters in order) and updates those columns by
+:func:`orthoplug.solvers.rssm.block_step` — the step of the core solver, with its step sizes
+(:class:`orthoplug.solvers.steps.SubgradientSteps`) — from the columns C of ``p.grad`` (the
 autograd gradient, a valid subgradient of piecewise-smooth losses). The other columns are not
-written. ``step(closure)`` is supported (the closure returns the loss after ``backward``); the
+written. With the same seed, start and options, N ``step(closure)`` calls on one parameter give
+the iterates of N iterations of :class:`orthoplug.solvers.rssm.RSSM`.
+``step(closure)`` is supported (the closure returns the loss after ``backward``); the
 adaptive step rules ``schedule="polyak"`` and ``"geometric-restart"`` need it (they read the
-loss at the current point).
-A non-finite gradient raises :class:`~orthoplug.oracles.core.NonFiniteError` (a
-``FloatingPointError``) before anything is written.
+loss at the current point; the latter calls the closure once more at the end of each epoch, to
+compare the new point with the best).
+A non-finite loss or gradient raises ``FloatingPointError`` naming it before anything is
+written.
 
 Under ``torch.distributed`` (see :mod:`orthoplug.distributed`) ``seed=None`` is drawn on rank 0
 and broadcast, and ``step`` averages the gradients over the process group (after the closure,
@@ -41,21 +46,12 @@ import geoopt
 import torch
 from geoopt.utils import size2shape
 
-from orthoplug.distributed import DataParallelOptimizer, shared_seed
-from orthoplug.geometry.stiefel_block import (
-    StiefelBlockGeometry,
-    block_update,
-    complement,
-    partition_columns,
-)
-from orthoplug.oracles import NonFiniteError
-from orthoplug.solvers.rssm import (
-    PolyakStep,
-    RestartedGeometric,
-    StepSchedule,
-    block_subgradient_sq,
-)
+from orthoplug.geometry._linalg import sym
+from orthoplug.geometry.stiefel_block import StiefelBlockGeometry, partition_columns
+from orthoplug.solvers.rssm import auto_step_size, block_step, column_pair, draw_block_pair
+from orthoplug.solvers.steps import SubgradientSteps
 
+from ._torch import OrthoplugOptimizer
 from .geoopt import _GeometryManifold
 
 __all__ = ["RSSM", "StiefelBlock"]
@@ -120,7 +116,7 @@ def _check_params(groups):
                 raise ValueError(f"RSSM needs at least 2 columns, got shape {tuple(p.shape)}")
 
 
-class RSSM(DataParallelOptimizer, torch.optim.Optimizer):
+class RSSM(OrthoplugOptimizer):
     r"""Randomized submanifold subgradient method over ``geoopt.Stiefel`` parameters.
 
     Args:
@@ -130,8 +126,8 @@ class RSSM(DataParallelOptimizer, torch.optim.Optimizer):
         num_blocks: ℓ ∈ [2, p] (default ``min(4, p)``); or ``blocks``: an explicit partition.
         schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``), ``"geometric"``
             (``γ₀βᵏ``), a callable ``k -> γ_k``, or the adaptive ``"polyak"``
-            (:class:`~orthoplug.solvers.rssm.PolyakStep`; ``lr`` unused) and
-            ``"geometric-restart"`` (:class:`~orthoplug.solvers.rssm.RestartedGeometric`),
+            (:class:`~orthoplug.solvers.steps.PolyakStep`; ``lr`` unused) and
+            ``"geometric-restart"`` (:class:`~orthoplug.solvers.steps.RestartedGeometric`),
             which need ``step(closure)``; an epoch is ``⌈ℓ/2⌉`` steps.
         decay: β of the geometric schedules per step (default ``0.98^(2/ℓ)``).
         level: ``"polyak"``'s ``δ₀/|f(X₀)|``.
@@ -139,8 +135,8 @@ class RSSM(DataParallelOptimizer, torch.optim.Optimizer):
             ``"geometric-restart"`` restarts.
         shrink: ``"geometric-restart"``'s step factor at a restart.
         reorthogonalize: project the step off the fixed columns before the polar factor.
-        seed: seed of the pair draws (per parameter, saved in ``state_dict``; ``None``:
-            random, the same on every rank).
+        seed: seed of the pair draws (saved in ``state_dict``; ``None``: random, the same on
+            every rank).
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
         average_gradients: average the gradients over the group in each step.
@@ -153,28 +149,22 @@ class RSSM(DataParallelOptimizer, torch.optim.Optimizer):
                  replica_check_every: int | None = None, average_gradients: bool = True):
         if isinstance(lr, str) and lr != "auto":
             raise ValueError(f"lr must be a number > 0 or 'auto', got {lr!r}")
-        lr0 = 1.0 if lr == "auto" else lr
-        if schedule == "polyak":
-            PolyakStep(level, patience)
-        elif schedule == "geometric-restart":
-            RestartedGeometric(lr0, 0.5 if decay is None else decay, shrink, patience)
-        else:
-            StepSchedule(lr0, schedule, 0.5 if decay is None else decay)
+        SubgradientSteps.make_rule(1.0 if lr == "auto" else lr, schedule,
+                                   0.5 if decay is None else decay, level=level,
+                                   patience=patience, shrink=shrink)  # validate now
         if num_blocks is not None and (isinstance(num_blocks, bool)
                                        or not isinstance(num_blocks, int) or num_blocks < 2):
             raise ValueError(f"num_blocks must be an integer >= 2, got {num_blocks!r}")
         defaults = dict(lr=lr, num_blocks=num_blocks, blocks=blocks, schedule=schedule,
                         decay=decay, level=level, patience=patience, shrink=shrink,
                         reorthogonalize=reorthogonalize)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, seed=seed, process_group=process_group,
+                         replica_check_every=replica_check_every,
+                         average_gradients=average_gradients)
         _check_params(self.param_groups)
-        self._init_data_parallel(process_group, replica_check_every, average_gradients)
-        self.seed = shared_seed(seed, process_group, lambda: torch.seed() % (2**62))
-        self._index: dict[int, tuple[int, int]] = {}
-        for gi, group in enumerate(self.param_groups):  # validate partitions now
-            for pi, p in enumerate(group["params"]):
+        for group in self.param_groups:  # validate partitions now
+            for p in group["params"]:
                 self._partition(group, p)
-                self._index[id(p)] = (gi, pi)
         self._initial_replica_check()
 
     @staticmethod
@@ -184,106 +174,64 @@ class RSSM(DataParallelOptimizer, torch.optim.Optimizer):
             return partition_columns(ncols, blocks=group["blocks"])
         return partition_columns(ncols, group["num_blocks"] or min(4, ncols))
 
-    def _generator(self, p, state):
-        gen = torch.Generator()
-        if "rng_state" in state:
-            # load_state_dict casts state tensors to the parameter's dtype; the bytes survive
-            gen.set_state(state["rng_state"].to(device="cpu", dtype=torch.uint8))
-        else:
-            gi, pi = self._index.get(id(p), (0, 0))
-            gen.manual_seed(self.seed + 1000003 * gi + pi)
-        return gen
+    def _steps(self, group, p, g, value) -> SubgradientSteps:
+        """The parameter's step sizes: built at its first step (as the core solver's at X₀),
+        then restored from ``state``."""
+        state = self.state[p]
+        ell = len(self._partition(group, p))
+        decay = group["decay"] if group["decay"] is not None else 0.98 ** (2.0 / ell)
+        if "lr0" not in state:
+            state["step"] = 0
+            if group["lr"] == "auto":
+                x = p.detach()
+                state["lr0"] = auto_step_size(g - x @ sym(x.mT @ g))
+            else:
+                state["lr0"] = float(group["lr"])
+        steps = SubgradientSteps.build(
+            state["lr0"], group["schedule"], decay, f0=value, epoch_length=math.ceil(ell / 2),
+            level=group["level"], patience=group["patience"], shrink=group["shrink"])
+        if "steps" in state:
+            steps.load_state_dict(state["steps"])
+        return steps
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
+        """One RSSM iteration per parameter (see the module docstring); returns the loss of
+        ``closure`` (``None`` without one)."""
         if closure is not None:
-            loss, _ = self._evaluate(closure)
+            loss, value = self._loss(closure)
         else:
+            if any(group["schedule"] in ("polyak", "geometric-restart")
+                   for group in self.param_groups):
+                raise ValueError("the adaptive schedules 'polyak' and 'geometric-restart' need "
+                                 "step(closure): they read the loss at the current point")
+            loss, value = None, math.nan
             self._average_gradients()
+        grads = self._grads()
         updates = []
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
+                if p not in grads:
                     continue
-                g = p.grad
-                if not bool(torch.isfinite(g).all()):
-                    raise NonFiniteError("RSSM: non-finite gradient; parameters left unchanged")
-                state = self.state[p]
+                g = grads[p]
+                steps = self._steps(group, p, g, value)
                 blocks = self._partition(group, p)
-                ell = len(blocks)
-                if "lr0" not in state:
-                    state["step"] = 0
-                    state["lr0"] = self._initial_lr(group, p, g)
-                decay = group["decay"] if group["decay"] is not None else 0.98 ** (2.0 / ell)
-                gen = self._generator(p, state)
-                i = int(torch.randint(ell, (1,), generator=gen))
-                j = int(torch.randint(ell - 1, (1,), generator=gen))
-                j += j >= i
-                cols = torch.cat([blocks[min(i, j)], blocks[max(i, j)]]).to(p.device)
-                gc = g[..., cols]
-                if group["schedule"] in ("polyak", "geometric-restart"):
-                    rule, epoch = self._rule(group, state, ell, decay, loss)
-                    if isinstance(rule, RestartedGeometric) and state["step"] > 0 and (
-                            state["step"] % epoch == 0):
-                        back = rule.epoch_end(state["step"], float(loss), p.detach())
-                        if back is not None:  # restart: X ← best, no block step this time
-                            updates.append((p, None, back, state, gen, rule))
-                            continue
-                    if isinstance(rule, PolyakStep):
-                        rule.observe(float(loss))
-                        rest = complement(cols, p.shape[-1]).to(p.device)
-                        gamma = rule(float(loss), block_subgradient_sq(p.detach(), cols, rest, gc),
-                                     cols.numel() / p.shape[-1])
-                    else:
-                        gamma = rule(state["step"])
-                else:
-                    rule = None
-                    gamma = StepSchedule(state["lr0"], group["schedule"], decay)(state["step"])
-                new = block_update(p.detach(), cols, gc, gamma,
-                                   reorthogonalize=group["reorthogonalize"])
-                if not bool(torch.isfinite(new).all()):
-                    raise NonFiniteError("RSSM: non-finite update; parameters left unchanged")
-                updates.append((p, cols, new, state, gen, rule))
-        for p, cols, new, state, gen, rule in updates:
-            if cols is None:
-                p.copy_(new)
-            else:
-                p[..., cols] = new
+                key = draw_block_pair(len(blocks), self.generator(p.device))
+                cols, rest = (t.to(p.device) for t in column_pair(blocks, *key, p.shape[-1]))
+                new = block_step(p.detach(), cols, rest, g[..., cols], steps, lambda: value,
+                                 reorthogonalize=group["reorthogonalize"])
+                updates.append((p, cols, new, steps))
+        for p, cols, new, _ in updates:
+            p[..., cols] = new
+        new_value = None
+        for p, _, _, steps in updates:
+            if steps.ends_epoch and new_value is None:  # f at the new point, once
+                new_value = self._loss(closure)[1]
+            back = steps.finish(lambda v=new_value: v, p.detach())
+            if back is not None:
+                p.copy_(back)
+            state = self.state[p]
             state["step"] += 1
-            state["rng_state"] = gen.get_state()
-            if rule is not None:
-                state["rule"] = rule.to_state()
+            state["steps"] = steps.state_dict()
         self._end_step()
         return loss
-
-    def _random_state(self):
-        return [("seed", self.seed)]
-
-    @staticmethod
-    def _rule(group, state, ell: int, decay: float, loss):
-        """The parameter's adaptive rule (restored from ``state``) and its epoch length."""
-        if loss is None:
-            raise ValueError(f"schedule {group['schedule']!r} needs step(closure): it reads "
-                             f"the loss at the current point")
-        epoch = max(1, math.ceil(ell / 2))
-        if group["schedule"] == "polyak":
-            if "rule" in state:
-                return PolyakStep.from_state(state["rule"]), epoch
-            rule = PolyakStep(group["level"], group["patience"])
-            rule.start(float(loss), epoch)
-            return rule, epoch
-        if "rule" in state:
-            return RestartedGeometric.from_state(state["rule"]), epoch
-        return RestartedGeometric(state["lr0"], decay, group["shrink"], group["patience"]), epoch
-
-    @staticmethod
-    def _initial_lr(group, p, g) -> float:
-        if group["lr"] != "auto":
-            return float(group["lr"])
-        x = p.detach()
-        xtg = x.mT @ g
-        xi = g - x @ (0.5 * (xtg + xtg.mT))
-        nmat = max(1, x.numel() // (x.shape[-1] * x.shape[-2]))
-        norm = float(torch.linalg.vector_norm(xi)) / nmat ** 0.5
-        return 0.5 / norm if norm > 0 else 1.0

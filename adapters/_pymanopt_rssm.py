@@ -40,6 +40,7 @@ import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import StiefelBlockGeometry
+from orthoplug.oracles import ColumnOracle
 from orthoplug.solvers import rssm as _rssm
 
 from .pymanopt import SolverOptimizer, _GeometryManifold, _n, _t
@@ -67,7 +68,7 @@ class RSSM(SolverOptimizer):
         """A :class:`~orthoplug.oracles.columns.ColumnOracle` (column access) from the problem's
         cost and Euclidean gradient.
         """
-        return _rssm.ColumnOracle(lambda x: problem.cost(_n(x)),
+        return ColumnOracle(lambda x: problem.cost(_n(x)),
                                   lambda x: _t(problem.euclidean_gradient(_n(x))))
 
 

@@ -11,7 +11,8 @@ from orthoplug.baselines.rsubgrad import RSubGrad
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import complement, take_columns
 from orthoplug.problems.nonsmooth_problems import dpcp_instance
-from orthoplug.solvers.rssm import RSSM, PolyakStep, RestartedGeometric, block_subgradient_sq
+from orthoplug.solvers.rssm import RSSM, block_subgradient_sq
+from orthoplug.solvers.steps import PolyakStep, RestartedGeometric
 
 DT = torch.float64
 
@@ -119,15 +120,16 @@ def test_restarts_make_epoch_start_values_monotone():
                   shrink=0.5, patience=1, seed=0)
     oracle = prob.oracle()
     starts = []
-    for k, tracker in enumerate(solver.iterate(oracle, x0, StiefelGeometry(40, 12)), 1):
+    run = solver.start(oracle, x0, StiefelGeometry(40, 12))
+    for k in range(1, 401):
+        solver.step(run)
+        tracker = run.tracker
         if k % 2 == 0:  # an epoch (⌈4/2⌉ = 2 iterations) ends, restart applied
             starts.append(float(oracle.value(tracker.x)))
-        if k >= 400:
-            break
     # after its epoch-end check every epoch starts at a new best or back at the best so far
-    assert solver.schedule.restarts >= 1
+    assert run.steps.rule.restarts >= 1
     assert all(b <= a + 1e-12 for a, b in zip(starts, starts[1:], strict=False))
-    assert starts[-1] == pytest.approx(solver.schedule.best_value, abs=1e-12)
+    assert starts[-1] == pytest.approx(run.steps.rule.best_value, abs=1e-12)
 
 
 def test_solver_rule_errors():

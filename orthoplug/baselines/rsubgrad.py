@@ -6,7 +6,7 @@ Euclidean (Clarke) subgradient:
 
     ξ = G − X sym(XᵀG),        X ← polar(X − γ_k ξ),
 
-with the step rules of RSSM (:class:`~orthoplug.solvers.rssm.StepSchedule`: constant,
+with the step rules of RSSM (:class:`~orthoplug.solvers.steps.StepSchedule`: constant,
 ``γ₀/√(k+1)``, ``γ₀βᵏ``; the adaptive ``"polyak"`` and ``"geometric-restart"``). Cost per
 iteration: the full subgradient plus ``O(n p²)`` (two ``n × p × p`` products and a polar factor
 of an ``n × p`` matrix). It is RSSM with a single block
@@ -27,7 +27,7 @@ class RSubGrad(SubgradientSolver):
     """Riemannian subgradient method with polar retraction (full gradient each iteration).
 
     Args:
-        step_size, schedule, decay: step sizes (see :class:`~orthoplug.solvers.rssm.StepSchedule`;
+        step_size, schedule, decay: step sizes (see :class:`~orthoplug.solvers.steps.StepSchedule`;
             geometric default β = 0.98 per iteration).
         nonsmooth, return_best: see :class:`~orthoplug.solvers.rssm.SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (``eval_every``
@@ -36,19 +36,13 @@ class RSubGrad(SubgradientSolver):
 
     name = "RSubGrad"
 
-    def setup(self, tracker, geometry, generator):
-        if tracker.x.ndim != 2:
-            raise ValueError(f"RSubGrad optimises one n × p matrix, got {tuple(tracker.x.shape)}")
-        self.schedule = self.make_schedule(tracker, geometry)
-        self.k = 0
-
-    def update(self, tracker, geometry, generator):
+    def update(self, run):
+        tracker = run.tracker
         x = tracker.x
         g = tracker.gradient()
         xi = g - x @ sym(x.mT @ g)
-        gamma = self.step_length(tracker, lambda: float((xi * xi).sum()), 1.0)
+        gamma = self.step_length(run, lambda: float((xi * xi).sum()), 1.0)
         new = polar_tall(x - gamma * xi)
         if not all_finite(new):
             raise NonFiniteError("non-finite update")
         tracker.set_point(new)
-        self.k += 1

@@ -53,6 +53,7 @@ for ``h = 0`` the Riemannian gradient norm, otherwise an upper bound on the dist
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -62,13 +63,14 @@ import torch
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels.obcd import STATUS, obcd_pairs
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.oracles import NonFiniteError, Tracker, host_array
+from orthoplug.oracles import NonFiniteError, PairModel, Refreshable, all_finite, host_array
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2, solve_o2_single, solve_polar
 
-from .base import IterativeSolver, ScalarCurvature
+from .base import IterativeSolver, Run, ScalarCurvature, SolverResult
 from .jobcd import _spectral_sq, random_matching, random_pairs
 
-__all__ = ["OBCD", "safe_sigma", "local_block_solve"]
+__all__ = ["OBCD", "safe_sigma", "local_block_solve", "scalar_pair_step", "draw_random_pairs",
+           "cyclic_pairs"]
 
 _PAIR_BATCH = 1024  # random pairs drawn per generator call
 
@@ -93,6 +95,46 @@ def _snap(u):
     (a NumPy array or a torch tensor)."""
     u[abs(u) < SNAP] = 0.0
     return u
+
+
+def scalar_pair_step(z: torch.Tensor, m: torch.Tensor, sigma: float, alpha: float,
+                     h: SeparableTerm) -> tuple[torch.Tensor, float]:
+    """OBCD's step of row pairs with the scalar curvature, for both front-ends.
+
+    For pairs ``Z`` (..., 2, r) with ``M = ∇f(X)[B] Zᵀ`` (..., 2, 2): ``V`` from the exact O(2)
+    subproblem with ``ς = σ‖Z‖₂²`` (batched :func:`~orthoplug.subproblems.o2.solve_o2`). Returns
+    the new rows ``V Z`` (snapped for ``h ≠ 0``, see the module notes) and the majoriser's
+    predicted change of f, ``Σ ⟨W, M⟩ + ς/2 ‖W‖²`` with ``W = V − I``.
+
+    Raises:
+        NonFiniteError: if the new rows are not finite.
+    """
+    zz = _spectral_sq(z)
+    s = sigma * zz + alpha
+    eye = torch.eye(2, dtype=z.dtype, device=z.device)
+    v = solve_o2(m - s[..., None, None] * eye, z, h, s=s)
+    new = v @ z
+    if not isinstance(h, Zero):
+        new = _snap(new)
+    if not all_finite(new):
+        raise NonFiniteError("non-finite block update")
+    w = v - eye
+    return new, float((w * m).sum() + 0.5 * sigma * (zz * (w * w).sum((-2, -1))).sum())
+
+
+def draw_random_pairs(n: int, generator: torch.Generator, device=None, count: int = _PAIR_BATCH,
+                      matrices: int = 1) -> torch.Tensor:
+    """The random working set's next ``count`` iterations' pairs, ``(count, matrices, 2)``: one
+    uniform pair per matrix and iteration (:func:`~orthoplug.solvers.jobcd.random_pairs`, one
+    call), the draw of both front-ends."""
+    return random_pairs(n, count * matrices, generator, device).reshape(count, matrices, 2)
+
+
+@functools.lru_cache(maxsize=8)
+def cyclic_pairs(n: int, device=None) -> torch.Tensor:
+    """The cyclic working set's sweep: all pairs ``i < j`` in lexicographic order, (C(n, 2), 2)
+    (cached: do not modify it)."""
+    return torch.triu_indices(n, n, 1, device=device).T.contiguous()
 
 
 def local_block_solve(p: torch.Tensor, z: torch.Tensor, h: SeparableTerm,
@@ -156,6 +198,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
     """
 
     name = "OBCD"
+    history_fields = ("h",)
     working_sets = ("random", "cyclic", "jacobi", "greedy")
 
     def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
@@ -191,240 +234,227 @@ class OBCD(ScalarCurvature, IterativeSolver):
         self.curvature, self.alpha, self.sigma_user = curvature, float(alpha), sigma
         self.sweeps, self.refresh_every = sweeps, refresh_every
         self.candidates = candidates if working_set == "greedy" else 1
-        self._h_log: list[float] = []
 
     # ---- the run ------------------------------------------------------------------------
-    def run(self, oracle, x0, geometry):
-        """As :meth:`IterativeSolver.run`; ``history["h"]`` and ``info["f"], info["h"]`` added."""
+    def prepare(self, oracle, x0, geometry):
+        """Check the manifold (St(n, r)), the shape, ``k ≤ n`` and ``h(X₀) < ∞``."""
         if not isinstance(geometry, StiefelGeometry):
             raise ValueError(f"OBCD runs on the Stiefel manifold St(n, r) (or O(n)), got "
                              f"{getattr(geometry, 'name', type(geometry).__name__)}")
-        x0 = torch.as_tensor(x0)
-        geometry.check_point(x0)
         if x0.ndim != 2:
             raise ValueError(f"OBCD optimises one n × r matrix, got shape {tuple(x0.shape)}")
         if self.k > x0.shape[0]:
             raise ValueError(f"block size k = {self.k} exceeds n = {x0.shape[0]}")
-        h0 = float(self.h.value(x0))
-        if not math.isfinite(h0):
+        if not math.isfinite(float(self.h.value(x0))):
             what = ("has negative entries" if self.h.is_indicator else "gives h = inf")
             raise ValueError(f"infeasible initial point for {self.h!r}: it {what}")
-        self._h_log = []
-        res = super().run(oracle, x0, geometry)
-        if self.log_verbosity >= 1:
-            res.history["h"] = self._h_log[: len(res.history["cost"])]
-        hv = float(self.h.value(res.point))
-        res.info.update(h=hv, f=res.cost - hv)
-        return res
+        return oracle
 
-    def measure(self, tracker: Tracker, geometry):
+    def measure(self, run: Run):
+        tracker, geometry = run.tracker, run.geometry
         x = tracker.x
-        hv = float(self.h.value(x))
-        cost = float(tracker.value()) + hv
+        cost = float(tracker.value()) + float(self.h.value(x))
         g = tracker.gradient()
         if not isinstance(self.h, Zero):
             g = g + self.h.subgradient(x)
         rg = geometry.egrad2rgrad(x, g)
-        self._h_log.append(hv)
         return cost, float(torch.linalg.norm(rg)), float(geometry.violation(x).max())
 
-    def default_eval_every(self, tracker):
+    def on_evaluation(self, run: Run, cost, gradient_norm, violation):
+        """``history["h"]``: the value of ``h`` at each evaluation."""
+        return {"h": float(self.h.value(run.tracker.x))}
+
+    def finalize(self, run: Run, result: SolverResult) -> None:
+        """``info["f"]``, ``info["h"]``: the parts of the final cost."""
+        hv = float(self.h.value(result.point))
+        result.info.update(h=hv, f=result.cost - hv)
+
+    def default_eval_every(self, run: Run):
         """1 for the Jacobi working set, else one sweep of the ``C(n, k)`` row blocks capped at
         1000 iterations."""
         if self.working_set == "jacobi":
             return 1
-        n = tracker.x.shape[-2]
+        n = run.tracker.x.shape[-2]
         return max(1, min(1000, math.comb(n, self.k)))
 
-    def setup(self, tracker, geometry, generator):
+    def setup(self, run: Run):
+        tracker = run.tracker
         x = tracker.x
         n = x.shape[0]
-        self.dev, self.dtype = x.device, x.dtype
-        try:
-            quadratic = tracker.block_curvature(
-                torch.zeros(1, 2, dtype=torch.long, device=self.dev), x[:2][None], psd=False
-            ) is not None
-        except TypeError:  # a tracker without the exact (indefinite) curvature
-            quadratic = False
-        self.exact = (self.curvature == "exact" and self.k == 2 and quadratic
-                      and self.working_set != "jacobi")
-        if self.exact:  # the exact curvature needs no σ
-            self.sigma, self.backtrack, self.backtracks = self.sigma_user, False, 0
-        else:
-            self.init_sigma(tracker, generator, self.sigma_user if self.sigma_user is not None
+        run.device, run.dtype = x.device, x.dtype
+        # the exact curvature on the tracker's arrays (NumPy views on the CPU, QuadraticTracker)
+        run.exact = (self.curvature == "exact" and self.k == 2 and self.working_set != "jacobi"
+                     and isinstance(tracker, PairModel))
+        if not run.exact:
+            self.init_sigma(run, self.sigma_user if self.sigma_user is not None
                             else safe_sigma(tracker.oracle))
-        self.snap = not isinstance(self.h, Zero)
-        self.eye2 = torch.eye(2, dtype=self.dtype, device=self.dev)
-        self.eyek = torch.eye(self.k, dtype=self.dtype, device=self.dev)
-        # exact pair steps on the tracker's arrays (NumPy views on the CPU, see QuadraticTracker)
-        self.arrays = self.exact and hasattr(tracker, "pair_model_array")
-        if self.arrays:
-            self.vec_eye2 = host_array(self.eye2.reshape(4))
-            on_host = isinstance(self.vec_eye2, np.ndarray)
-            self.solve_pair = solve_o2_single if on_host else solve_o2
+        if run.exact:
+            vec_eye2 = host_array(torch.eye(2, dtype=run.dtype, device=run.device).reshape(4))
+            run.vec_eye2 = vec_eye2
+            run.solve_pair = solve_o2_single if isinstance(vec_eye2, np.ndarray) else solve_o2
         # the compiled pair loop: float64 NumPy views of CPU tensors, in C order
-        xa = getattr(tracker, "xa", None)
-        self.kernel = self.arrays and isinstance(xa, np.ndarray) and xa.dtype == np.float64
-        if self.kernel and not (xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
+        run.kernel = run.exact and tracker.on_host and tracker.xa.dtype == np.float64
+        if run.kernel and not (tracker.xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
             tracker.set_point(tracker.x.contiguous())
-        if self.working_set == "greedy" and not self.kernel:
+        if self.working_set == "greedy" and not run.kernel:
             raise ValueError("the greedy working set runs in the compiled pair loop: it needs "
                              "k = 2, curvature='exact', a quadratic f (QuadraticOracle) and "
                              "float64 CPU tensors")
-        if self.kernel:
+        if run.kernel:
             tab = _tables(self.h)
-            self.h_tables = (tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0,
-                             tab.shared, tab.continuous)
-            self.ca = np.ascontiguousarray(tracker.ca)
-            self.da = (np.empty((0, 0)) if tracker.da is None
-                       else np.ascontiguousarray(tracker.da, dtype=np.float64))
-            self.fval = np.empty(1)
-        self.count = 0
-        self.pairs, self.pair_pos = None, 0
+            run.h_tables = (tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0,
+                            tab.shared, tab.continuous)
+            run.ca = np.ascontiguousarray(tracker.ca)
+            run.da = (np.empty((0, 0)) if tracker.da is None
+                      else np.ascontiguousarray(tracker.da, dtype=np.float64))
+            run.fval = np.empty(1)
+        run.count = 0
+        run.pairs, run.pair_pos = None, 0
         if self.working_set == "cyclic":
             if self.k == 2:
-                self.pairs = host_array(torch.triu_indices(n, n, 1, device=self.dev).T.contiguous())
+                run.pairs = host_array(cyclic_pairs(n, run.device))
             else:
-                self._combos = itertools.cycle(itertools.combinations(range(n), self.k))
+                run.combos = itertools.cycle(itertools.combinations(range(n), self.k))
 
-    def _pair(self, n, generator):
+    def _pair(self, run: Run):
         """The next pair (k = 2) as a NumPy index array on the CPU, else a tensor: cyclic order,
         or uniform random pairs drawn ``_PAIR_BATCH`` at a time."""
         if self.working_set == "random":
-            if self.pairs is None or self.pair_pos == self.pairs.shape[0]:
-                self.pairs = host_array(random_pairs(n, _PAIR_BATCH, generator, self.dev))
-                self.pair_pos = 0
-            self.pair_pos += 1
-            return self.pairs[self.pair_pos - 1]
-        return self.pairs[self.count % self.pairs.shape[0]]
+            if run.pairs is None or run.pair_pos == run.pairs.shape[0]:
+                run.pairs = host_array(draw_random_pairs(
+                    run.tracker.x.shape[0], run.generator, run.device)[:, 0])
+                run.pair_pos = 0
+            run.pair_pos += 1
+            return run.pairs[run.pair_pos - 1]
+        return run.pairs[run.count % run.pairs.shape[0]]
 
-    def _pair_block(self, n, generator, count):
+    def _pair_block(self, run: Run, count: int):
         """The next at most ``count`` pairs (at least ``self.candidates``) as one NumPy array:
         the same stream as :meth:`_pair` (random batches of ``_PAIR_BATCH`` pairs, rounded down to
         a multiple of ``candidates`` for greedy; cyclic: the next slice of the sweep)."""
         if self.working_set == "cyclic":
-            pos = self.count % self.pairs.shape[0]
-            return self.pairs[pos: pos + count]
-        if self.pairs is None or self.pair_pos == self.pairs.shape[0]:
+            pos = run.count % run.pairs.shape[0]
+            return run.pairs[pos: pos + count]
+        if run.pairs is None or run.pair_pos == run.pairs.shape[0]:
             size = _PAIR_BATCH - _PAIR_BATCH % self.candidates
-            self.pairs = host_array(random_pairs(n, size, generator, self.dev))
-            self.pair_pos = 0
-        block = self.pairs[self.pair_pos: self.pair_pos + count]
-        self.pair_pos += block.shape[0]
+            run.pairs = host_array(draw_random_pairs(run.tracker.x.shape[0], run.generator,
+                                                     run.device, size)[:, 0])
+            run.pair_pos = 0
+        block = run.pairs[run.pair_pos: run.pair_pos + count]
+        run.pair_pos += block.shape[0]
         return block
 
-    def steps(self, tracker, geometry, generator, count):
+    def steps(self, run: Run, count: int) -> int:
         """``count`` pair steps in the compiled loop (:func:`~orthoplug.kernels.obcd.obcd_pairs`),
         entered once per block of pairs (a random batch, a cyclic sweep's end and the refresh
         of ``CX`` split an interval); other paths: one :meth:`step`."""
-        if not self.kernel:
-            return super().steps(tracker, geometry, generator, count)
-        n = tracker.xa.shape[0]
+        if not run.kernel:
+            return super().steps(run, count)
+        tracker = run.tracker
         nc = self.candidates
         done = 0
         while done < count:
-            take = min(count - done, self.refresh_every - self.count % self.refresh_every)
-            block = self._pair_block(n, generator, take * nc)
-            self.fval[0] = tracker._f
-            k, status = obcd_pairs(tracker.xa, tracker.ya, self.ca, self.da, float(tracker.s),
-                                   self.alpha, block, nc, self.snap, *self.h_tables, self.fval)
-            tracker._f = float(self.fval[0])
+            take = min(count - done, self.refresh_every - run.count % self.refresh_every)
+            block = self._pair_block(run, take * nc)
+            run.fval[0] = tracker._f
+            k, status = obcd_pairs(tracker.xa, tracker.ya, run.ca, run.da, float(tracker.s),
+                                   self.alpha, block, nc, not isinstance(self.h, Zero),
+                                   *run.h_tables, run.fval)
+            tracker._f = float(run.fval[0])
             done += k
-            self.count += k
+            run.count += k
             if status:
                 raise NonFiniteError(STATUS[status], iterations=done)
-            if self.count % self.refresh_every == 0:
+            if run.count % self.refresh_every == 0:
                 tracker.refresh()
         return done
 
-    def _block(self, n, generator) -> torch.Tensor:
+    def _block(self, run: Run) -> torch.Tensor:
         if self.k == 2:
-            rows = self._pair(n, generator)
+            rows = self._pair(run)
             return torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
         if self.working_set == "cyclic":
-            return torch.tensor(next(self._combos), device=self.dev)
-        return torch.randperm(n, generator=generator, device=generator.device)[: self.k].to(
-            self.dev)
+            return torch.tensor(next(run.combos), device=run.device)
+        gen = run.generator
+        return torch.randperm(run.tracker.x.shape[0], generator=gen, device=gen.device)[
+            : self.k].to(run.device)
 
     # ---- steps --------------------------------------------------------------------------
-    def step(self, tracker, geometry, generator):
+    def step(self, run: Run):
         if self.working_set == "jacobi":
-            self._jacobi_step(tracker, generator)
-        elif self.arrays:
-            self._exact_pair_step(tracker, generator)
+            self._jacobi_step(run)
+        elif run.exact:
+            self._exact_pair_step(run)
         else:
-            self._block_step(tracker, generator)
-        self.count += 1
-        if self.count % self.refresh_every == 0 and hasattr(tracker, "refresh"):
-            tracker.refresh()
+            self._block_step(run)
+        run.count += 1
+        if run.count % self.refresh_every == 0 and isinstance(run.tracker, Refreshable):
+            run.tracker.refresh()
 
-    def _solve_scalar(self, g, z, sig):
-        """(V, V Z) for the scalar curvature ``ς = sig`` (one block, k rows)."""
-        s = sig + self.alpha
-        p = g - s * self.eyek
-        if self.k == 2:
-            v = solve_o2(p, z, self.h, s=s)
-            return v, v @ z
-        if isinstance(self.h, Zero):
-            v = solve_polar(p)
-            return v, v @ z
-        return local_block_solve(p, z, self.h, self.sweeps)
-
-    def _exact_pair_step(self, tracker, generator):
+    def _exact_pair_step(self, run: Run):
         """k = 2 with the exact curvature, on the tracker's arrays (the fast path's hot loop)."""
-        rows = self._pair(tracker.xa.shape[0], generator)
+        tracker = run.tracker
+        rows = self._pair(run)
         z, g, qt = tracker.pair_model_array(rows, self.alpha, psd=False)
-        p = g - (qt @ self.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
-        new = self.solve_pair(p, z, self.h, Qt=qt) @ z
-        tracker.set_rows_array(rows, self._checked(new))
-
-    def _block_step(self, tracker, generator):
-        x = tracker.x
-        rows = self._block(x.shape[0], generator)
-        z = x[rows]
-        g = tracker.gradient_rows(rows) @ z.mT
-        zz = float(_spectral_sq(z))
-        while True:
-            v, new = self._solve_scalar(g, z, self.sigma * zz)
-            if not self.backtrack:
-                break
-            w = v - self.eyek
-            pred = float((w * g).sum()) + 0.5 * self.sigma * zz * float((w * w).sum())
-            trial = x.clone()
-            trial[rows] = new
-            if self.accept_step(tracker, trial, pred):
-                break
-        tracker.set_rows(rows.reshape(-1), self._checked(new).reshape(-1, new.shape[-1]))
-
-    def _checked(self, new):
-        """The new rows ``V Z``, snapped (h ≠ 0); :class:`NonFiniteError` if not finite."""
-        if self.snap:
+        p = g - (qt @ run.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
+        new = run.solve_pair(p, z, self.h, Qt=qt) @ z
+        if not isinstance(self.h, Zero):
             new = _snap(new)
         if not math.isfinite(float(new.sum())):  # NaN / inf in any entry (|entries| <= 1)
             raise NonFiniteError("non-finite block update")
-        return new
+        tracker.set_rows_array(rows, new)
 
-    def _jacobi_step(self, tracker, generator):
+    def _block_step(self, run: Run):
+        """One block of k rows with the scalar curvature (σ checked by ``run.curvature``)."""
+        tracker = run.tracker
         x = tracker.x
-        n = x.shape[0]
-        pairs = random_matching(n, generator, self.dev)  # (m, 2)
+        rows = self._block(run)
+        z = x[rows]
+        g = tracker.gradient_rows(rows) @ z.mT
+        while True:
+            new, pred = self._scalar_block(g, z, run.curvature.sigma)
+            trial = x.clone()
+            trial[rows] = new
+            if self.accept_step(run, trial, pred):
+                break
+        tracker.set_rows(rows.reshape(-1), new.reshape(-1, new.shape[-1]))
+
+    def _scalar_block(self, g, z, sigma):
+        """(V Z, predicted change) for one block with ``ς = σ‖Z‖₂²``: the pair step for k = 2,
+        else the closed form (h = 0) or the local method."""
+        if self.k == 2:
+            return scalar_pair_step(z, g, sigma, self.alpha, self.h)
+        zz = float(_spectral_sq(z))
+        s = sigma * zz + self.alpha
+        p = g - s * torch.eye(self.k, dtype=g.dtype, device=g.device)
+        if isinstance(self.h, Zero):
+            v = solve_polar(p)
+            new = v @ z
+        else:
+            v, new = local_block_solve(p, z, self.h, self.sweeps)
+        if not all_finite(new):
+            raise NonFiniteError("non-finite block update")
+        w = v - torch.eye(self.k, dtype=g.dtype, device=g.device)
+        return new, float((w * g).sum()) + 0.5 * sigma * zz * float((w * w).sum())
+
+    def _jacobi_step(self, run: Run):
+        tracker = run.tracker
+        x = tracker.x
+        pairs = random_matching(x.shape[0], run.generator, run.device)  # (m, 2)
         z = x[pairs]  # (m, 2, r)
         g = tracker.gradient()[pairs] @ z.mT
-        zz = _spectral_sq(z)
         while True:
-            s = self.sigma * zz + self.alpha
-            v = solve_o2(g - s[:, None, None] * self.eye2, z, self.h, s=s)
-            new = self._checked(v @ z)
+            new, pred = scalar_pair_step(z, g, run.curvature.sigma, self.alpha, self.h)
             trial = x.clone()
             trial[pairs.reshape(-1)] = new.reshape(-1, x.shape[1])
-            w = v - self.eye2
-            pred = float((w * g).sum() + 0.5 * self.sigma * (zz * (w * w).sum((-2, -1))).sum())
-            if self.accept_step(tracker, trial, pred):
+            if self.accept_step(run, trial, pred):
                 break
-        tracker.set_point(trial, value=self.trial_value)
+        tracker.set_point(trial, value=run.trial_value)
 
-    def info(self):
+    def info(self, run: Run | None = None):
+        exact = run is not None and run.exact
+        rule = getattr(run, "curvature", None)
         return {"h_term": repr(self.h), "k": self.k, "working_set": self.working_set,
-                "curvature": "exact" if getattr(self, "exact", False) else "scalar",
-                "alpha": self.alpha, "sigma": getattr(self, "sigma", self.sigma_user),
-                "backtracks": getattr(self, "backtracks", 0)}
+                "curvature": "exact" if exact else "scalar", "alpha": self.alpha,
+                "sigma": rule.sigma if rule is not None else self.sigma_user,
+                "backtracks": rule.backtracks if rule is not None else 0}

@@ -239,8 +239,9 @@ class SparseOBCD(OBCD):
         self.starts, self.candidates = tuple(starts), candidates
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
 
-    def setup(self, tracker, geometry, generator):
-        super().setup(tracker, geometry, generator)
+    def setup(self, run):
+        super().setup(run)
+        tracker = run.tracker
         invariant = column_invariant(tracker.oracle)
         asked = self.starts or self.column_every_user not in ("auto", 0)
         if asked and not invariant:
@@ -248,19 +249,19 @@ class SparseOBCD(OBCD):
                              "QuadraticOracle, so that f(XQ) = f(X)); pass starts=() and "
                              "column_every=0 for other costs")
         every = self.column_every_user
-        self.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
-        self._tracker = tracker
-        self._started = not (self.starts or self.prox_steps)
-        self.prox_done = 0
-        self.start_chosen = "x0"
-        self.column_sweeps_done = 0
+        run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
+        run.started = not (self.starts or self.prox_steps)
+        run.prox_done = 0
+        run.start_chosen = "x0"
+        run.column_sweeps_done = 0
 
-    def _objective(self, x: torch.Tensor) -> float:
-        return float(self._tracker.oracle.value(x)) + float(self.h.value(x))
+    def _objective(self, run, x: torch.Tensor) -> float:
+        return float(run.tracker.oracle.value(x)) + float(self.h.value(x))
 
-    def _choose_start(self, tracker, generator) -> None:
+    def _choose_start(self, run) -> None:
+        tracker, generator = run.tracker, run.generator
         x0 = tracker.x.clone()
-        best_name, best_x, best_f = "x0", None, self._objective(x0)
+        best_name, best_x, best_f = "x0", None, self._objective(run, x0)
         found = start_candidates(tracker.oracle, x0.shape[1]) if self.starts else {}
         for name, x in found.items():
             if name not in self.starts:
@@ -270,67 +271,68 @@ class SparseOBCD(OBCD):
                 x = nonneg_rounding(x)
             if self.start_sweeps:
                 x = column_rotations(x, self.h, generator, self.start_sweeps)
-            fx = self._objective(x)
+            fx = self._objective(run, x)
             if math.isfinite(fx) and fx < best_f:
                 best_name, best_x, best_f = name, x, fx
         if self.prox_steps:
             budget = self.stopping.max_time * self.prox_fraction
             deadline = None if math.isinf(budget) else time.perf_counter() + budget
-            x, fx, self.prox_done = prox_polar(x0 if best_x is None else best_x,
-                                               tracker.oracle, self.h, self.prox_steps,
-                                               deadline=deadline)
+            x, fx, run.prox_done = prox_polar(x0 if best_x is None else best_x,
+                                              tracker.oracle, self.h, self.prox_steps,
+                                              deadline=deadline)
             if fx < best_f:
                 best_name, best_x, best_f = f"{best_name} + prox", x, fx
         if best_x is not None:
             tracker.set_point(best_x.contiguous())
-        self.start_chosen = best_name
+        run.start_chosen = best_name
 
-    def _start_once(self, tracker, generator) -> None:
-        if not self._started:
-            self._started = True
-            self._choose_start(tracker, generator)
+    def _start_once(self, run) -> None:
+        if not run.started:
+            run.started = True
+            self._choose_start(run)
 
-    def _sweep_if_due(self, tracker, generator) -> None:
+    def _sweep_if_due(self, run) -> None:
         """A column sweep after every ``column_every`` pair steps (kept if it lowers h)."""
-        if self.column_every and self.count % self.column_every == 0:
+        if run.column_every and run.count % run.column_every == 0:
+            tracker = run.tracker
             before = float(self.h.value(tracker.x))
-            x = column_rotations(tracker.x, self.h, generator)
+            x = column_rotations(tracker.x, self.h, run.generator)
             if float(self.h.value(x)) < before:
                 tracker.set_point(x.contiguous())
-            self.column_sweeps_done += 1
+            run.column_sweeps_done += 1
 
-    def steps(self, tracker, geometry, generator, count):
+    def steps(self, run, count):
         """On OBCD's compiled pair loop (quadratic f, float64 CPU): the start first, then up to
         ``count`` pair steps in the kernel, cut at the next column sweep; the greedy candidates
         are then ranked by their exact model decrease (computed in the kernel) rather than by
         :func:`pair_scores`. Elsewhere one :meth:`step`."""
-        if not self.kernel:
-            return super().steps(tracker, geometry, generator, count)
-        self._start_once(tracker, generator)
-        if self.column_every:
-            count = min(count, self.column_every - self.count % self.column_every)
-        done = super().steps(tracker, geometry, generator, count)
-        self._sweep_if_due(tracker, generator)
+        if not run.kernel:
+            return super().steps(run, count)
+        self._start_once(run)
+        if run.column_every:
+            count = min(count, run.column_every - run.count % run.column_every)
+        done = super().steps(run, count)
+        self._sweep_if_due(run)
         return done
 
-    def step(self, tracker, geometry, generator):
-        self._start_once(tracker, generator)
-        super().step(tracker, geometry, generator)
-        self._sweep_if_due(tracker, generator)
+    def step(self, run):
+        self._start_once(run)
+        super().step(run)
+        self._sweep_if_due(run)
 
-    def _pair(self, n, generator):
+    def _pair(self, run):
         if self.candidates == 1:
-            return super()._pair(n, generator)
-        tr = self._tracker
-        pairs = random_pairs(n, self.candidates, generator, self.dev)
+            return super()._pair(run)
+        tr = run.tracker
         x = tr.x
+        pairs = random_pairs(x.shape[0], self.candidates, run.generator, run.device)
         g = tr.gradient_rows(pairs.reshape(-1)).reshape(-1, 2, x.shape[1])
         g = g + self.h.subgradient(x[pairs])
         best = pairs[int(torch.argmax(pair_scores(x, g, pairs).abs()))]
         return host_array(best)
 
-    def info(self):
-        return {**super().info(), "working_set": f"greedy (best of {self.candidates})",
-                "start": getattr(self, "start_chosen", None),
-                "prox_steps": getattr(self, "prox_done", 0),
-                "column_sweeps": getattr(self, "column_sweeps_done", 0)}
+    def info(self, run=None):
+        return {**super().info(run), "working_set": f"greedy (best of {self.candidates})",
+                "start": getattr(run, "start_chosen", None),
+                "prox_steps": getattr(run, "prox_done", 0),
+                "column_sweeps": getattr(run, "column_sweeps_done", 0)}

@@ -23,7 +23,8 @@ subgradient method (:class:`orthoplug.baselines.rsubgrad.RSubGrad`).
 Step sizes (``step_size = γ₀``): ``"constant"`` ``γ₀``; ``"diminishing"`` ``γ₀/√(k+1)``
 (Thm 4.9b); ``"geometric"`` ``γ₀ βᵏ`` (for sharp problems such as DPCP; outside the RSSM
 theory). The theory needs ``γ_k < 1/L`` (L the Lipschitz constant of f). Two adaptive rules
-outside the paper (:class:`PolyakStep`, :class:`RestartedGeometric`): ``"polyak"``
+outside the paper (:class:`~orthoplug.solvers.steps.PolyakStep`,
+:class:`~orthoplug.solvers.steps.RestartedGeometric`): ``"polyak"``
 ``γ_k = (f(X_k) − f̂_k)/‖ξ‖²`` with an estimated optimum ``f̂_k`` (level adjustment; for RSSM
 ``‖ξ‖²`` is a running estimate from the block parts), and ``"geometric-restart"``
 (geometric decay; after ``patience`` epochs that end without a new best value the iterate
@@ -37,7 +38,8 @@ Oracles with column access
 --------------------------
 A tracker may provide ``gradient_columns(cols)`` (columns ``cols`` of the subgradient at its
 point) and ``set_columns(cols, new)`` (write ``X[:, cols] = new`` and update its caches).
-:class:`ColumnOracle` (callables) and :class:`CompositeOracle` (``f + h``) provide them; so do the
+:class:`~orthoplug.oracles.columns.ColumnOracle` (callables) and
+:class:`~orthoplug.oracles.columns.CompositeOracle` (``f + h``) provide them; so do the
 problems in :mod:`orthoplug.problems.nonsmooth_problems`, whose trackers cache ``YᵀX`` and
 refresh only the changed columns. Any other :class:`~orthoplug.oracles.core.Oracle` works too
 (full subgradient per iteration, sliced).
@@ -45,10 +47,10 @@ refresh only the changed columns. Any other :class:`~orthoplug.oracles.core.Orac
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
-import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
@@ -56,6 +58,7 @@ from orthoplug.geometry.stiefel_block import (
     block_update,
     complement,
     partition_columns,
+    polar_tall,
     take_columns,
 )
 from orthoplug.oracles import (
@@ -67,215 +70,17 @@ from orthoplug.oracles import (
     write_columns,
 )
 
-from .base import IterativeSolver
+from .base import IterativeSolver, Run, SolverResult
+from .steps import SubgradientSteps
 
 __all__ = [
     "RSSM",
-    "StepSchedule",
+    "SubgradientSolver",
     "block_subgradient_sq",
-    "PolyakStep",
-    "RestartedGeometric",
+    "auto_step_size",
+    "draw_block_pair",
+    "column_pair",
 ]
-
-SCHEDULES = ("constant", "diminishing", "geometric")
-
-
-# ---------------------------------------------------------------------------------------------
-# Step sizes
-# ---------------------------------------------------------------------------------------------
-
-
-class StepSchedule:
-    r"""Step sizes ``γ_k`` (k = 0, 1, …) of a subgradient method.
-
-    Args:
-        step_size: ``γ₀ > 0``.
-        schedule: ``"constant"`` (``γ₀``), ``"diminishing"`` (``γ₀/√(k+1)``), ``"geometric"``
-            (``γ₀ βᵏ``), or a callable ``k -> γ_k`` (then ``step_size`` is ignored).
-        decay: ``β ∈ (0, 1)`` of the geometric schedule.
-
-    Raises:
-        ValueError: unknown schedule, ``step_size ≤ 0`` or not finite, ``decay ∉ (0, 1)``.
-    """
-
-    def __init__(self, step_size: float, schedule: str | Callable = "diminishing",
-                 decay: float = 0.99):
-        if callable(schedule):
-            self.kind, self.fn = "callable", schedule
-        elif schedule in SCHEDULES:
-            self.kind, self.fn = schedule, None
-        else:
-            raise ValueError(f"unknown step-size schedule {schedule!r}; choose from {SCHEDULES} "
-                             "or pass a callable k -> step")
-        if self.fn is None:
-            if isinstance(step_size, bool) or not isinstance(step_size, int | float) or not (
-                    math.isfinite(step_size) and step_size > 0):
-                raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
-            if self.kind == "geometric" and not 0 < decay < 1:
-                raise ValueError(f"decay must lie in (0, 1) for the geometric schedule, got "
-                                 f"{decay!r}")
-        self.step_size, self.decay = float(step_size), float(decay)
-
-    def __call__(self, k: int) -> float:
-        if self.fn is not None:
-            g = float(self.fn(k))
-            if not (math.isfinite(g) and g > 0):
-                raise ValueError(f"the step-size callable returned {g!r} at k = {k}; need > 0")
-            return g
-        if self.kind == "constant":
-            return self.step_size
-        if self.kind == "diminishing":
-            return self.step_size / math.sqrt(k + 1)
-        return self.step_size * self.decay ** k
-
-    def info(self) -> dict:
-        """The schedule's parameters, stored in the run's result."""
-        return {"step_size": self.step_size, "schedule": self.kind,
-                "decay": self.decay if self.kind == "geometric" else None}
-
-
-class _RuleState:
-    """Plain-data state of an adaptive rule (floats, ints, tensors), for optimizer state dicts."""
-
-    def to_state(self) -> dict:
-        return dict(vars(self))
-
-    @classmethod
-    def from_state(cls, state: dict):
-        rule = cls.__new__(cls)
-        rule.__dict__.update(state)
-        return rule
-
-
-class PolyakStep(_RuleState):
-    r"""Polyak steps with an estimated optimum (level adjustment), for sharp problems.
-
-    ``γ_k = (f(X_k) − f̂_k)/N_k`` with ``f̂_k = f_best − δ`` (``f_best`` the lowest value seen)
-    and ``N_k`` the squared norm of the full Riemannian subgradient: ``‖ξ_k‖²`` for RSubGrad;
-    for RSSM, whose iteration sees only the block part ``ξ_C``, a running average of
-    ``‖ξ_C‖²/ω`` (``ω = |C|/p``, weight ω per iteration). A block step of that length lowers
-    the linear model by ``(f − f̂)‖ξ_C‖²/‖ξ‖²``, the block's share of the gap; dividing by
-    ``‖ξ_C‖²`` itself would blow up whenever the drawn block is nearly stationary.
-    ``δ₀ = level·|f(X₀)|`` (``level`` if ``f(X₀) = 0``); δ is halved when ``patience`` epochs
-    pass without ``f_best`` dropping by ``δ/2`` below its value at the last change (the target
-    was too low), and multiplied by ``grow`` = 1.5 (at most δ₀) after each such drop (so that a
-    δ cut too far early does not leave the method with tiny steps). With ``f̂ ≤ f*`` and a sharp
-    f the steps are at least Polyak's; once ``f̂ > f*`` the iterates reach ``f̂`` and δ shrinks.
-
-    Args:
-        level: ``δ₀/|f(X₀)|`` > 0.
-        patience: epochs without sufficient descent before δ is halved (≥ 1).
-
-    Raises:
-        ValueError: ``level ≤ 0`` or ``patience < 1``.
-    """
-
-    name = "polyak"
-    #: factor applied to δ after a sufficient descent (capped at δ₀)
-    grow = 1.5
-
-    def __init__(self, level: float = 0.5, patience: int = 3):
-        if not (math.isfinite(level) and level > 0):
-            raise ValueError(f"level must be a finite number > 0, got {level!r}")
-        if not (isinstance(patience, int) and patience >= 1):
-            raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
-        self.level, self.patience = float(level), patience
-        self.best = self.ref = self.delta = self.delta0 = self.norm_sq = math.nan
-        self.since, self.halvings, self.window = 0, 0, 1
-
-    def start(self, f0: float, epoch_length: int) -> None:
-        """Reset at ``f(X₀) = f0``; ``epoch_length`` iterations make an epoch."""
-        self.best = self.ref = float(f0)
-        self.delta = self.delta0 = self.level * (abs(f0) if f0 != 0 else 1.0)
-        self.since, self.halvings, self.norm_sq = 0, 0, math.nan
-        self.window = self.patience * max(1, int(epoch_length))
-
-    def observe(self, f: float) -> None:
-        """Record ``f(X_k)`` (called once per iteration, before the step)."""
-        if f < self.best:
-            self.best = f
-        if self.best <= self.ref - 0.5 * self.delta:
-            self.ref, self.since = self.best, 0
-            self.delta = min(self.grow * self.delta, self.delta0)
-            return
-        self.since += 1
-        if self.since >= self.window:
-            self.delta *= 0.5
-            self.halvings += 1
-            self.ref, self.since = self.best, 0
-
-    def __call__(self, f: float, xi_sq: float, share: float = 1.0) -> float:
-        """``γ = (f − f̂)/N`` with ``N`` the running estimate of the full ``‖ξ‖²`` (see the class
-        notes); 0 while ``N = 0``."""
-        est = xi_sq / share
-        w = min(1.0, share)
-        self.norm_sq = est if not self.norm_sq > 0 else (1 - w) * self.norm_sq + w * est
-        if not self.norm_sq > 0:
-            return 0.0
-        return (f - (self.best - self.delta)) / self.norm_sq
-
-    def info(self) -> dict:
-        """The rule's parameters and its level halvings, stored in the run's result."""
-        return {"schedule": self.name, "level": self.level, "patience": self.patience,
-                "delta": self.delta, "halvings": self.halvings}
-
-
-class RestartedGeometric(_RuleState):
-    r"""Geometric decay with restarts: ``γ_k = γ_s β^{k − k_s}`` from the last restart ``k_s``.
-
-    At the end of every epoch the rule compares ``f(X)`` with the best epoch-end value. A new
-    best is stored (point and value); after ``patience`` epochs in a row without one, the
-    iterate returns to the stored point and ``γ_s`` becomes ``shrink · γ_k`` (a step that
-    overshoots is cut at once, so a slow decay β can be used without the risk of a long stall
-    at a large step).
-
-    Args:
-        step_size: ``γ₀ > 0``.
-        decay: β ∈ (0, 1] per iteration (1: constant between restarts).
-        shrink: factor ∈ (0, 1) applied to the step at a restart.
-        patience: epochs without a new best before a restart (≥ 1).
-
-    Raises:
-        ValueError: invalid ``step_size``, ``decay``, ``shrink`` or ``patience``.
-    """
-
-    name = "geometric-restart"
-
-    def __init__(self, step_size: float, decay: float, shrink: float = 0.5, patience: int = 3):
-        if not (math.isfinite(step_size) and step_size > 0):
-            raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
-        if not 0 < decay <= 1:
-            raise ValueError(f"decay must lie in (0, 1], got {decay!r}")
-        if not 0 < shrink < 1:
-            raise ValueError(f"shrink must lie in (0, 1), got {shrink!r}")
-        if not (isinstance(patience, int) and patience >= 1):
-            raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
-        self.step_size, self.decay, self.shrink = float(step_size), float(decay), float(shrink)
-        self.patience, self.fails = patience, 0
-        self.base, self.k0, self.restarts = self.step_size, 0, 0
-        self.best_value, self.best_point = math.inf, None
-
-    def __call__(self, k: int) -> float:
-        return self.base * self.decay ** (k - self.k0)
-
-    def epoch_end(self, k: int, f: float, x: torch.Tensor) -> torch.Tensor | None:
-        """Called after iteration ``k`` ends an epoch at value ``f``, point ``x``; returns the
-        point to restart from (a copy of the best), or ``None`` to go on."""
-        if f < self.best_value:
-            self.best_value, self.best_point, self.fails = f, x.clone(), 0
-            return None
-        self.fails += 1
-        if self.fails < self.patience:
-            return None
-        self.base, self.k0, self.fails = self.shrink * self(k), k, 0
-        self.restarts += 1
-        return self.best_point.clone()
-
-    def info(self) -> dict:
-        """The rule's parameters and its restart count, stored in the run's result."""
-        return {"schedule": self.name, "step_size": self.step_size, "decay": self.decay,
-                "shrink": self.shrink, "patience": self.patience, "restarts": self.restarts}
-
 
 def block_subgradient_sq(x: torch.Tensor, cols: torch.Tensor, rest: torch.Tensor,
                         g: torch.Tensor) -> float:
@@ -290,13 +95,67 @@ def block_subgradient_sq(x: torch.Tensor, cols: torch.Tensor, rest: torch.Tensor
     return max(val, 0.0)
 
 
+
+@functools.lru_cache(maxsize=64)
+def _block_pairs(ell: int) -> tuple[tuple[int, int], ...]:
+    return tuple((i, j) for i in range(ell) for j in range(i + 1, ell))
+
+
+def draw_block_pair(ell: int, generator: torch.Generator) -> tuple[int, int]:
+    """A uniformly random unordered pair ``i < j`` of ``ℓ`` block indices (one of ℓ(ℓ−1)/2,
+    one ``randint`` on the generator's device): the draw of both RSSM front-ends."""
+    pairs = _block_pairs(ell)
+    return pairs[int(torch.randint(len(pairs), (1,), generator=generator,
+                                   device=generator.device))]
+
+
+def column_pair(blocks: list[torch.Tensor], i: int, j: int,
+                p: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(C, R)``: the columns of blocks ``i`` and ``j`` (in block order) and the others."""
+    cols = torch.cat([blocks[min(i, j)], blocks[max(i, j)]])
+    return cols, complement(cols, p)
+
+
+def auto_step_size(rgrad: torch.Tensor, move: float = 0.5) -> float:
+    """``γ₀ = move/‖ξ‖`` for the Riemannian (sub)gradient ``ξ`` at the start (RMS of the
+    Frobenius norms over a batch of matrices), so that a first full step moves X by about
+    ``move``; 1 when ``ξ = 0``."""
+    count = max(1, rgrad.numel() // (rgrad.shape[-1] * rgrad.shape[-2]))
+    norm = float(torch.linalg.vector_norm(rgrad)) / math.sqrt(count)
+    return move / norm if norm > 0 else 1.0
+
+
+def block_step(x: torch.Tensor, cols: torch.Tensor, rest: torch.Tensor, g: torch.Tensor,
+               steps: SubgradientSteps, f: Callable[[], float], *,
+               reorthogonalize: bool = True) -> torch.Tensor:
+    """One RSSM step of the columns ``C = cols`` of ``X`` (not written): ``γ_k`` from ``steps``
+    (``f()`` gives ``f(X)`` to the adaptive rules), then
+    :func:`~orthoplug.geometry.stiefel_block.block_update` with the partial subgradient ``g``.
+
+    Raises:
+        NonFiniteError: if the new block is not finite.
+    """
+    gamma = steps.length(f, lambda: block_subgradient_sq(x, cols, rest, g),
+                         cols.numel() / x.shape[-1])
+    new = block_update(x, cols, g, gamma, rest, reorthogonalize=reorthogonalize)
+    if not all_finite(new):
+        raise NonFiniteError("non-finite block update")
+    return new
+
+
 # ---------------------------------------------------------------------------------------------
 # Solvers
 # ---------------------------------------------------------------------------------------------
 
 
 class SubgradientSolver(IterativeSolver):
-    """Shared parts of RSSM and RSubGrad: step schedule, ``f + h``, best-so-far tracking.
+    """Shared parts of RSSM and RSubGrad: step sizes, ``f + h``, best-so-far tracking.
+
+    A subclass implements :meth:`update` (one subgradient update of ``run.tracker``, with the
+    step length from :meth:`step_length`); :meth:`step` then counts the iteration in
+    ``run.steps`` (a :class:`~orthoplug.solvers.steps.SubgradientSteps`) and applies a restart
+    of ``"geometric-restart"``. Subclasses that need more per-run state extend :meth:`setup`
+    (calling ``super().setup(run)`` last, so that ``run.steps`` sees the final point).
 
     Args:
         step_size: ``γ₀ > 0``, or ``"auto"`` (default): ``γ₀ = 0.5 / ‖grad f(X₀)‖_F`` with
@@ -306,23 +165,28 @@ class SubgradientSolver(IterativeSolver):
             smooth problem started near a critical point give ``step_size`` explicitly.
         schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``),
             ``"geometric"`` (``γ₀βᵏ``), a callable ``k -> γ_k``, or one of the adaptive rules
-            ``"polyak"`` (:class:`PolyakStep`; ``step_size`` unused) and
-            ``"geometric-restart"`` (:class:`RestartedGeometric`).
+            ``"polyak"`` (:class:`~orthoplug.solvers.steps.PolyakStep`; ``step_size`` unused)
+            and ``"geometric-restart"`` (:class:`~orthoplug.solvers.steps.RestartedGeometric`).
         decay: β of the geometric schedules (default: 0.98 per full-subgradient step; RSSM
             converts it per iteration, see :class:`RSSM`).
-        level: :class:`PolyakStep`'s ``δ₀/|f(X₀)|``.
-        patience: epochs without progress before :class:`PolyakStep` halves δ or
-            :class:`RestartedGeometric` restarts.
-        shrink: :class:`RestartedGeometric`'s step factor at a restart.
+        level: :class:`~orthoplug.solvers.steps.PolyakStep`'s ``δ₀/|f(X₀)|``.
+        patience: epochs without progress before the Polyak rule halves δ or the restarted
+            geometric rule restarts.
+        shrink: the restarted geometric rule's step factor at a restart.
         nonsmooth: optional separable term h (``orthoplug.nonsmooth.L1(lam)`` etc.); the
             objective becomes ``f + h`` with subgradient ``∇f + ∂h``.
         return_best: return the best evaluated point (and its cost) instead of the last one.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options.
+
+    The result's ``best_point``, ``best_cost``, ``best_iteration`` are the lowest-cost evaluated
+    point (or the final one), also in ``info["best_cost"]``, ``info["best_iteration"]``;
+    ``history["best_cost"]`` is the best cost so far at each evaluation.
     """
 
     default_decay = 0.98
     #: Frobenius length of the first step under ``step_size="auto"``.
     auto_move = 0.5
+    history_fields = ("best_cost",)
 
     def __init__(self, *, step_size: float | str = "auto",
                  schedule: str | Callable = "diminishing", decay: float | None = None,
@@ -333,14 +197,9 @@ class SubgradientSolver(IterativeSolver):
             raise ValueError(f"step_size must be a number > 0 or 'auto', got {step_size!r}")
         self.schedule_spec = (step_size, schedule, decay)
         self.rule_options = {"level": level, "patience": patience, "shrink": shrink}
-        gamma0 = 1.0 if step_size == "auto" else step_size
-        if schedule == "polyak":
-            PolyakStep(level, patience)
-        elif schedule == "geometric-restart":
-            RestartedGeometric(gamma0, self.default_decay if decay is None else decay, shrink,
-                               patience)
-        else:
-            StepSchedule(gamma0, schedule, self.default_decay if decay is None else decay)
+        SubgradientSteps.make_rule(1.0 if step_size == "auto" else step_size, schedule,
+                                   self.default_decay if decay is None else decay,
+                                   **self.rule_options)  # validate now
         if nonsmooth is not None and not (hasattr(nonsmooth, "value")
                                           and hasattr(nonsmooth, "subgradient")):
             raise ValueError("nonsmooth must have value(X) and subgradient(X) (e.g. "
@@ -348,41 +207,14 @@ class SubgradientSolver(IterativeSolver):
         self.nonsmooth = nonsmooth
         self.return_best = bool(return_best)
 
-    def make_schedule(self, tracker, geometry) -> StepSchedule:
-        step_size, schedule, decay = self.schedule_spec
-        if step_size == "auto":
-            x = tracker.x
-            xi = geometry.egrad2rgrad(x, tracker.gradient())
-            norm = float(torch.linalg.matrix_norm(xi))
-            step_size = self.auto_move / norm if norm > 0 else 1.0
-        decay = self.resolve_decay(tracker) if decay is None else decay
-        self._epoch = self.epoch_length(tracker)
-        opts = self.rule_options
-        if schedule == "polyak":
-            rule = PolyakStep(opts["level"], opts["patience"])
-            rule.start(float(tracker.value()), self._epoch)
-            return rule
-        if schedule == "geometric-restart":
-            return RestartedGeometric(step_size, decay, opts["shrink"], opts["patience"])
-        return StepSchedule(step_size, schedule, decay)
-
-    def epoch_length(self, tracker) -> int:
-        """Iterations per epoch (every column moved once in expectation): 1 here."""
-        return 1
-
-    def step_length(self, tracker, xi_sq: Callable[[], float], share: float) -> float:
-        """γ_k of the current rule; ``xi_sq()`` gives ``‖ξ_k‖²`` (only Polyak calls it) and
-        ``share`` the share of the columns this iteration moves."""
-        rule = self.schedule
-        if isinstance(rule, PolyakStep):
-            f = float(tracker.value())
-            rule.observe(f)
-            return rule(f, xi_sq(), share)
-        return rule(self.k)
-
-    def resolve_decay(self, tracker) -> float:
-        """The geometric schedule's ``β`` when ``decay`` is not given (``default_decay``)."""
-        return self.default_decay
+    def prepare(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Oracle:
+        """Check the geometry (:meth:`check_geometry`) and the shape of ``x0``; wrap the oracle
+        in a :class:`~orthoplug.oracles.columns.CompositeOracle` when ``nonsmooth`` is given."""
+        self.check_geometry(geometry)
+        if x0.ndim != 2:
+            raise ValueError(f"{self.name} optimises one n × p matrix, got shape "
+                             f"{tuple(x0.shape)}")
+        return oracle if self.nonsmooth is None else CompositeOracle(oracle, self.nonsmooth)
 
     def check_geometry(self, geometry) -> None:
         """Raise ``ValueError`` unless the geometry is Stiefel (or Grassmann representatives)."""
@@ -390,87 +222,90 @@ class SubgradientSolver(IterativeSolver):
             raise ValueError(f"{self.name} runs on the Stiefel manifold (or Grassmann "
                              f"representatives); got {geometry!r}")
 
-    def measure(self, tracker, geometry):
-        cost, gnorm, viol = super().measure(tracker, geometry)
-        if cost < self._best_cost:
-            self._best_cost = cost
-            self._best_point = tracker.x.clone()
-            self._best_iteration = self._iteration
-        return cost, gnorm, viol
+    def setup(self, run: Run) -> None:
+        run.best_cost, run.best_point, run.best_iteration = math.inf, None, 0
+        run.steps = self.make_steps(run)
 
-    def run(self, oracle: Oracle, x0: torch.Tensor, geometry):
-        """Minimise ``oracle`` (``+ nonsmooth``) over ``geometry`` from the feasible ``x0``.
+    def make_steps(self, run: Run) -> SubgradientSteps:
+        """The run's :class:`~orthoplug.solvers.steps.SubgradientSteps` at its start point."""
+        step_size, schedule, decay = self.schedule_spec
+        tracker = run.tracker
+        if step_size == "auto":
+            step_size = auto_step_size(run.geometry.egrad2rgrad(tracker.x, tracker.gradient()),
+                                       self.auto_move)
+        decay = self.resolve_decay(run) if decay is None else decay
+        f0 = float(tracker.value()) if schedule == "polyak" else math.nan
+        return SubgradientSteps.build(step_size, schedule, decay, f0=f0,
+                                      epoch_length=self.epoch_length(run), **self.rule_options)
 
-        Raises:
-            ValueError: unsupported geometry, bad options for this problem size, infeasible or
-                misshapen ``x0`` (the message gives the violation), non-finite initial cost.
-        """
-        self.check_geometry(geometry)
-        if self.nonsmooth is not None:
-            oracle = CompositeOracle(oracle, self.nonsmooth)
-        self._best_cost, self._best_point, self._best_iteration = math.inf, None, 0
-        self._iteration = 0
-        res = super().run(oracle, x0, geometry)
-        res.point = res.point.contiguous()
-        hist = res.history
-        if hist.get("cost"):
-            hist["best_cost"] = np.minimum.accumulate(np.asarray(hist["cost"])).tolist()
-        if self._best_point is None or not res.cost > self._best_cost:
-            best, best_cost, best_it = res.point, res.cost, res.iterations
+    def epoch_length(self, run: Run) -> int:
+        """Iterations per epoch (every column moved once in expectation): 1 here."""
+        return 1
+
+    def resolve_decay(self, run: Run) -> float:
+        """The geometric schedule's ``β`` when ``decay`` is not given (``default_decay``)."""
+        return self.default_decay
+
+    def step_length(self, run: Run, xi_sq: Callable[[], float], share: float) -> float:
+        """γ_k of the run's rule; ``xi_sq()`` gives ``‖ξ_k‖²`` (only Polyak calls it) and
+        ``share`` the share of the columns this iteration moves."""
+        return run.steps.length(lambda: float(run.tracker.value()), xi_sq, share)
+
+    def step(self, run: Run) -> None:
+        self.update(run)
+        tracker = run.tracker
+        back = run.steps.finish(lambda: float(tracker.value()), tracker.x)
+        if back is not None:
+            tracker.set_point(back)
+
+    def update(self, run: Run) -> None:
+        """One subgradient update of ``run.tracker``'s point (the method-specific part)."""
+        raise NotImplementedError
+
+    def on_evaluation(self, run: Run, cost: float, gradient_norm: float,
+                      violation: float) -> dict[str, float]:
+        """Keep the best evaluated point on the run; the history's ``best_cost``."""
+        if cost < run.best_cost:
+            run.best_cost, run.best_iteration = cost, run.iteration
+            run.best_point = run.tracker.x.clone()
+        return {"best_cost": run.best_cost}
+
+    def finalize(self, run: Run, result: SolverResult) -> None:
+        """Fill ``best_point``/``best_cost``/``best_iteration``; with ``return_best`` return the
+        best point."""
+        result.point = result.point.contiguous()
+        if run.best_point is None or not result.cost > run.best_cost:
+            best, best_cost, best_it = result.point, result.cost, result.iterations
         else:
-            best, best_cost, best_it = self._best_point, self._best_cost, self._best_iteration
-        res.best_point = best = best.contiguous()
-        res.info.update(best_cost=best_cost, best_iteration=best_it)
-        if self.return_best and best_it != res.iterations:
-            tracker = oracle.track(best)
-            res.cost, res.gradient_norm, res.violation = IterativeSolver.measure(
-                self, tracker, geometry)
-            res.point = best
-            res.stop_reason += f"; returning the best point (iteration {best_it})"
-        self._best_point = None
-        return res
+            best, best_cost, best_it = run.best_point, run.best_cost, run.best_iteration
+        result.best_point, result.best_cost, result.best_iteration = (
+            best.contiguous(), best_cost, best_it)
+        result.info.update(best_cost=best_cost, best_iteration=best_it)
+        if self.return_best and best_it != result.iterations:
+            at_best = Run(run.oracle, run.oracle.track(result.best_point), run.geometry,
+                          run.generator)
+            result.cost, result.gradient_norm, result.violation = self.measure(at_best)
+            result.point = result.best_point
+            result.stop_reason += f"; returning the best point (iteration {best_it})"
 
     def iterate(self, oracle: Oracle, x0: torch.Tensor, geometry):
         """Yield the tracker after every iteration, forever: no stopping test, evaluation or
         logging (for benchmarks that time the iterations alone, and custom loops).
 
         ``tracker.x`` is the current iterate (do not modify it). Same validation, seeding and
-        step sizes as :meth:`run`.
+        step sizes as :meth:`run` (:meth:`start`).
         """
-        self.check_geometry(geometry)
-        if self.nonsmooth is not None:
-            oracle = CompositeOracle(oracle, self.nonsmooth)
-        geometry.check_point(x0)
-        generator = torch.Generator(device=x0.device)
-        generator.manual_seed(self.seed if self.seed is not None
-                              else int(torch.randint(2**62, (1,)).item()))
-        tracker = oracle.track(x0)
-        self._best_cost, self._best_point, self._best_iteration = math.inf, None, 0
-        self._iteration = 0
-        self.setup(tracker, geometry, generator)
+        run = self.start(oracle, x0, geometry)
         while True:
-            self.step(tracker, geometry, generator)
-            yield tracker
+            self.step(run)
+            run.iteration += 1
+            yield run.tracker
 
-    def step(self, tracker, geometry, generator):
-        self._iteration += 1
-        self.update(tracker, geometry, generator)
-        rule = self.schedule
-        if isinstance(rule, RestartedGeometric) and self.k % self._epoch == 0:
-            back = rule.epoch_end(self.k, float(tracker.value()), tracker.x)
-            if back is not None:
-                tracker.set_point(back)
-
-    def update(self, tracker, geometry, generator):
-        """One subgradient update of the tracker's point (the method-specific part of a step)."""
-        raise NotImplementedError
-
-    def info(self) -> dict:
-        sched = getattr(self, "schedule", None)
-        if sched is None:
+    def info(self, run: Run | None = None) -> dict:
+        if run is None:
             step_size, schedule, decay = self.schedule_spec
             return {"step_size": step_size, "schedule": str(schedule), "decay": decay}
-        return {**sched.info(), "nonsmooth": repr(self.nonsmooth) if self.nonsmooth else None}
+        return {**run.steps.info(), "nonsmooth": repr(self.nonsmooth) if self.nonsmooth else None}
 
 
 class RSSM(SubgradientSolver):
@@ -480,7 +315,7 @@ class RSSM(SubgradientSolver):
         num_blocks: ℓ ∈ [2, p], the number of column blocks of the balanced partition
             (default ``min(4, p)``); ignored when ``blocks`` is given.
         blocks: an explicit partition of ``range(p)`` (list of index lists, ≥ 2 blocks).
-        step_size, schedule, decay: step sizes (see :class:`StepSchedule`); the geometric
+        step_size, schedule, decay: step sizes (see :class:`SubgradientSolver`); the geometric
             default β is ``0.98^(2/ℓ)`` per iteration, i.e. 0.98 per ``ℓ/2`` iterations (after
             which every column has been updated once in expectation) — the same decay per
             column update as RSubGrad's default.
@@ -492,7 +327,7 @@ class RSSM(SubgradientSolver):
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
             ``seed``, ``eval_every`` — default ``max(10, ℓ(ℓ−1)/2)`` iterations).
 
-    ``info()`` reports the partition sizes and the number of partial-subgradient columns
+    ``info`` reports the partition sizes and the number of partial-subgradient columns
     computed (``gradient_columns``; divide by p for full-subgradient equivalents).
 
     Per-iteration cost: ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` (the two blocks'
@@ -513,10 +348,9 @@ class RSSM(SubgradientSolver):
             partition_columns(sum(len(b) for b in blocks), blocks=blocks)  # validate now
         self.num_blocks, self.blocks_user = num_blocks, blocks
         self.reorthogonalize, self.refresh_every = bool(reorthogonalize), int(refresh_every)
-        self.blocks: list[torch.Tensor] | None = None
-        self._pair_list: list[tuple[int, int]] | None = None
 
-    def _partition(self, p: int) -> list[torch.Tensor]:
+    def partition(self, p: int) -> list[torch.Tensor]:
+        """The column blocks for ``p`` columns (``ValueError`` if the options do not fit p)."""
         if self.blocks_user is not None:
             return partition_columns(p, blocks=self.blocks_user)
         if p < 2:
@@ -524,73 +358,52 @@ class RSSM(SubgradientSolver):
         return partition_columns(p, self.num_blocks if self.num_blocks is not None
                                  else min(4, p))
 
-    def resolve_decay(self, tracker) -> float:
-        ell = len(self._partition(tracker.x.shape[-1]))
-        return self.default_decay ** (2.0 / ell)
+    def _ell(self, run: Run) -> int:
+        return len(self.partition(run.tracker.x.shape[-1]))
 
-    def default_eval_every(self, tracker):
+    def resolve_decay(self, run: Run) -> float:
+        return self.default_decay ** (2.0 / self._ell(run))
+
+    def default_eval_every(self, run: Run) -> int:
         """One sweep of the ``ℓ(ℓ − 1)/2`` column-block pairs, at least 10 iterations."""
-        ell = len(self._partition(tracker.x.shape[-1]))
+        ell = self._ell(run)
         return max(10, ell * (ell - 1) // 2)
 
-    def epoch_length(self, tracker) -> int:
+    def epoch_length(self, run: Run) -> int:
         """``⌈ℓ/2⌉`` iterations: a pair of blocks moves about 2/ℓ of the columns."""
-        return max(1, math.ceil(len(self._partition(tracker.x.shape[-1])) / 2))
+        return max(1, math.ceil(self._ell(run) / 2))
 
-    def check_geometry(self, geometry):
+    def check_geometry(self, geometry) -> None:
         super().check_geometry(geometry)
-        self._partition(geometry.p)  # raises on bad num_blocks / blocks for this p
+        self.partition(geometry.p)  # raises on bad num_blocks / blocks for this p
 
-    def setup(self, tracker, geometry, generator):
-        x = tracker.x
-        if x.ndim != 2:
-            raise ValueError(f"RSSM optimises one n × p matrix, got shape {tuple(x.shape)}")
-        self.blocks = [b.to(x.device) for b in self._partition(x.shape[-1])]
+    def setup(self, run: Run) -> None:
+        x = run.tracker.x
+        run.blocks = [b.to(x.device) for b in self.partition(x.shape[-1])]
+        run.column_pairs = {}
         if x.stride(-2) != 1:  # column-major storage: gathering/writing columns is contiguous
-            tracker.set_point(x.mT.contiguous().mT)
-        self.schedule = self.make_schedule(tracker, geometry)
-        self.k = 0
-        self._pairs: dict = {}
-        self._tracker = tracker
+            run.tracker.set_point(x.mT.contiguous().mT)
+        super().setup(run)
 
-    def _pair(self, i: int, j: int, p: int):
-        key = (min(i, j), max(i, j))
-        hit = self._pairs.get(key)
-        if hit is None:
-            cols = torch.cat([self.blocks[key[0]], self.blocks[key[1]]])
-            hit = self._pairs[key] = (cols, complement(cols, p))
-        return hit
-
-    def draw_pair(self, generator) -> tuple[int, int]:
-        """A uniformly random unordered pair ``i < j`` of block indices (one of ℓ(ℓ−1)/2)."""
-        ell = len(self.blocks)
-        pairs = self._pair_list
-        if pairs is None or len(pairs) != ell * (ell - 1) // 2:
-            pairs = self._pair_list = [(i, j) for i in range(ell) for j in range(i + 1, ell)]
-        return pairs[int(torch.randint(len(pairs), (1,), generator=generator,
-                                        device=generator.device))]
-
-    def update(self, tracker, geometry, generator):
+    def update(self, run: Run) -> None:
+        tracker = run.tracker
         x = tracker.x
-        i, j = self.draw_pair(generator)
-        cols, rest = self._pair(i, j, x.shape[-1])
+        key = draw_block_pair(len(run.blocks), run.generator)
+        pair = run.column_pairs.get(key)
+        if pair is None:
+            pair = run.column_pairs[key] = column_pair(run.blocks, *key, x.shape[-1])
+        cols, rest = pair
         g = partial_subgradient(tracker, cols)
-        gamma = self.step_length(tracker, lambda: block_subgradient_sq(x, cols, rest, g),
-                                 cols.numel() / x.shape[-1])
-        new = block_update(x, cols, g, gamma, rest, reorthogonalize=self.reorthogonalize)
-        if not all_finite(new):
-            raise NonFiniteError("non-finite block update")
+        new = block_step(x, cols, rest, g, run.steps, lambda: float(tracker.value()),
+                         reorthogonalize=self.reorthogonalize)
         write_columns(tracker, cols, new)
-        self.k += 1
-        if self.refresh_every and self.k % self.refresh_every == 0:
-            from orthoplug.geometry.stiefel_block import polar_tall
-
+        if self.refresh_every and (run.steps.k + 1) % self.refresh_every == 0:
             tracker.set_point(polar_tall(tracker.x))
 
-    def info(self):
-        blocks = self.blocks if self.blocks is not None else []
-        tracker = getattr(self, "_tracker", None)
-        return {**super().info(), "num_blocks": len(blocks),
-                "gradient_columns": getattr(tracker, "column_evaluations", None),
+    def info(self, run: Run | None = None) -> dict:
+        blocks = run.blocks if run is not None else []
+        return {**super().info(run), "num_blocks": len(blocks),
+                "gradient_columns": getattr(run.tracker, "column_evaluations", None)
+                if run is not None else None,
                 "block_sizes": [int(b.numel()) for b in blocks],
                 "reorthogonalize": self.reorthogonalize, "refresh_every": self.refresh_every}

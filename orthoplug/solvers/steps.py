@@ -8,10 +8,14 @@ optimizer one per parameter, and both take the same decisions from the same numb
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+
+import torch
 
 from orthoplug.oracles import NonFiniteError
 
-__all__ = ["SigmaBacktracking"]
+__all__ = ["SigmaBacktracking", "StepSchedule", "PolyakStep", "RestartedGeometric",
+           "SubgradientSteps"]
 
 
 class SigmaBacktracking:
@@ -26,7 +30,7 @@ class SigmaBacktracking:
     :class:`~orthoplug.oracles.core.NonFiniteError` naming the last trial value.
 
     Args:
-        sigma: the initial σ (> 0).
+        sigma: the initial σ (> 0; 0 allowed when not ``checked``, e.g. a concave f).
         checked: whether steps are tested at all (``False``: a known σ ≥ the Lipschitz constant
             and no adaptation; :meth:`accepts` is then never needed).
         shrink: factor applied to σ after an accepted step, in (0, 1].
@@ -35,8 +39,8 @@ class SigmaBacktracking:
 
     def __init__(self, sigma: float, *, checked: bool = True, shrink: float = 1.0,
                  max_rejections: int = 200):
-        if not (math.isfinite(sigma) and sigma > 0):
-            raise ValueError(f"sigma must be finite and > 0, got {sigma}")
+        if not (math.isfinite(sigma) and (sigma > 0 or (sigma == 0 and not checked))):
+            raise ValueError(f"sigma must be finite and > 0 (or 0 when not checked), got {sigma}")
         if not 0 < shrink <= 1:
             raise ValueError(f"shrink must be in (0, 1], got {shrink}")
         self.sigma = float(sigma)
@@ -75,3 +79,289 @@ class SigmaBacktracking:
         """Restore a state from :meth:`state_dict`."""
         self.sigma, self.floor = float(state["sigma"]), float(state["floor"])
         self.backtracks, self.rejections = int(state["backtracks"]), int(state["rejections"])
+
+
+# ---- subgradient methods (RSSM, RSubGrad) ----------------------------------------------------
+
+SCHEDULES = ("constant", "diminishing", "geometric")
+
+
+class StepSchedule:
+    r"""Step sizes ``γ_k`` (k = 0, 1, …) of a subgradient method.
+
+    Args:
+        step_size: ``γ₀ > 0``.
+        schedule: ``"constant"`` (``γ₀``), ``"diminishing"`` (``γ₀/√(k+1)``), ``"geometric"``
+            (``γ₀ βᵏ``), or a callable ``k -> γ_k`` (then ``step_size`` is ignored).
+        decay: ``β ∈ (0, 1)`` of the geometric schedule.
+
+    Raises:
+        ValueError: unknown schedule, ``step_size ≤ 0`` or not finite, ``decay ∉ (0, 1)``.
+    """
+
+    def __init__(self, step_size: float, schedule: str | Callable = "diminishing",
+                 decay: float = 0.99):
+        if callable(schedule):
+            self.kind, self.fn = "callable", schedule
+        elif schedule in SCHEDULES:
+            self.kind, self.fn = schedule, None
+        else:
+            raise ValueError(f"unknown step-size schedule {schedule!r}; choose from {SCHEDULES} "
+                             "or pass a callable k -> step")
+        if self.fn is None:
+            if isinstance(step_size, bool) or not isinstance(step_size, int | float) or not (
+                    math.isfinite(step_size) and step_size > 0):
+                raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+            if self.kind == "geometric" and not 0 < decay < 1:
+                raise ValueError(f"decay must lie in (0, 1) for the geometric schedule, got "
+                                 f"{decay!r}")
+        self.step_size, self.decay = float(step_size), float(decay)
+
+    def __call__(self, k: int) -> float:
+        if self.fn is not None:
+            g = float(self.fn(k))
+            if not (math.isfinite(g) and g > 0):
+                raise ValueError(f"the step-size callable returned {g!r} at k = {k}; need > 0")
+            return g
+        if self.kind == "constant":
+            return self.step_size
+        if self.kind == "diminishing":
+            return self.step_size / math.sqrt(k + 1)
+        return self.step_size * self.decay ** k
+
+    def info(self) -> dict:
+        """The schedule's parameters, stored in the run's result."""
+        return {"step_size": self.step_size, "schedule": self.kind,
+                "decay": self.decay if self.kind == "geometric" else None}
+
+
+class _RuleState:
+    """Plain-data state of an adaptive rule (floats, ints, tensors), for optimizer state dicts."""
+
+    def state_dict(self) -> dict:
+        """The rule's state (numbers and tensors; tensors copied)."""
+        return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in vars(self).items()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state from :meth:`state_dict`."""
+        self.__dict__.update({k: v.clone() if isinstance(v, torch.Tensor) else v
+                              for k, v in state.items()})
+
+
+class PolyakStep(_RuleState):
+    r"""Polyak steps with an estimated optimum (level adjustment), for sharp problems.
+
+    ``γ_k = (f(X_k) − f̂_k)/N_k`` with ``f̂_k = f_best − δ`` (``f_best`` the lowest value seen)
+    and ``N_k`` the squared norm of the full Riemannian subgradient: ``‖ξ_k‖²`` for RSubGrad;
+    for RSSM, whose iteration sees only the block part ``ξ_C``, a running average of
+    ``‖ξ_C‖²/ω`` (``ω = |C|/p``, weight ω per iteration). A block step of that length lowers
+    the linear model by ``(f − f̂)‖ξ_C‖²/‖ξ‖²``, the block's share of the gap; dividing by
+    ``‖ξ_C‖²`` itself would blow up whenever the drawn block is nearly stationary.
+    ``δ₀ = level·|f(X₀)|`` (``level`` if ``f(X₀) = 0``); δ is halved when ``patience`` epochs
+    pass without ``f_best`` dropping by ``δ/2`` below its value at the last change (the target
+    was too low), and multiplied by ``grow`` = 1.5 (at most δ₀) after each such drop (so that a
+    δ cut too far early does not leave the method with tiny steps). With ``f̂ ≤ f*`` and a sharp
+    f the steps are at least Polyak's; once ``f̂ > f*`` the iterates reach ``f̂`` and δ shrinks.
+
+    Args:
+        level: ``δ₀/|f(X₀)|`` > 0.
+        patience: epochs without sufficient descent before δ is halved (≥ 1).
+
+    Raises:
+        ValueError: ``level ≤ 0`` or ``patience < 1``.
+    """
+
+    name = "polyak"
+    #: factor applied to δ after a sufficient descent (capped at δ₀)
+    grow = 1.5
+
+    def __init__(self, level: float = 0.5, patience: int = 3):
+        if not (math.isfinite(level) and level > 0):
+            raise ValueError(f"level must be a finite number > 0, got {level!r}")
+        if not (isinstance(patience, int) and patience >= 1):
+            raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
+        self.level, self.patience = float(level), patience
+        self.best = self.ref = self.delta = self.delta0 = self.norm_sq = math.nan
+        self.since, self.halvings, self.window = 0, 0, 1
+
+    def start(self, f0: float, epoch_length: int) -> None:
+        """Reset at ``f(X₀) = f0``; ``epoch_length`` iterations make an epoch."""
+        self.best = self.ref = float(f0)
+        self.delta = self.delta0 = self.level * (abs(f0) if f0 != 0 else 1.0)
+        self.since, self.halvings, self.norm_sq = 0, 0, math.nan
+        self.window = self.patience * max(1, int(epoch_length))
+
+    def observe(self, f: float) -> None:
+        """Record ``f(X_k)`` (called once per iteration, before the step)."""
+        if f < self.best:
+            self.best = f
+        if self.best <= self.ref - 0.5 * self.delta:
+            self.ref, self.since = self.best, 0
+            self.delta = min(self.grow * self.delta, self.delta0)
+            return
+        self.since += 1
+        if self.since >= self.window:
+            self.delta *= 0.5
+            self.halvings += 1
+            self.ref, self.since = self.best, 0
+
+    def __call__(self, f: float, xi_sq: float, share: float = 1.0) -> float:
+        """``γ = (f − f̂)/N`` with ``N`` the running estimate of the full ``‖ξ‖²`` (see the class
+        notes); 0 while ``N = 0``."""
+        est = xi_sq / share
+        w = min(1.0, share)
+        self.norm_sq = est if not self.norm_sq > 0 else (1 - w) * self.norm_sq + w * est
+        if not self.norm_sq > 0:
+            return 0.0
+        return (f - (self.best - self.delta)) / self.norm_sq
+
+    def info(self) -> dict:
+        """The rule's parameters and its level halvings, stored in the run's result."""
+        return {"schedule": self.name, "level": self.level, "patience": self.patience,
+                "delta": self.delta, "halvings": self.halvings}
+
+
+class RestartedGeometric(_RuleState):
+    r"""Geometric decay with restarts: ``γ_k = γ_s β^{k − k_s}`` from the last restart ``k_s``.
+
+    At the end of every epoch the rule compares ``f(X)`` with the best epoch-end value. A new
+    best is stored (point and value); after ``patience`` epochs in a row without one, the
+    iterate returns to the stored point and ``γ_s`` becomes ``shrink · γ_k`` (a step that
+    overshoots is cut at once, so a slow decay β can be used without the risk of a long stall
+    at a large step).
+
+    Args:
+        step_size: ``γ₀ > 0``.
+        decay: β ∈ (0, 1] per iteration (1: constant between restarts).
+        shrink: factor ∈ (0, 1) applied to the step at a restart.
+        patience: epochs without a new best before a restart (≥ 1).
+
+    Raises:
+        ValueError: invalid ``step_size``, ``decay``, ``shrink`` or ``patience``.
+    """
+
+    name = "geometric-restart"
+
+    def __init__(self, step_size: float, decay: float, shrink: float = 0.5, patience: int = 3):
+        if not (math.isfinite(step_size) and step_size > 0):
+            raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
+        if not 0 < decay <= 1:
+            raise ValueError(f"decay must lie in (0, 1], got {decay!r}")
+        if not 0 < shrink < 1:
+            raise ValueError(f"shrink must lie in (0, 1), got {shrink!r}")
+        if not (isinstance(patience, int) and patience >= 1):
+            raise ValueError(f"patience must be an integer >= 1, got {patience!r}")
+        self.step_size, self.decay, self.shrink = float(step_size), float(decay), float(shrink)
+        self.patience, self.fails = patience, 0
+        self.base, self.k0, self.restarts = self.step_size, 0, 0
+        self.best_value, self.best_point = math.inf, None
+
+    def __call__(self, k: int) -> float:
+        return self.base * self.decay ** (k - self.k0)
+
+    def epoch_end(self, k: int, f: float, x: torch.Tensor) -> torch.Tensor | None:
+        """Called after iteration ``k`` ends an epoch at value ``f``, point ``x``; returns the
+        point to restart from (a copy of the best), or ``None`` to go on."""
+        if f < self.best_value:
+            self.best_value, self.best_point, self.fails = f, x.clone(), 0
+            return None
+        self.fails += 1
+        if self.fails < self.patience:
+            return None
+        self.base, self.k0, self.fails = self.shrink * self(k), k, 0
+        self.restarts += 1
+        return self.best_point.clone()
+
+    def info(self) -> dict:
+        """The rule's parameters and its restart count, stored in the run's result."""
+        return {"schedule": self.name, "step_size": self.step_size, "decay": self.decay,
+                "shrink": self.shrink, "patience": self.patience, "restarts": self.restarts}
+
+
+class SubgradientSteps:
+    r"""The step sizes of a (block) subgradient method over a run: a rule and its counter k.
+
+    One object per run (:class:`~orthoplug.solvers.rssm.SubgradientSolver` keeps it in
+    ``run.steps``) or per parameter (the torch RSSM keeps its :meth:`state_dict`), so both
+    front-ends take the same steps. Per iteration: :meth:`length` gives ``γ_k``, then
+    :meth:`finish` counts the iteration and, for :class:`RestartedGeometric`, ends an epoch every
+    ``epoch_length`` iterations (it may return a point to restart from).
+
+    Args:
+        rule: a :class:`StepSchedule`, :class:`PolyakStep` (started) or
+            :class:`RestartedGeometric`.
+        epoch_length: iterations per epoch (every column moved once in expectation).
+    """
+
+    def __init__(self, rule, epoch_length: int):
+        self.rule, self.epoch, self.k = rule, max(1, int(epoch_length)), 0
+
+    @staticmethod
+    def make_rule(step_size: float, schedule: str | Callable, decay: float, *,
+                  level: float = 0.5, patience: int = 3, shrink: float = 0.5):
+        """The rule named by ``schedule`` (``"polyak"``: not yet started).
+
+        Raises:
+            ValueError: invalid options (see the rules).
+        """
+        if schedule == "polyak":
+            return PolyakStep(level, patience)
+        if schedule == "geometric-restart":
+            return RestartedGeometric(step_size, decay, shrink, patience)
+        return StepSchedule(step_size, schedule, decay)
+
+    @classmethod
+    def build(cls, step_size: float, schedule: str | Callable, decay: float, *, f0: float,
+              epoch_length: int, level: float = 0.5, patience: int = 3,
+              shrink: float = 0.5) -> SubgradientSteps:
+        """A fresh run's steps at ``f(X₀) = f0`` (see :meth:`make_rule`)."""
+        rule = cls.make_rule(step_size, schedule, decay, level=level, patience=patience,
+                             shrink=shrink)
+        if isinstance(rule, PolyakStep):
+            rule.start(f0, epoch_length)
+        return cls(rule, epoch_length)
+
+    @property
+    def reads_values(self) -> bool:
+        """Whether the rule needs ``f`` at the current point (the adaptive rules)."""
+        return isinstance(self.rule, PolyakStep | RestartedGeometric)
+
+    def length(self, f: Callable[[], float], xi_sq: Callable[[], float],
+               share: float = 1.0) -> float:
+        """``γ_k``; ``f()`` gives ``f(X_k)`` and ``xi_sq()`` ``‖ξ_k‖²`` (only Polyak calls them),
+        ``share`` is the share of the columns this iteration moves."""
+        rule = self.rule
+        if isinstance(rule, PolyakStep):
+            value = f()
+            rule.observe(value)
+            return rule(value, xi_sq(), share)
+        return rule(self.k)
+
+    @property
+    def ends_epoch(self) -> bool:
+        """Whether the next :meth:`finish` ends an epoch of :class:`RestartedGeometric` (and so
+        calls its ``f``)."""
+        return isinstance(self.rule, RestartedGeometric) and (self.k + 1) % self.epoch == 0
+
+    def finish(self, f: Callable[[], float], x: torch.Tensor) -> torch.Tensor | None:
+        """Count the iteration that moved to ``x``; at an epoch end of
+        :class:`RestartedGeometric` return the point to restart from (else ``None``)."""
+        ends = self.ends_epoch
+        self.k += 1
+        return self.rule.epoch_end(self.k, f(), x) if ends else None
+
+    def info(self) -> dict:
+        """The rule's parameters (stored in the run's result)."""
+        return self.rule.info()
+
+    def state_dict(self) -> dict:
+        """The counter and the rule's state (a :class:`StepSchedule` has none)."""
+        rule = self.rule
+        return {"k": self.k, "epoch": self.epoch,
+                "rule": rule.state_dict() if isinstance(rule, _RuleState) else {}}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state from :meth:`state_dict` (into steps built with the same options)."""
+        self.k, self.epoch = int(state["k"]), int(state["epoch"])
+        if isinstance(self.rule, _RuleState):
+            self.rule.load_state_dict(state["rule"])
