@@ -28,6 +28,7 @@ from orthoplug.geometry.submanifold import (
 from orthoplug.oracles import FiniteSumOracle, FunctionOracle, RowGradientOracle
 from orthoplug.problems.orthonet import train_orthonet
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
+from orthoplug.solvers.base import Run
 from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
 
 F64 = torch.float64
@@ -660,9 +661,10 @@ def test_polar_step_is_the_exact_block_minimiser_on_a_linear_cost():
     solver = RSDM(10, line_search="polar", step_size=1e12, seed=0)
     tracker = pr.oracle("linear").track(x0)
     gen = _gen(5)
-    solver.setup(tracker, geo, gen)
+    run = Run(tracker.oracle, tracker, geo, gen)
+    solver.setup(run)
     rows = sample_rows(40, 10, generator=_gen(5))  # the rows the step will draw
-    solver.step(tracker, geo, gen)
+    solver.step(run)
     m_b, c = pr.m[rows], x0[rows]
     best = float(torch.linalg.matrix_norm(m_b @ c.mT, ord="nuc"))
     gain = float((m_b * tracker.x[rows]).sum() - (m_b * c).sum())
