@@ -13,30 +13,41 @@ Usage (the only change from RiemannianSGD is the class and ``r``)::
 For each parameter on ``geoopt.Stiefel`` / ``EuclideanStiefel`` / ``CanonicalStiefel`` /
 ``EuclideanStiefelExact`` (shape ``(..., n, p)``, columns orthonormal; leading dimensions are
 independent matrices, each with its own random slice) one RSDM step is taken from the Euclidean
-gradient ``G = p.grad`` (see :mod:`orthoplug.solvers.rsdm`):
+gradient ``G = p.grad`` (see :mod:`orthoplug.solvers.rsdm`, whose step functions and step-size
+rules this optimizer calls):
 
-    X ← U(Y) X,  Y = Retr_{I_r}(−lr · skew(P(r)G (P(r)X)ᵀ)),
+    X ← U(Y) X,  Y = Retr_{I_r}(−η_k · skew(P(r)G (P(r)X)ᵀ)),   η_k = lr · s(k),
 
 RSDM-P (``sampling="permutation"``, O(pr² + r³) per matrix besides backprop) or RSDM-O
-(``"orthogonal"``, O(npr + nr²)). The step only depends on the O(n) gradient ``skew(GXᵀ)``, so
-the Stiefel metric (Euclidean or canonical) plays no role. Every other parameter (plain tensors,
-``geoopt.Euclidean``) gets exactly RiemannianSGD's update (weight decay, momentum, dampening,
-Nesterov); manifold parameters take plain RSDM steps (momentum and weight decay do not apply to
-them: ``skew(XXᵀ) = 0``, so weight decay would be a no-op anyway). Parameters on other manifolds
-are rejected. ``stabilize=k`` replaces each Stiefel parameter by its ``projx`` every k steps
-(default 1000, unlike RiemannianSGD, whose QR retraction re-orthonormalises at every step).
+(``"orthogonal"``, O(npr + nr²)); ``s(k)`` is the ``schedule``
+(:class:`~orthoplug.solvers.steps.DecaySchedule`, constant by default: with a minibatch loss this
+is stochastic RSDM). The step only depends on the O(n) gradient ``skew(GXᵀ)``, so the Stiefel
+metric (Euclidean or canonical) plays no role. Every other parameter (plain tensors,
+``geoopt.Euclidean``) gets exactly RiemannianSGD's update with the step ``η_k`` (weight decay,
+momentum, dampening, Nesterov); manifold parameters take plain RSDM steps (momentum and weight
+decay do not apply to them: ``skew(XXᵀ) = 0``, so weight decay would be a no-op anyway).
+Parameters on other manifolds are rejected. ``stabilize=k`` replaces each Stiefel parameter by
+its ``projx`` every k steps (default 1000, unlike RiemannianSGD, whose QR retraction
+re-orthonormalises at every step).
 
 Without ``lr`` (``lr=None``) the Stiefel step needs no tuning: ``step(closure)`` backtracks
-(Armijo, with memory) on the loss the closure returns. All Stiefel parameters of the group move
-together by ``Y = Retr(−η Γ)`` on their own slices; η is accepted when the loss drops by at
-least ``c·η·Σ‖Γ‖²`` and halved otherwise, and the next step starts from ``2η`` after a
-first-trial acceptance, else from the accepted η (kept in the group as ``"armijo_step"``, so it
-is saved with the state). Such a group holds Stiefel parameters only.
+(:class:`~orthoplug.solvers.steps.ArmijoBacktracking`, with memory) on the loss the closure
+returns. All Stiefel parameters of the group move together by ``Y = Retr(−η Γ)`` on their own
+slices; η is accepted when the loss drops by at least ``c·η·Σ‖Γ‖²`` and multiplied by
+``contraction`` otherwise, and the next step starts from ``2η`` after a first-trial acceptance,
+else from the accepted η. Such a group holds Stiefel parameters only. Every group's direction
+comes from the gradient at the start of the step.
 
-Randomness comes from one ``torch.Generator`` per device, seeded with ``seed`` (random if
-``None``); its state is part of :meth:`state_dict`, so a restored optimizer continues with the
-same slices (on the same device: a saved state is applied when its device is first used, so a
-checkpoint from a GPU loads on a CPU-only host, whose generator then starts from the seed).
+Randomness: one generator per device, seeded with ``seed`` (random if ``None``; see
+:class:`~orthoplug.adapters._torch.OrthoplugOptimizer`), whose states are part of
+:meth:`state_dict` with the step rules' states, so a restored optimizer continues with the same
+slices and steps. Each step draws the slices in parameter order; a closure that draws a
+minibatch with ``opt.generator(device)`` before the step's slices makes the same draws as
+:class:`~orthoplug.solvers.rsdm.StochasticRSDM` with a finite-sum oracle: the same seed gives the
+same iterates in both front-ends.
+
+A non-finite loss or gradient raises ``FloatingPointError`` naming it, before any parameter
+changes (a non-finite trial loss of the line search is a rejected trial).
 
 Under ``torch.distributed`` (see :mod:`orthoplug.distributed`) ``seed=None`` is drawn on rank 0
 and broadcast, and ``step`` averages the gradients over the process group (after the closure,
@@ -48,32 +59,30 @@ from __future__ import annotations
 
 import geoopt
 import torch
-from geoopt.optim.mixin import OptimMixin
 
-from orthoplug.distributed import DataParallelOptimizer, shared_seed
-from orthoplug.geometry.submanifold import (
-    RETRACTIONS,
-    SAMPLINGS,
-    retract_identity,
-    sample_submanifold,
-    submanifold_gradient,
-)
+from orthoplug.geometry.submanifold import RETRACTIONS, SAMPLINGS, submanifold_gradient
+from orthoplug.solvers.rsdm import DEFAULT_FIRST_TRIAL, rotation, sample_slice
+from orthoplug.solvers.steps import ArmijoBacktracking, DecaySchedule
+
+from ._torch import OrthoplugOptimizer
 
 __all__ = ["RSDM"]
 
-_STATE_KEY = "rsdm_generators"
+
+def _manifold(p):
+    return p.manifold if isinstance(p, geoopt.ManifoldTensor) else None
 
 
 def _is_stiefel(p) -> bool:
-    return isinstance(getattr(p, "manifold", None), geoopt.Stiefel)
+    return isinstance(_manifold(p), geoopt.Stiefel)
 
 
 def _is_euclidean(p) -> bool:
-    manifold = getattr(p, "manifold", None)
+    manifold = _manifold(p)
     return manifold is None or isinstance(manifold, geoopt.Euclidean)
 
 
-class RSDM(DataParallelOptimizer, OptimMixin, torch.optim.Optimizer):
+class RSDM(OrthoplugOptimizer):
     """Riemannian random submanifold descent with RiemannianSGD's interface.
 
     Args:
@@ -85,6 +94,10 @@ class RSDM(DataParallelOptimizer, OptimMixin, torch.optim.Optimizer):
         retraction: on O(r): ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
         momentum, dampening, weight_decay, nesterov: RiemannianSGD's, for non-manifold
             parameters.
+        schedule, decay_time: the step's decay ``s(k)`` with ``lr`` (as
+            :class:`~orthoplug.solvers.rsdm.StochasticRSDM`; default constant).
+        contraction, sufficient_decrease, max_backtracks: Armijo's β, c and rejections per
+            step (``lr=None``; as :class:`~orthoplug.solvers.rsdm.RSDM`).
         stabilize: project Stiefel parameters back (``projx``, O(np²)) every this many steps
             (default 1000; ``None``: never). RSDM multiplies by orthogonal matrices and never
             corrects round-off: in float32 ‖XᵀX − I‖ random-walks (≈5e-5 after 10³ steps).
@@ -98,33 +111,34 @@ class RSDM(DataParallelOptimizer, OptimMixin, torch.optim.Optimizer):
             manifold other than Stiefel / Euclidean, or a Euclidean parameter in a group
             without ``lr``.
         RuntimeError: ``step()`` without a closure in a group without ``lr``.
+        FloatingPointError: (``step``) a non-finite loss or gradient; the parameters are those
+            before the step.
     """
 
-    #: Armijo's first trial, contraction, sufficient-decrease constant and trials per step
-    ARMIJO = {"first_trial": 1.0, "contraction": 0.5, "c": 1e-4, "max_trials": 31}
-
     def __init__(self, params, lr: float | None = None, r: int | None = None, *,
-                 sampling: str = "permutation",
-                 retraction: str = "qr", momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, stabilize: int | None = 1000,
-                 seed: int | None = None, process_group=None,
+                 sampling: str = "permutation", retraction: str = "qr", momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 schedule="constant", decay_time: float = 1000.0, contraction: float = 0.5,
+                 sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
+                 stabilize: int | None = 1000, seed: int | None = None, process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         defaults = dict(lr=lr, r=r, sampling=sampling, retraction=retraction, momentum=momentum,
-                        dampening=dampening, weight_decay=weight_decay, nesterov=nesterov)
-        self._init_data_parallel(process_group, replica_check_every, average_gradients)
-        self._seed = shared_seed(seed, process_group)
-        self._generators: dict[str, torch.Generator] = {}
-        self._saved_states: dict[str, torch.Tensor] = {}  # loaded, not yet used
-        super().__init__(params, defaults, stabilize=stabilize)
+                        dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
+                        schedule=schedule, decay_time=decay_time, contraction=contraction,
+                        sufficient_decrease=sufficient_decrease, max_backtracks=max_backtracks,
+                        stabilize=stabilize)
+        self._rules: list[ArmijoBacktracking | DecaySchedule] = []  # one per group
+        super().__init__(params, defaults, seed=seed, process_group=process_group,
+                         replica_check_every=replica_check_every,
+                         average_gradients=average_gradients)
         self._initial_replica_check()
 
-    # ---- validation ----------------------------------------------------------------------------
+    # ---- validation and step rules ----------------------------------------------------------
     def add_param_group(self, param_group: dict):
         super().add_param_group(param_group)
         group = self.param_groups[-1]
         lr, r = group["lr"], group["r"]
         if lr is None:
-            group.setdefault("armijo_step", self.ARMIJO["first_trial"])
             if any(not _is_stiefel(p) for p in group["params"]):
                 raise ValueError("a group with lr=None (Armijo on the closure's loss) takes "
                                  "Stiefel parameters only: give the other parameters their own "
@@ -152,123 +166,104 @@ class RSDM(DataParallelOptimizer, OptimMixin, torch.optim.Optimizer):
             elif not _is_euclidean(p):
                 raise ValueError(f"RSDM supports Stiefel manifold parameters (and Euclidean "
                                  f"ones), got {p.manifold!r}")
+        self._rules.append(self._new_rule(group))
 
-    # ---- randomness -------------------------------------------------------------------------
-    def _generator(self, device: torch.device) -> torch.Generator:
-        """The slice generator of ``device``: created on first use, from a loaded state if
-        one was saved for that device, else seeded with the optimizer's seed."""
-        key = str(device)
-        gen = self._generators.get(key)
-        if gen is None:
-            gen = torch.Generator(device=device)
-            saved = self._saved_states.pop(key, None)
-            if saved is None:
-                gen.manual_seed(self._seed)
-            else:  # torch.load(map_location=...) may have moved the bytes: set_state needs CPU
-                gen.set_state(saved.to(device="cpu", dtype=torch.uint8))
-            self._generators[key] = gen
-        return gen
+    @staticmethod
+    def _new_rule(group: dict) -> ArmijoBacktracking | DecaySchedule:
+        """The group's step rule: Armijo without ``lr``, else the ``lr`` schedule."""
+        if group["lr"] is None:
+            return ArmijoBacktracking(DEFAULT_FIRST_TRIAL, contraction=group["contraction"],
+                                      sufficient_decrease=group["sufficient_decrease"],
+                                      max_backtracks=group["max_backtracks"])
+        return DecaySchedule(group["schedule"], group["decay_time"])
 
-    def _random_state(self):
-        return [("seed", self._seed), *((f"generator on {k}", g)
-                                        for k, g in sorted(self._generators.items()))]
+    def _extra_state(self) -> dict:
+        return {"rules": [rule.state_dict() for rule in self._rules]}
 
-    def state_dict(self):
-        out = super().state_dict()
-        out[_STATE_KEY] = {**self._saved_states,
-                           **{k: g.get_state() for k, g in self._generators.items()}}
-        out[_STATE_KEY + "_seed"] = self._seed
-        return out
-
-    def load_state_dict(self, state_dict):
-        """Restore the groups, the momentum buffers and the per-device slice generators.
-
-        A generator state is applied when its device is first used, so a checkpoint saved on
-        a device this host lacks still loads; parameters moved to another device start that
-        device's generator from the seed (the slice sequence restarts).
-        """
-        state_dict = dict(state_dict)
-        gens = state_dict.pop(_STATE_KEY, {})
-        self._seed = state_dict.pop(_STATE_KEY + "_seed", self._seed)
-        super().load_state_dict(state_dict)
-        self._generators = {}
-        self._saved_states = dict(gens)
+    def _load_extra_state(self, state: dict) -> None:
+        self._rules = [self._new_rule(group) for group in self.param_groups]
+        for rule, saved in zip(self._rules, state["rules"], strict=True):
+            rule.load_state_dict(saved)
 
     # ---- the step -----------------------------------------------------------------------------
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            loss, _ = self._evaluate(closure)
-        else:
+        """One RSDM step of every Stiefel parameter (and SGD's of the others); returns the loss
+        (after the line search, where there is one).
+
+        Raises:
+            RuntimeError: no closure although a group has ``lr=None``; a sparse gradient.
+            FloatingPointError: a non-finite loss or gradient (nothing has changed).
+        """
+        if closure is None:
+            if any(group["lr"] is None for group in self.param_groups):
+                raise RuntimeError("RSDM with lr=None backtracks on the loss: call "
+                                   "step(closure) with a closure that returns the loss")
+            loss, value = None, None
             self._average_gradients()
-        for group in self.param_groups:
-            group["step"] = group.get("step", 0) + 1
+        else:
+            loss, value = self._loss(closure)
+        if any(p.grad.is_sparse for p in self._params_with_grad()):
+            raise RuntimeError("RSDM does not support sparse gradients")
+        grads = self._grads()
+        for group, rule in zip(self.param_groups, self._rules, strict=True):
             if group["lr"] is None:
-                if closure is None:
-                    raise RuntimeError("RSDM with lr=None backtracks on the loss: call "
-                                       "step(closure) with a closure that returns the loss")
-                loss = self._armijo_group(group, closure, loss)
-                if group["stabilize"] is not None and group["step"] % group["stabilize"] == 0:
-                    self.stabilize_group(group)
-                continue
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if p.grad.is_sparse:
-                    raise RuntimeError("RSDM does not support sparse gradients")
-                if _is_stiefel(p):
-                    self._rsdm_step(p, group)
-                else:
-                    self._sgd_step(p, group)
-            if group["stabilize"] is not None and group["step"] % group["stabilize"] == 0:
+                accepted = self._armijo_group(group, rule, grads, closure, value)
+                if accepted is not None:
+                    loss, value = accepted
+            else:
+                eta = rule.next(group["lr"])
+                for p in group["params"]:
+                    if p not in grads:
+                        continue
+                    if _is_stiefel(p):
+                        self._rsdm_step(p, grads[p], group, eta)
+                    else:
+                        self._sgd_step(p, grads[p], group, eta)
+            if group["stabilize"] is not None and (self.steps_taken + 1) % group["stabilize"] == 0:
                 self.stabilize_group(group)
         self._end_step()
         return loss
 
-    def _slice(self, p, group):
-        """A random slice for ``p``, ``C = P(r)X`` and ``Γ`` from ``p.grad``."""
+    def _slice(self, p, grad, group):
+        """A random slice of ``p``, ``C = P(r)X`` and ``Γ`` from ``grad`` (the core's step)."""
         x = p.data
-        sub = sample_submanifold(group["sampling"], x.shape[-2], group["r"],
-                                 batch=tuple(x.shape[:-2]), dtype=x.dtype, device=x.device,
-                                 generator=self._generator(x.device))
+        sub = sample_slice(x, group["r"], group["sampling"], self.generator(x.device))
         c = sub.restrict(x)
-        return sub, c, submanifold_gradient(sub.restrict(p.grad), c)
+        return sub, c, submanifold_gradient(sub.restrict(grad), c)
 
-    def _rsdm_step(self, p, group):
-        sub, c, gamma = self._slice(p, group)
-        sub.apply_(p.data, retract_identity(-group["lr"] * gamma, group["retraction"]), c)
+    def _rsdm_step(self, p, grad, group, eta):
+        sub, c, gamma = self._slice(p, grad, group)
+        sub.apply_(p.data, rotation(gamma, eta, group["retraction"]), c)
 
-    def _armijo_group(self, group, closure, loss):
-        """One backtracking step of all of the group's Stiefel parameters; returns the loss."""
-        if loss is None:
-            with torch.enable_grad():
-                loss = closure()
-        f0 = float(loss)
-        moves = [(p, p.data.clone(), *self._slice(p, group)) for p in group["params"]
-                 if p.grad is not None]
+    def _armijo_group(self, group, rule: ArmijoBacktracking, grads, closure, f0: float):
+        """One backtracking step of all of the group's Stiefel parameters; the accepted
+        ``(loss, value)``, or ``None`` if no step was taken."""
+        moves = [(p, p.data.clone(), *self._slice(p, grads[p], group))
+                 for p in group["params"] if p in grads]
         slope = sum(float((gamma * gamma).sum()) for *_, gamma in moves)
         if not moves or slope == 0.0:
-            return loss
-        eta = group["armijo_step"]
-        for trial in range(self.ARMIJO["max_trials"]):
+            return None
+        accepted = []
+
+        def attempt(eta: float) -> bool:
             for p, x0, sub, c, gamma in moves:
                 p.data.copy_(x0)
-                sub.apply_(p.data, retract_identity(-eta * gamma, group["retraction"]), c)
-            with torch.enable_grad():
-                new_loss = closure()
-            if float(new_loss) <= f0 - self.ARMIJO["c"] * eta * slope:  # False for NaN
-                group["armijo_step"] = 2.0 * eta if trial == 0 else eta
-                return new_loss
-            eta *= self.ARMIJO["contraction"]
+                sub.apply_(p.data, rotation(gamma, eta, group["retraction"]), c)
+            loss, value = self._evaluate(closure)
+            if value <= rule.bound(f0, eta, slope):  # False for NaN
+                accepted.append((loss, value))
+                return True
+            return False
+
+        if rule.search(attempt):
+            return accepted[0]
         for p, x0, *_ in moves:  # no acceptable step: stay (the next step starts smaller)
             p.data.copy_(x0)
-        group["armijo_step"] = eta
-        return loss
+        return None
 
-    def _sgd_step(self, p, group):
+    def _sgd_step(self, p, grad, group, eta):
         """RiemannianSGD's update on the Euclidean manifold, step for step."""
-        grad = p.grad
         state = self.state[p]
         momentum = group["momentum"]
         if len(state) == 0 and momentum > 0:
@@ -278,7 +273,7 @@ class RSDM(DataParallelOptimizer, OptimMixin, torch.optim.Optimizer):
             buf = state["momentum_buffer"]
             buf.mul_(momentum).add_(grad, alpha=1 - group["dampening"])
             grad = grad.add_(buf, alpha=momentum) if group["nesterov"] else buf
-        p.add_(-group["lr"] * grad)  # RiemannianSGD's retr(x, −lr·g) = x + (−lr·g), bit for bit
+        p.add_(-eta * grad)  # RiemannianSGD's retr(x, −lr·g) = x + (−lr·g), bit for bit
 
     @torch.no_grad()
     def stabilize_group(self, group):
@@ -286,3 +281,8 @@ class RSDM(DataParallelOptimizer, OptimMixin, torch.optim.Optimizer):
         for p in group["params"]:
             if _is_stiefel(p):
                 p.copy_(p.manifold.projx(p))
+
+    def stabilize(self):
+        """Project every Stiefel parameter back onto the manifold (geoopt's optimizer API)."""
+        for group in self.param_groups:
+            self.stabilize_group(group)

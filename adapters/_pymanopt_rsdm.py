@@ -19,6 +19,12 @@ gradients pass a structured oracle, ``run(problem, oracle=QuadraticOracle(A, sca
 :class:`~orthoplug.solvers.rsdm.StochasticRSDM` and needs ``oracle=`` a
 :class:`~orthoplug.oracles.rows.StochasticOracle` or a
 :class:`~orthoplug.oracles.core.FiniteSumOracle`.
+
+The optimizer runs the core solver, whose step the geoopt optimizer
+(:mod:`orthoplug.adapters.geoopt`) runs too: with the same seed, start and options (``step_size``
+as ``lr``, no step as ``lr=None``, the same ``schedule``; for the stochastic variant a closure
+that draws its minibatch as ``torch.randperm(N, generator=opt.generator(device))[:B]``), N
+iterations here and N ``step(closure)`` calls there give the same iterates.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ class RSDM(SolverOptimizer):
         step_size: fixed step η, or ``None`` (default): Armijo backtracking with memory, no
             tuning (for the stochastic variant: η = 1 with the ``schedule``, default constant).
         retraction: on O(r): ``"qr"``, ``"polar"``, ``"cayley"``, ``"exp"``.
-        line_search: ``None`` or ``"armijo"``.
+        line_search: ``None``, ``"armijo"`` or ``"polar"``.
         batch_size: minibatch size for the stochastic variant (``None``: deterministic).
         **kwargs: pymanopt's ``max_time``, ``max_iterations``, ``min_gradient_norm``,
             ``verbosity``, ``log_verbosity``; orthoplug's ``seed``, ``eval_every``,

@@ -28,6 +28,7 @@ from orthoplug.geometry.submanifold import (
 from orthoplug.oracles import FiniteSumOracle, FunctionOracle, RowGradientOracle
 from orthoplug.problems.orthonet import train_orthonet
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
+from orthoplug.solvers.base import Run
 from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
 
 F64 = torch.float64
@@ -517,22 +518,25 @@ def test_geoopt_rsdm_state_dict_round_trip_and_errors():
     assert torch.equal(w2.detach(), reference)
     # a generator state that torch.load(map_location=...) turned into another tensor type is
     # still restored (set_state takes a CPU ByteTensor only)
-    key = "rsdm_generators"
-    moved = {**saved, key: {k: v.to(torch.float32) for k, v in saved[key].items()}}
+    def with_generators(state, generators):
+        return {**state, "orthoplug": {**state["orthoplug"], "generators": generators}}
+
+    gens = saved["orthoplug"]["generators"]
+    moved = with_generators(saved, {k: v.to(torch.float32) for k, v in gens.items()})
     w3 = geoopt.ManifoldParameter(saved_w.clone(), manifold=manifold)
     opt3 = GeooptRSDM([w3], lr=2.0, r=6, seed=99)
     opt3.load_state_dict(moved)
     steps(opt3, w3, 10)
     assert torch.equal(w3.detach(), reference)
     # a state saved for a device this host lacks loads, waits unused and is saved again
-    elsewhere = {**saved, key: {"cuda:7": saved[key]["cpu"]}}
+    elsewhere = with_generators(saved, {"cuda:7": gens["cpu"]})
     w4 = geoopt.ManifoldParameter(saved_w.clone(), manifold=manifold)
     opt4 = GeooptRSDM([w4], lr=2.0, r=6, seed=3)
     opt4.load_state_dict(elsewhere)
     steps(opt4, w4, 1)
-    again = opt4.state_dict()[key]
+    again = opt4.state_dict()["orthoplug"]["generators"]
     assert set(again) == {"cpu", "cuda:7"}
-    assert torch.equal(again["cuda:7"], saved[key]["cpu"])
+    assert torch.equal(again["cuda:7"], gens["cpu"])
     with pytest.raises(ValueError, match="exceeds n"):
         GeooptRSDM([w], lr=1.0, r=21)
     with pytest.raises(ValueError, match="r must be"):
@@ -660,9 +664,10 @@ def test_polar_step_is_the_exact_block_minimiser_on_a_linear_cost():
     solver = RSDM(10, line_search="polar", step_size=1e12, seed=0)
     tracker = pr.oracle("linear").track(x0)
     gen = _gen(5)
-    solver.setup(tracker, geo, gen)
+    run = Run(tracker.oracle, tracker, geo, gen)
+    solver.setup(run)
     rows = sample_rows(40, 10, generator=_gen(5))  # the rows the step will draw
-    solver.step(tracker, geo, gen)
+    solver.step(run)
     m_b, c = pr.m[rows], x0[rows]
     best = float(torch.linalg.matrix_norm(m_b @ c.mT, ord="nuc"))
     gain = float((m_b * tracker.x[rows]).sum() - (m_b * c).sum())

@@ -72,6 +72,11 @@ class StochasticOracle(Oracle):
                  gradient: Callable | None = None):
         self._sample, self._value, self._gradient = sample_gradient, value, gradient
 
+    @property
+    def monitored(self) -> bool:
+        """Whether the exact value and gradient were given (a run can report its progress)."""
+        return self._value is not None and self._gradient is not None
+
     def sample_gradient(self, x, batch_size, generator):
         """A minibatch gradient ``(1/B) Σ_b ∇f(X; ξ_b)`` of ``batch_size`` fresh samples drawn with
         ``generator``.

@@ -16,12 +16,13 @@ every retraction here preserves.
 Host synchronisation (torch on a GPU; no GPU was available to measure it). The slice
 sampling, the products and the retraction stay on the device; each iteration still reads
 back to the host: the finiteness check of the new rows before they are written (one scalar,
-``_all_finite``; fixed step: the only sync with a :class:`RowGradientOracle`); with a
+:func:`~orthoplug.oracles.core.all_finite`; fixed step: the only sync with a
+:class:`~orthoplug.oracles.rows.RowGradientOracle`); with a
 :class:`~orthoplug.oracles.core.QuadraticTracker`, the finiteness of Δ and the cost change it
 adds to its host-side running value (two scalars); with Armijo or ``"polar"``, ``‖Γ‖²``, the
 current cost and one cost per trial, which decide the step (inherent to a line search); the
-``"polar"`` step's determinant sign. The geoopt front-end's fixed-``lr`` step has none (it does
-not check finiteness); its ``lr=None`` step reads the closure's loss per trial. The run loop's
+``"polar"`` step's determinant sign. The geoopt front-end checks each gradient's finiteness (one
+scalar per parameter); its ``lr=None`` step also reads the closure's loss per trial. The run loop's
 evaluations (every ``eval_every`` iterations) read the cost, gradient norm and violation.
 
 Per-iteration cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a full gradient,
@@ -52,6 +53,14 @@ accepted one updates the cached ``CX``. A fixed η (``step_size=η``, the paper'
 tolerates much larger η than Riemannian gradient descent since only a slice moves) is watched
 at the run's evaluations: if the cost has not decreased over :data:`STALL_WINDOW` evaluations
 while the gradient is not small, a :class:`RuntimeWarning` names the step and the stagnation.
+
+Both front-ends run the same code: :func:`sample_slice`,
+:func:`~orthoplug.geometry.submanifold.submanifold_gradient` and :func:`rotation` make the step,
+the step-size rules are
+:class:`~orthoplug.solvers.steps.ArmijoBacktracking` and
+:class:`~orthoplug.solvers.steps.DecaySchedule`; the random stream is one generator (the run's,
+or the torch optimizer's per device) that draws, per iteration, the minibatch (stochastic RSDM:
+first) and then the slice. So the same seed gives the same iterates in both front-ends.
 """
 
 from __future__ import annotations
@@ -62,7 +71,7 @@ import warnings
 import numpy as np
 import torch
 
-from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.geometry.submanifold import (
     RETRACTIONS,
     SAMPLINGS,
@@ -71,16 +80,21 @@ from orthoplug.geometry.submanifold import (
     sample_submanifold,
     submanifold_gradient,
 )
-from orthoplug.oracles.core import (
-    FiniteSumOracle,
+from orthoplug.oracles import (
+    FiniteSum,
     NonFiniteError,
     QuadraticTracker,
+    Refreshable,
+    StochasticGradients,
+    StochasticOracle,
+    all_finite,
     host_array,
 )
 
-from .base import IterativeSolver
+from .base import IterativeSolver, Run
+from .steps import ArmijoBacktracking, DecaySchedule, StallWatch
 
-__all__ = ["RSDM", "StochasticRSDM", "STALL_WINDOW"]
+__all__ = ["RSDM", "StochasticRSDM", "STALL_WINDOW", "sample_slice", "rotation"]
 
 #: first trial step of the default (Armijo) rule when no ``step_size`` is given
 DEFAULT_FIRST_TRIAL = 1.0
@@ -91,18 +105,43 @@ _ETA_MAX = 1e15
 
 
 # ---------------------------------------------------------------------------------------------
-# Solvers
+# the step (shared with the geoopt optimizer)
 # ---------------------------------------------------------------------------------------------
 
 
-def _all_finite(a: torch.Tensor) -> bool:
-    """No NaN/inf in ``a`` (one reduction: a sum of finite, bounded rows of X is finite)."""
-    return math.isfinite(float(a.sum()))
+def sample_slice(x: torch.Tensor, r: int, sampling: str,
+                 generator: torch.Generator) -> Submanifold:
+    """A random slice ``P(r)`` for ``x`` of shape ``(..., n, p)`` (one independent slice per
+    leading index), drawn with ``generator``."""
+    return sample_submanifold(sampling, x.shape[-2], r, batch=tuple(x.shape[:-2]),
+                              dtype=x.dtype, device=x.device, generator=generator)
+
+
+def rotation(gamma: torch.Tensor, eta: float, retraction: str) -> torch.Tensor:
+    """``Y = Retr_{I_r}(−η Γ)``: the slice's rotation for the slice gradient ``Γ``."""
+    return retract_identity(-eta * gamma, retraction)
+
+
+def _rotation_polar(w: torch.Tensor) -> torch.Tensor:
+    """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩`` (in float64): the polar factor ``UVᵀ`` of ``w = UΣVᵀ``
+    when its determinant is +1, else ``U diag(1, …, 1, −1) Vᵀ`` (the direction of the smallest
+    singular value flipped), so that RSDM's steps stay rotations (SO(n) stays SO(n))."""
+    w64 = w.double()
+    y = polar(w64)
+    if float(torch.linalg.det(y)) < 0:
+        v = torch.linalg.eigh(w64.mT @ w64).eigenvectors[:, :1]  # smallest singular direction
+        y = y - 2.0 * (y @ v) @ v.mT
+    return y.to(w.dtype)
 
 
 def _check_positive(name, value):
     if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Solvers
+# ---------------------------------------------------------------------------------------------
 
 
 class RSDM(IterativeSolver):
@@ -138,9 +177,9 @@ class RSDM(IterativeSolver):
             ``seed``, ``eval_every`` — default ``⌈1/ρ⌉`` iterations clamped to [10, 1000],
             ``ρ = r(r−1)/(n(n−1))`` the fraction of the O(n) gradient one slice sees).
 
-    The run's ``info`` holds the options, ``step_rule`` (``"armijo"`` or ``"fixed"``),
-    ``backtracks`` and ``skipped_steps`` (Armijo), and ``row_gradient_evaluations`` (RSDM-P reads
-    of r gradient rows).
+    The run's ``info`` holds the options, ``step_rule`` (``"armijo"``, ``"polar"`` or
+    ``"fixed"``), ``backtracks`` and ``skipped_steps`` (line searches), and
+    ``row_gradient_evaluations`` (RSDM-P reads of r gradient rows).
 
     Per-iteration cost (X is n×p): the slice gradient ``skew(B Cᵀ)`` with ``B = P(r)∇F(X)``,
     ``C = P(r)X`` in ``O(r²p)``; the retraction on O(r) in ``O(r³)``; the update
@@ -151,6 +190,9 @@ class RSDM(IterativeSolver):
     Warns:
         RuntimeWarning: a fixed step made no progress (see :data:`STALL_WINDOW`).
     """
+
+    #: whether a fixed step is watched for stalls (:class:`~orthoplug.solvers.steps.StallWatch`)
+    watch_stall = True
 
     def __init__(self, r: int, *, sampling: str = "permutation", step_size: float | None = None,
                  retraction: str = "qr", line_search: str | None = None,
@@ -171,211 +213,184 @@ class RSDM(IterativeSolver):
         if step_size is None:  # no step given: a rule that needs no tuning
             step_size, line_search = DEFAULT_FIRST_TRIAL, line_search or "armijo"
         _check_positive("step_size", step_size)
-        if not 0 < contraction < 1:
-            raise ValueError(f"contraction must be in (0, 1), got {contraction!r}")
-        if not 0 < sufficient_decrease < 1:
-            raise ValueError(f"sufficient_decrease must be in (0, 1), got {sufficient_decrease!r}")
-        if not (isinstance(max_backtracks, int) and max_backtracks >= 0):
-            raise ValueError(f"max_backtracks must be an integer >= 0, got {max_backtracks!r}")
         for key, val in (("reorthonormalize_every", reorthonormalize_every),
                          ("refresh_every", refresh_every)):
             if val is not None and not (isinstance(val, int) and val >= 0):
                 raise ValueError(f"{key} must be an integer >= 0 (0 = never), got {val!r}")
         self.r, self.sampling, self.retraction = r, sampling, retraction
         self.step_size, self.line_search = float(step_size), line_search
-        self.contraction, self.sufficient_decrease = float(contraction), float(sufficient_decrease)
+        self.contraction, self.sufficient_decrease = contraction, sufficient_decrease
         self.max_backtracks = max_backtracks
         self.reorthonormalize_every, self.refresh_every = reorthonormalize_every, refresh_every
+        self.new_line_search()  # validates its options
         self.name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
 
-    # ---- run hooks ---------------------------------------------------------------------------
-    def default_eval_every(self, tracker):
-        """``⌈1/ρ⌉`` iterations clamped to [10, 1000], ``ρ = r(r − 1)/(n(n − 1))``."""
-        n = tracker.x.shape[-2]
-        rho = self.r * (self.r - 1) / (n * (n - 1))
-        return int(min(1000, max(10, math.ceil(1.0 / rho))))
+    def new_line_search(self) -> ArmijoBacktracking:
+        """A fresh step rule of the line search (also for ``line_search=None``: it validates
+        the options)."""
+        return ArmijoBacktracking(self.step_size, contraction=self.contraction,
+                                  sufficient_decrease=self.sufficient_decrease,
+                                  max_backtracks=self.max_backtracks,
+                                  max_step=_ETA_MAX if self.line_search == "polar" else math.inf)
 
-    def setup(self, tracker, geometry, generator):
+    def new_schedule(self) -> DecaySchedule:
+        """The fixed step's schedule (constant here)."""
+        return DecaySchedule()
+
+    # ---- run hooks ---------------------------------------------------------------------------
+    def prepare(self, oracle, x0, geometry):
         if not isinstance(geometry, StiefelGeometry):
             raise ValueError(f"{self.name} supports Stiefel and Grassmann manifolds (and SO(n) "
                              f"as St(n, n)), got {geometry!r}")
-        x = tracker.x
-        if x.ndim != 2:
+        if x0.ndim != 2:
             raise ValueError(f"{self.name}: the solver takes one n×p matrix, got shape "
-                             f"{tuple(x.shape)} (use the geoopt optimizer for batches)")
-        n = x.shape[-2]
-        if self.r > n:
-            raise ValueError(f"r = {self.r} exceeds n = {n}: choose 2 <= r <= n")
-        reorth = self.reorthonormalize_every
-        self._reorth = (0 if x.dtype == torch.float64 else 1000) if reorth is None else reorth
-        self._refresh = self.refresh_every if hasattr(tracker, "refresh") else 0
-        self._eta_trial = self.step_size
-        self.count = 0
-        self.backtracks = 0
-        self.skipped_steps = 0
-        self.row_reads = 0
-        self._watch = [] if self.line_search is None else None  # (iteration, cost, gnorm)
-        self._warned = False
+                             f"{tuple(x0.shape)} (use the geoopt optimizer for batches)")
+        if self.r > x0.shape[-2]:
+            raise ValueError(f"r = {self.r} exceeds n = {x0.shape[-2]}: choose 2 <= r <= n")
+        return oracle
 
-    def info(self):
+    def default_eval_every(self, run: Run) -> int:
+        """``⌈1/ρ⌉`` iterations clamped to [10, 1000], ``ρ = r(r − 1)/(n(n − 1))``."""
+        n = run.tracker.x.shape[-2]
+        rho = self.r * (self.r - 1) / (n * (n - 1))
+        return int(min(1000, max(10, math.ceil(1.0 / rho))))
+
+    def setup(self, run: Run) -> None:
+        x = run.tracker.x
+        reorth = self.reorthonormalize_every
+        run.reorth = (0 if x.dtype == torch.float64 else 1000) if reorth is None else reorth
+        run.refresh = self.refresh_every if isinstance(run.tracker, Refreshable) else 0
+        run.line_search = None if self.line_search is None else self.new_line_search()
+        run.schedule = self.new_schedule()
+        fixed = self.line_search is None and self.watch_stall
+        run.stall = StallWatch(STALL_WINDOW) if fixed else None
+        run.row_reads = 0
+
+    def info(self, run: Run | None = None) -> dict:
         out = {"r": self.r, "sampling": self.sampling, "step_size": self.step_size,
                "retraction": self.retraction, "line_search": self.line_search,
                "step_rule": "fixed" if self.line_search is None else self.line_search}
-        if hasattr(self, "count"):
-            out.update(backtracks=self.backtracks, skipped_steps=self.skipped_steps,
-                       row_gradient_evaluations=self.row_reads)
+        if run is not None:
+            rule = run.line_search
+            out.update(backtracks=0 if rule is None else rule.backtracks,
+                       skipped_steps=0 if rule is None else rule.skipped,
+                       row_gradient_evaluations=run.row_reads)
         return out
 
-    def measure(self, tracker, geometry):
-        cost, gnorm, viol = super().measure(tracker, geometry)
-        if getattr(self, "_watch", None) is not None and not self._warned:
-            self._check_progress(cost, gnorm)
-        return cost, gnorm, viol
-
-    def _check_progress(self, cost: float, gnorm: float) -> None:
+    def on_evaluation(self, run: Run, cost: float, gradient_norm: float,
+                      violation: float) -> dict[str, float]:
         """Warn once if a fixed step has not decreased the cost over :data:`STALL_WINDOW`
         evaluations while the gradient norm is above 1e-6 of its first measured value."""
-        watch = self._watch
-        watch.append((self.count, cost, gnorm))
-        if len(watch) <= STALL_WINDOW:
-            return
-        it0, f0, _ = watch[-1 - STALL_WINDOW]
-        best = min(f for _, f, _ in watch[-STALL_WINDOW:])
-        if not (math.isfinite(best) and math.isfinite(f0)):
-            return
-        stalled = best >= f0 - 1e-12 * max(1.0, abs(f0))
-        if stalled and gnorm > 1e-6 * watch[0][2]:
-            self._warned = True
+        stall = run.stall.observe(run.iteration, cost, gradient_norm) if run.stall else None
+        if stall is not None:
             warnings.warn(
-                f"{self.name} with the fixed step_size={self.step_size:g} made no progress: over "
-                f"the last {self.count - it0} iterations the cost went from {f0:.10g} to at "
-                f"best {best:.10g} while the Riemannian gradient norm is {gnorm:.3e} "
-                f"({gnorm / watch[0][2]:.2e} of its initial value). The step is likely too large "
-                f"for this cost's scale: leave step_size unset (Armijo with memory, no tuning) "
-                f"or use a smaller step.", RuntimeWarning, stacklevel=2)
+                f"{self.name} with the fixed step_size={self.step_size:g} made no progress: "
+                f"{stall}. The step is likely too large for this cost's scale: leave step_size "
+                f"unset (Armijo with memory, no tuning) or use a smaller step.",
+                RuntimeWarning, stacklevel=3)
+        return {}
 
     # ---- one iteration -----------------------------------------------------------------------
-    def _sample(self, x, generator) -> Submanifold:
-        return sample_submanifold(self.sampling, x.shape[-2], self.r, dtype=x.dtype,
-                                  device=x.device, generator=generator)
-
-    def _restricted_gradient(self, tracker, sub: Submanifold) -> torch.Tensor:
-        """``B = P(r) ∇F(X)``: r gradient rows (RSDM-P) or a projection of the full gradient."""
+    def slice_and_gradient(self, run: Run) -> tuple[Submanifold, torch.Tensor, torch.Tensor]:
+        """Draw a slice; return it, ``C = P(r)X`` and ``B = P(r)∇F(X)`` (RSDM-P: r gradient
+        rows from the tracker; RSDM-O: the projected full gradient)."""
+        tracker = run.tracker
+        sub = sample_slice(tracker.x, self.r, self.sampling, run.generator)
         if sub.rows is not None:
-            self.row_reads += 1
-            return tracker.gradient_rows(sub.rows)
-        return sub.restrict(tracker.gradient())
-
-    def _step_size(self) -> float:
-        return self.step_size
-
-    def step(self, tracker, geometry, generator):
-        sub = self._sample(tracker.x, generator)
-        c = sub.restrict(tracker.x)
-        b = self._restricted_gradient(tracker, sub)
-        if self.line_search == "polar":
-            self._polar_step(tracker, sub, c, b)
-        elif self.line_search == "armijo":
-            self._armijo(tracker, sub, c, submanifold_gradient(b, c))
+            run.row_reads += 1
+            b = tracker.gradient_rows(sub.rows)
         else:
-            self._commit(tracker, sub, c, retract_identity(
-                -self._step_size() * submanifold_gradient(b, c), self.retraction))
-        self.count += 1
-        if self._refresh and self.count % self._refresh == 0:
-            tracker.refresh()
-        if self._reorth and self.count % self._reorth == 0:
-            tracker.set_point(geometry.projx(tracker.x))
+            b = sub.restrict(tracker.gradient())
+        return sub, sub.restrict(tracker.x), b
 
-    def _commit(self, tracker, sub: Submanifold, c, y) -> None:
+    def step(self, run: Run) -> None:
+        tracker = run.tracker
+        sub, c, b = self.slice_and_gradient(run)
+        if self.line_search == "polar":
+            self._polar_step(run, sub, c, b)
+        elif self.line_search == "armijo":
+            self._armijo(run, sub, c, submanifold_gradient(b, c))
+        else:
+            eta = run.schedule.next(self.step_size)
+            self._commit(tracker, sub, c, rotation(submanifold_gradient(b, c), eta,
+                                                   self.retraction))
+        done = run.iteration + 1
+        if run.refresh and done % run.refresh == 0:
+            tracker.refresh()
+        if run.reorth and done % run.reorth == 0:
+            tracker.set_point(run.geometry.projx(tracker.x))
+
+    @staticmethod
+    def _commit(tracker, sub: Submanifold, c, y) -> None:
         """``X ← U(Y) X`` through the tracker (rows: ``set_rows``; Haar: a rank-r update)."""
         if sub.rows is not None:
             new = y @ c
-            if not _all_finite(new):
+            if not all_finite(new):
                 raise NonFiniteError("non-finite RSDM update")
             tracker.set_rows(sub.rows, new)
         else:
             w = y @ c - c
-            if not _all_finite(w):
+            if not all_finite(w):
                 raise NonFiniteError("non-finite RSDM update")
             tracker.add_low_rank(sub.basis.mT, w)
 
-    def _armijo(self, tracker, sub: Submanifold, c, gamma) -> None:
+    def _armijo(self, run: Run, sub: Submanifold, c, gamma) -> None:
+        tracker, rule = run.tracker, run.line_search
         f0 = float(tracker.value())
         slope = float((gamma * gamma).sum())
         if slope == 0.0:
             return
-        eta = self._eta_trial
-        for trial in range(self.max_backtracks + 1):
-            y = retract_identity(-eta * gamma, self.retraction)
-            if self._try(tracker, sub, c, y, f0 - self.sufficient_decrease * eta * slope):
-                self._eta_trial = 2.0 * eta if trial == 0 else eta
-                return
-            self.backtracks += 1
-            eta *= self.contraction
-        self.skipped_steps += 1
-        self._eta_trial = eta
+        rule.search(lambda eta: _try(tracker, sub, c, rotation(gamma, eta, self.retraction),
+                                     rule.bound(f0, eta, slope)))
 
-    def _polar_step(self, tracker, sub: Submanifold, c, b) -> None:
+    @staticmethod
+    def _polar_step(run: Run, sub: Submanifold, c, b) -> None:
         """``Y = polar(CCᵀ/η − BCᵀ)`` with backtracking on the majorisation ``F(X⁺) ≤ F(X) +
         ⟨B, Δ⟩ + ‖Δ‖²/(2η)``, ``Δ = (Y − I)C``."""
+        tracker = run.tracker
         f0 = float(tracker.value())
         s_mat, k_mat = b @ c.mT, c @ c.mT
-        eta = self._eta_trial
-        for trial in range(self.max_backtracks + 1):
-            y = _polar(k_mat / eta - s_mat)
+
+        def attempt(eta: float) -> bool | None:
+            y = _rotation_polar(k_mat / eta - s_mat)
             delta = y @ c - c
             model = float((b * delta).sum()) + float((delta * delta).sum()) / (2.0 * eta)
             if not model < 0.0:  # the slice is stationary to round-off: nothing to gain
-                return
-            if self._try(tracker, sub, c, y, f0 + model):
-                self._eta_trial = min(2.0 * eta if trial == 0 else eta, _ETA_MAX)
-                return
-            self.backtracks += 1
-            eta *= self.contraction
-        self.skipped_steps += 1
-        self._eta_trial = eta
+                return None
+            return _try(tracker, sub, c, y, f0 + model)
 
-    def _try(self, tracker, sub: Submanifold, c, y, bound: float) -> bool:
-        """Move to ``U(Y)X`` if its cost is ≤ bound (and finite); else leave X unchanged."""
-        if sub.rows is not None:
-            new = y @ c
-            if not _all_finite(new):
-                return False
-            if isinstance(tracker, QuadraticTracker):  # price the trial on the slice first
-                if not _row_change_value(tracker, sub.rows, new) <= bound:
-                    return False
-                tracker.set_rows(sub.rows, new)
-                return True
-            tracker.set_rows(sub.rows, new)
-            try:
-                ok = float(tracker.value()) <= bound
-            except NonFiniteError:
-                ok = False
-            if not ok:
-                tracker.set_rows(sub.rows, c)
-            return ok
-        w = y @ c - c
-        if not _all_finite(w):
+        run.line_search.search(attempt)
+
+
+def _try(tracker, sub: Submanifold, c, y, bound: float) -> bool:
+    """Move to ``U(Y)X`` if its cost is ≤ bound (and finite); else leave X unchanged."""
+    if sub.rows is not None:
+        new = y @ c
+        if not all_finite(new):
             return False
+        if isinstance(tracker, QuadraticTracker):  # price the trial on the slice first
+            if not _row_change_value(tracker, sub.rows, new) <= bound:
+                return False
+            tracker.set_rows(sub.rows, new)
+            return True
+        tracker.set_rows(sub.rows, new)
         try:
-            ok = float(tracker.oracle.value(tracker.x + sub.basis.mT @ w)) <= bound
+            ok = float(tracker.value()) <= bound
         except NonFiniteError:
             ok = False
-        if ok:
-            tracker.add_low_rank(sub.basis.mT, w)
+        if not ok:
+            tracker.set_rows(sub.rows, c)
         return ok
-
-
-def _polar(w: torch.Tensor) -> torch.Tensor:
-    """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩ = U diag(1, …, 1, det UVᵀ) Vᵀ`` for ``w = UΣVᵀ`` (float64).
-
-    The polar factor ``UVᵀ`` itself when its determinant is +1; otherwise the direction of the
-    smallest singular value is flipped, so that RSDM's steps stay rotations (SO(n) stays SO(n)).
-    """
-    u, _, vh = torch.linalg.svd(w.double() if w.dtype != torch.float64 else w)
-    if float(torch.linalg.det(u) * torch.linalg.det(vh)) < 0:
-        u[..., -1] = -u[..., -1]
-    return (u @ vh).to(w.dtype)
+    w = y @ c - c
+    if not all_finite(w):
+        return False
+    try:
+        ok = float(tracker.oracle.value(tracker.x + sub.basis.mT @ w)) <= bound
+    except NonFiniteError:
+        ok = False
+    if ok:
+        tracker.add_low_rank(sub.basis.mT, w)
+    return ok
 
 
 def _row_change_value(tracker: QuadraticTracker, rows: torch.Tensor, new: torch.Tensor) -> float:
@@ -397,10 +412,12 @@ class StochasticRSDM(RSDM):
     r"""Stochastic / mini-batch RSDM for ``F = E f(X; ξ)`` or ``F = (1/N) Σ f_i``.
 
     Each iteration replaces ∇F by a minibatch mean: ``oracle.sample_gradient(X, B, gen)`` for a
-    :class:`StochasticOracle` (fresh streamed samples), or ``component_gradient(X, idx)`` with
-    ``idx`` B indices drawn without replacement for a
-    :class:`~orthoplug.oracles.core.FiniteSumOracle`. Everything else is RSDM (the variance σ²
-    of the gradient becomes σ²/B in the bounds). The step is ``η_k = η·s(k)``:
+    :class:`~orthoplug.oracles.rows.StochasticOracle` (fresh streamed samples), or
+    ``component_gradient(X, idx)`` with ``idx`` B indices drawn without replacement
+    (``randperm(N)[:B]``) for a :class:`~orthoplug.oracles.core.FiniteSumOracle`; the minibatch
+    is drawn before the slice, with the same generator. Everything else is RSDM (the variance
+    σ² of the gradient becomes σ²/B in the bounds). The step is ``η_k = η·s(k)``
+    (:class:`~orthoplug.solvers.steps.DecaySchedule`):
 
     * ``schedule="constant"``: ``s = 1`` (theory: ``η = min{1/L, √(Δ0/L)/(σ√K)}`` for K steps);
     * ``"inverse"``: ``s = 1/(1 + k/t0)``; ``"inverse_sqrt"``: ``s = 1/√(1 + k/t0)``;
@@ -417,10 +434,12 @@ class StochasticRSDM(RSDM):
         schedule: as above; ``decay_time``: t0 > 0 (default 1000).
 
     Cost per iteration: one minibatch gradient plus the RSDM step of the chosen sampling. No
-    line search (it would need exact costs). ``info["samples"]`` counts the samples drawn.
+    line search (it would need exact costs). ``info["samples"]`` counts the samples drawn. A
+    :class:`~orthoplug.oracles.rows.StochasticOracle` without its exact value and gradient
+    (not ``monitored``) reports NaN cost and gradient norm at the evaluations.
     """
 
-    _SCHEDULES = ("constant", "inverse", "inverse_sqrt")
+    watch_stall = False  # estimated gradients: the cost need not decrease at every evaluation
 
     def __init__(self, r: int, *, step_size: float | None = 1.0, batch_size: int = 1,
                  schedule="constant", decay_time: float = 1000.0, **kwargs):
@@ -429,57 +448,51 @@ class StochasticRSDM(RSDM):
         super().__init__(r, step_size=1.0 if step_size is None else step_size, **kwargs)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-        if not (callable(schedule) or schedule in self._SCHEDULES):
-            raise ValueError(f"schedule must be a callable or one of {self._SCHEDULES}, "
-                             f"got {schedule!r}")
-        _check_positive("decay_time", decay_time)
+        DecaySchedule(schedule, decay_time)  # validates
         self.batch_size, self.schedule, self.decay_time = batch_size, schedule, float(decay_time)
         self.name = "S" + self.name
 
-    def setup(self, tracker, geometry, generator):
-        oracle = tracker.oracle
-        if isinstance(oracle, FiniteSumOracle):
+    def new_schedule(self) -> DecaySchedule:
+        """The step's schedule ``s(k)``."""
+        return DecaySchedule(self.schedule, self.decay_time)
+
+    def prepare(self, oracle, x0, geometry):
+        if isinstance(oracle, FiniteSum):
             if self.batch_size > oracle.num_components:
                 raise ValueError(f"batch_size = {self.batch_size} exceeds the number of "
                                  f"components N = {oracle.num_components}")
-        elif not hasattr(oracle, "sample_gradient"):
-            raise ValueError("StochasticRSDM needs a StochasticOracle or a FiniteSumOracle")
-        super().setup(tracker, geometry, generator)
-        self._watch = None  # estimated gradients: the cost need not decrease at every evaluation
-        self.samples = 0
-        self._generator = generator
+        elif not isinstance(oracle, StochasticGradients):
+            raise ValueError(f"StochasticRSDM needs a StochasticOracle or a FiniteSumOracle "
+                             f"(sample_gradient or component_gradient), got "
+                             f"{type(oracle).__name__}")
+        return super().prepare(oracle, x0, geometry)
 
-    def measure(self, tracker, geometry):
-        try:
-            return super().measure(tracker, geometry)
-        except NotImplementedError:
-            return math.nan, math.nan, float(geometry.violation(tracker.x).max())
+    def setup(self, run: Run) -> None:
+        super().setup(run)
+        run.samples = 0
 
-    def info(self):
-        out = {**super().info(), "batch_size": self.batch_size,
-               "schedule": self.schedule if isinstance(self.schedule, str) else "callable",
+    def measure(self, run: Run) -> tuple[float, float, float]:
+        if isinstance(run.oracle, StochasticOracle) and not run.oracle.monitored:
+            return math.nan, math.nan, float(run.geometry.violation(run.tracker.x).max())
+        return super().measure(run)
+
+    def info(self, run: Run | None = None) -> dict:
+        out = {**super().info(run), "batch_size": self.batch_size,
+               "schedule": DecaySchedule(self.schedule, self.decay_time).name,
                "decay_time": self.decay_time}
-        if hasattr(self, "samples"):
-            out["samples"] = self.samples
+        if run is not None:
+            out["samples"] = run.samples
         return out
 
-    def _step_size(self) -> float:
-        k = self.count
-        if callable(self.schedule):
-            return self.step_size * float(self.schedule(k))
-        if self.schedule == "inverse":
-            return self.step_size / (1.0 + k / self.decay_time)
-        if self.schedule == "inverse_sqrt":
-            return self.step_size / math.sqrt(1.0 + k / self.decay_time)
-        return self.step_size
-
-    def _restricted_gradient(self, tracker, sub):
-        oracle, x = tracker.oracle, tracker.x
-        if isinstance(oracle, FiniteSumOracle):
-            idx = torch.randperm(oracle.num_components, generator=self._generator,
+    def slice_and_gradient(self, run: Run) -> tuple[Submanifold, torch.Tensor, torch.Tensor]:
+        """Draw the minibatch, then the slice; ``B`` is the restricted minibatch gradient."""
+        oracle, x = run.oracle, run.tracker.x
+        if isinstance(oracle, FiniteSum):
+            idx = torch.randperm(oracle.num_components, generator=run.generator,
                                  device=x.device)[: self.batch_size]
             g = oracle.component_gradient(x, idx)
         else:
-            g = oracle.sample_gradient(x, self.batch_size, self._generator)
-        self.samples += self.batch_size
-        return sub.restrict(g)
+            g = oracle.sample_gradient(x, self.batch_size, run.generator)
+        run.samples += self.batch_size
+        sub = sample_slice(x, self.r, self.sampling, run.generator)
+        return sub, sub.restrict(x), sub.restrict(g)

@@ -15,7 +15,7 @@ import torch
 from orthoplug.oracles import NonFiniteError
 
 __all__ = ["SigmaBacktracking", "StepSchedule", "PolyakStep", "RestartedGeometric",
-           "SubgradientSteps"]
+           "SubgradientSteps", "ArmijoBacktracking", "DecaySchedule", "StallWatch"]
 
 
 class SigmaBacktracking:
@@ -365,3 +365,173 @@ class SubgradientSteps:
         self.k, self.epoch = int(state["k"]), int(state["epoch"])
         if isinstance(self.rule, _RuleState):
             self.rule.load_state_dict(state["rule"])
+
+
+class ArmijoBacktracking:
+    """Backtracking with memory on a step size η (RSDM's default rule, both front-ends).
+
+    :meth:`search` offers η, βη, β²η, … to a trial function until one is accepted; the first
+    trial of the next search is ``2η`` after a first-trial acceptance, else the accepted η (so
+    the step grows or shrinks geometrically to the cost's scale), capped at ``max_step``. After
+    ``max_backtracks`` rejections the step is skipped and the next search starts from the last
+    (smallest) η. The sufficient-decrease bound of a step along a direction with slope
+    ``−slope`` is :meth:`bound`.
+
+    Args:
+        first_trial: the first η (> 0).
+        contraction: β ∈ (0, 1).
+        sufficient_decrease: Armijo's c ∈ (0, 1).
+        max_backtracks: rejections per search before the step is skipped (≥ 0).
+        max_step: largest first trial.
+    """
+
+    def __init__(self, first_trial: float = 1.0, *, contraction: float = 0.5,
+                 sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
+                 max_step: float = math.inf):
+        if not (isinstance(first_trial, (int, float)) and math.isfinite(first_trial)
+                and first_trial > 0):
+            raise ValueError(f"step_size must be a finite number > 0, got {first_trial!r}")
+        if not 0 < contraction < 1:
+            raise ValueError(f"contraction must be in (0, 1), got {contraction!r}")
+        if not 0 < sufficient_decrease < 1:
+            raise ValueError(f"sufficient_decrease must be in (0, 1), got {sufficient_decrease!r}")
+        if isinstance(max_backtracks, bool) or not (isinstance(max_backtracks, int)
+                                                    and max_backtracks >= 0):
+            raise ValueError(f"max_backtracks must be an integer >= 0, got {max_backtracks!r}")
+        self.step = float(first_trial)
+        self.contraction = float(contraction)
+        self.sufficient_decrease = float(sufficient_decrease)
+        self.max_backtracks = max_backtracks
+        self.max_step = float(max_step)
+        self.backtracks = 0
+        self.skipped = 0
+
+    def bound(self, f0: float, eta: float, slope: float) -> float:
+        """The largest acceptable cost ``f0 − c·η·slope`` of a trial η."""
+        return f0 - self.sufficient_decrease * eta * slope
+
+    def search(self, attempt: Callable[[float], bool | None]) -> bool:
+        """Offer step sizes to ``attempt(η)`` until it accepts one (returns ``True``, having
+        taken the step); ``None`` from ``attempt`` ends the search without a step and without
+        changing the memory (nothing to gain). Returns whether a step was taken."""
+        eta = self.step
+        for trial in range(self.max_backtracks + 1):
+            taken = attempt(eta)
+            if taken is None:
+                return False
+            if taken:
+                self.step = min(2.0 * eta if trial == 0 else eta, self.max_step)
+                return True
+            self.backtracks += 1
+            eta *= self.contraction
+        self.skipped += 1
+        self.step = eta
+        return False
+
+    def state_dict(self) -> dict:
+        """The rule's state (plain numbers)."""
+        return {"step": self.step, "backtracks": self.backtracks, "skipped": self.skipped}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state from :meth:`state_dict`."""
+        self.step = float(state["step"])
+        self.backtracks, self.skipped = int(state["backtracks"]), int(state["skipped"])
+
+
+class DecaySchedule:
+    """A step-size schedule ``η_k = η·s(k)`` for stochastic steps (no line search).
+
+    ``"constant"``: ``s = 1``; ``"inverse"``: ``s = 1/(1 + k/t0)``; ``"inverse_sqrt"``:
+    ``s = 1/√(1 + k/t0)``; or a callable ``k -> s``. The schedule counts its own steps
+    (:meth:`next`), so a resumed run continues the decay where it stopped.
+
+    Args:
+        schedule: a name of :attr:`NAMES` or a callable.
+        decay_time: t0 > 0.
+    """
+
+    NAMES = ("constant", "inverse", "inverse_sqrt")
+
+    def __init__(self, schedule: str | Callable[[int], float] = "constant",
+                 decay_time: float = 1000.0):
+        if not (callable(schedule) or schedule in self.NAMES):
+            raise ValueError(f"schedule must be a callable or one of {self.NAMES}, "
+                             f"got {schedule!r}")
+        if not (isinstance(decay_time, (int, float)) and math.isfinite(decay_time)
+                and decay_time > 0):
+            raise ValueError(f"decay_time must be a finite number > 0, got {decay_time!r}")
+        self.schedule, self.decay_time = schedule, float(decay_time)
+        self.k = 0
+
+    @property
+    def name(self) -> str:
+        """The schedule's name (``"callable"`` for a function)."""
+        return self.schedule if isinstance(self.schedule, str) else "callable"
+
+    def factor(self, k: int) -> float:
+        """``s(k)``."""
+        if callable(self.schedule):
+            return float(self.schedule(k))
+        if self.schedule == "inverse":
+            return 1.0 / (1.0 + k / self.decay_time)
+        if self.schedule == "inverse_sqrt":
+            return 1.0 / math.sqrt(1.0 + k / self.decay_time)
+        return 1.0
+
+    def next(self, eta: float) -> float:
+        """The step of the current step number for the base step ``eta``; counts the step."""
+        k, self.k = self.k, self.k + 1
+        return eta if self.schedule == "constant" else eta * self.factor(k)
+
+    def state_dict(self) -> dict:
+        """The rule's state (the step count)."""
+        return {"k": self.k}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state from :meth:`state_dict`."""
+        self.k = int(state["k"])
+
+
+class StallWatch:
+    """Watches a fixed step at a run's evaluations: did the cost stop decreasing?
+
+    :meth:`observe` returns a description (once) when the cost has not decreased over the last
+    ``window`` evaluations while the gradient norm is above ``1e-6`` of its first value.
+
+    Args:
+        window: evaluations without a decrease that count as a stall.
+    """
+
+    def __init__(self, window: int = 5):
+        self.window = window
+        self.seen: list[tuple[int, float, float]] = []  # (iteration, cost, gradient norm)
+        self.warned = False
+
+    def observe(self, iteration: int, cost: float, gnorm: float) -> str | None:
+        """Record one evaluation; the stall's description the first time one is seen."""
+        if self.warned:
+            return None
+        seen = self.seen
+        seen.append((iteration, cost, gnorm))
+        if len(seen) <= self.window:
+            return None
+        it0, f0, _ = seen[-1 - self.window]
+        best = min(f for _, f, _ in seen[-self.window:])
+        if not (math.isfinite(best) and math.isfinite(f0)):
+            return None
+        stalled = best >= f0 - 1e-12 * max(1.0, abs(f0))
+        if not (stalled and gnorm > 1e-6 * seen[0][2]):
+            return None
+        self.warned = True
+        return (f"over the last {iteration - it0} iterations the cost went from {f0:.10g} to "
+                f"at best {best:.10g} while the Riemannian gradient norm is {gnorm:.3e} "
+                f"({gnorm / seen[0][2]:.2e} of its initial value)")
+
+    def state_dict(self) -> dict:
+        """The watch's state (plain numbers)."""
+        return {"seen": [list(s) for s in self.seen], "warned": self.warned}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state from :meth:`state_dict`."""
+        self.seen = [tuple(s) for s in state["seen"]]
+        self.warned = bool(state["warned"])
