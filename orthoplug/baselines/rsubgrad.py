@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel_block import polar_tall
-from orthoplug.oracles import NonFiniteError
-from orthoplug.solvers.rssm import SubgradientSolver, all_finite
+from orthoplug.oracles import finite
+from orthoplug.solvers.rssm import SubgradientSolver
 
 __all__ = ["RSubGrad"]
 
@@ -36,19 +36,20 @@ class RSubGrad(SubgradientSolver):
 
     name = "RSubGrad"
 
-    def setup(self, tracker, geometry, generator):
-        if tracker.x.ndim != 2:
-            raise ValueError(f"RSubGrad optimises one n × p matrix, got {tuple(tracker.x.shape)}")
-        self.schedule = self.make_schedule(tracker, geometry)
-        self.k = 0
+    def prepare(self, oracle, x0, geometry):
+        if x0.ndim != 2:
+            raise ValueError(f"RSubGrad optimises one n × p matrix, got {tuple(x0.shape)}")
+        return super().prepare(oracle, x0, geometry)
 
-    def update(self, tracker, geometry, generator):
+    def setup(self, run):
+        run.schedule = self.make_schedule(run)
+        run.k = 0
+
+    def update(self, run):
+        tracker = run.tracker
         x = tracker.x
         g = tracker.gradient()
         xi = g - x @ sym(x.mT @ g)
-        gamma = self.step_length(tracker, lambda: float((xi * xi).sum()), 1.0)
-        new = polar_tall(x - gamma * xi)
-        if not all_finite(new):
-            raise NonFiniteError("non-finite update")
-        tracker.set_point(new)
-        self.k += 1
+        gamma = self.step_length(run, lambda: float((xi * xi).sum()), 1.0)
+        tracker.set_point(finite(polar_tall(x - gamma * xi), "update"))
+        run.k += 1
