@@ -14,11 +14,7 @@ from pymanopt.manifolds import Grassmann, SpecialOrthogonalGroup, Stiefel
 from pymanopt.manifolds.manifold import Manifold
 from pymanopt.optimizers.optimizer import Optimizer, OptimizerResult
 
-from orthoplug.geometry.manifolds import (
-    IndefiniteStiefelGeometry,
-    JOrthogonalGeometry,
-    typical_dist,
-)
+from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.geometry.stiefel import GrassmannGeometry, StiefelGeometry
 from orthoplug.oracles import FunctionOracle
 
@@ -50,7 +46,7 @@ class _GeometryManifold(Manifold):
 
     @property
     def typical_dist(self) -> float:
-        return typical_dist(self.dim)
+        return self.geometry.typical_dist()
 
     def inner_product(self, point, tangent_vector_a, tangent_vector_b) -> float:
         return float(self.geometry.inner(_t(point), _t(tangent_vector_a), _t(tangent_vector_b)))
