@@ -25,82 +25,10 @@ from geoopt.utils import size2shape
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 
-__all__ = ["JOrthogonal", "IndefiniteStiefel"]  # solver front-ends: see _FRONTENDS below
+from ._geoopt_base import _GeometryManifold
 
-
-class _GeometryManifold(geoopt.Manifold):
-    ndim = 2
-    reversible = False
-    geometry: JOrthogonalGeometry | IndefiniteStiefelGeometry
-
-    def __init__(self, geometry, cond: float):
-        super().__init__()
-        self.geometry = geometry
-        self.cond = float(cond)
-        self.name = geometry.name
-
-    # ---- geometry ----------------------------------------------------------------
-    def inner(self, x, u, v=None, *, keepdim=False):
-        return self.geometry.inner(x, u, u if v is None else v, keepdim=keepdim)
-
-    def proju(self, x, u):
-        return self.geometry.proj(x, u)
-
-    def egrad2rgrad(self, x, u):
-        return self.geometry.egrad2rgrad(x, u)
-
-    def projx(self, x):
-        return self.geometry.projx(x)
-
-    def retr(self, x, u):
-        return self.geometry.retr(x, u)
-
-    def expmap(self, x, u):
-        return self.geometry.exp(x, u)
-
-    def transp(self, x, y, v):
-        return self.geometry.transp(x, y, v)
-
-    # ---- checks ------------------------------------------------------------------
-    def _check_shape(self, shape, name):
-        ok, reason = super()._check_shape(shape, name)
-        if not ok:
-            return False, reason
-        if tuple(shape[-2:]) != self.geometry.shape:
-            return False, f"`{name}` should have shape (..., {self.geometry.shape}), got {shape}"
-        return True, None
-
-    def _check_point_on_manifold(self, x, *, atol=1e-5, rtol=1e-5):
-        err = self.geometry.gram_error(x)
-        ok = torch.allclose(err, torch.zeros_like(err), atol=atol, rtol=rtol)
-        if not ok:
-            return False, f"`XᵀJX != J_k`: max |error| = {err.abs().max().item():.3e}"
-        return True, None
-
-    def _check_vector_on_tangent(self, x, u, *, atol=1e-5, rtol=1e-5):
-        s = x.mT @ self.geometry.j.left(u)
-        err = s + s.mT
-        ok = torch.allclose(err, torch.zeros_like(err), atol=atol, rtol=rtol)
-        if not ok:
-            return False, f"`XᵀJU + UᵀJX != 0`: max |error| = {err.abs().max().item():.3e}"
-        return True, None
-
-    # ---- sampling ----------------------------------------------------------------
-    def random(self, *size, dtype=None, device=None, generator=None, cond=None):
-        """Random points of shape ``size = (..., n, k)`` (see the geometry's ``random_point``)."""
-        shape = size2shape(*size)
-        self._assert_check_shape(shape, "x")
-        x = self.geometry.random_point(
-            tuple(shape[:-2]),
-            cond=self.cond if cond is None else cond,
-            dtype=dtype or torch.get_default_dtype(),
-            device=device,
-            generator=generator,
-        )
-        return geoopt.ManifoldTensor(x, manifold=self)
-
-    def extra_repr(self):
-        return repr(self.geometry)
+__all__ = ["JOrthogonal", "IndefiniteStiefel", "StiefelBlock", "GSJOBCD", "JJOBCD", "VRJJOBCD",
+           "ColumnJJacobi", "OBCD", "RSDM", "RSSM"]
 
 
 class JOrthogonal(_GeometryManifold):
@@ -138,23 +66,9 @@ class IndefiniteStiefel(_GeometryManifold):
         )
 
 
-
-# Solver front-ends live in private modules (one per solver family) and are re-exported here.
-_FRONTENDS = {
-    "GSJOBCD": "_geoopt_jobcd",
-    "JJOBCD": "_geoopt_jobcd",
-    "VRJJOBCD": "_geoopt_jobcd",
-    "ColumnJJacobi": "_geoopt_jobcd",
-    "OBCD": "_geoopt_obcd",
-    "RSDM": "_geoopt_rsdm",
-    "RSSM": "_geoopt_rssm",
-    "StiefelBlock": "_geoopt_rssm",
-}
-
-
-def __getattr__(name):
-    if name in _FRONTENDS:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__package__}.{_FRONTENDS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The optimizers live in private modules (one per solver family), imported here after the
+# shared base so that a ``from .geoopt import _GeometryManifold`` there also resolves.
+from ._geoopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD, ColumnJJacobi  # noqa: E402
+from ._geoopt_obcd import OBCD  # noqa: E402
+from ._geoopt_rsdm import RSDM  # noqa: E402
+from ._geoopt_rssm import RSSM, StiefelBlock  # noqa: E402

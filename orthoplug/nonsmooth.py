@@ -68,11 +68,6 @@ class PiecewiseAffine:
             raise ValueError("PiecewiseAffine thresholds must be strictly increasing")
 
     @property
-    def num_thresholds(self) -> int:
-        """Number of breakpoints of φ."""
-        return len(self.thresholds)
-
-    @property
     def continuous(self) -> bool:
         """True when ``phi`` is finite and continuous (point values equal both one-sided limits)."""
         if not all(self.feasible) or not all(self.point_feasible):

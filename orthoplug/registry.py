@@ -155,3 +155,18 @@ register("StiefelBlock", "manifold", pymanopt=f"{_PM}:StiefelBlock", geoopt=f"{_
          description="columns C of a Stiefel point, the other columns fixed")
 register("RSDM", "solver", pymanopt=f"{_PM}:RSDM", geoopt=f"{_GO}:RSDM",
          description="randomized Riemannian submanifold descent (permutation / Haar sampling)")
+# the comparison methods of orthoplug.baselines (pymanopt front-ends only: most are infeasible
+# or not step methods on a parameter; see orthoplug.adapters.pymanopt)
+for _name, _desc in (
+        ("ManPG", "manifold proximal gradient for f + h on Stiefel (semismooth Newton direction)"),
+        ("RSubGrad", "full Riemannian subgradient method on Stiefel, polar retraction"),
+        ("Landing", "retraction-free landing field on Stiefel (infeasible iterates)"),
+        ("PCAL", "proximal linearised augmented Lagrangian on Stiefel (infeasible iterates)"),
+        ("RCD", "Givens-rotation coordinate descent on Stiefel, one sweep per iteration"),
+        ("LADMM", "linearised ADMM splitting for f + h on Stiefel"),
+        ("RADMM", "Riemannian ADMM with a Moreau-smoothed h on Stiefel"),
+        ("PSM", "penalty splitting with a growing penalty for f + h on Stiefel"),
+        ("ADMM", "linearised ADMM with Y = JX for XᵀJX = J_k (infeasible iterates)"),
+        ("UMCM", "unconstrained multiplier correction with Adagrad for XᵀJX = J_k (infeasible)"),
+        ("CSDM", "Adagrad on a reduced hyperbolic-CS parametrisation of O(J) (feasible)")):
+    register(_name, "solver", pymanopt=f"{_PM}:{_name}", description=_desc)

@@ -93,12 +93,12 @@ def test_rcd_sweep_stops_at_the_deadline(gradient):
     rotates 3 disjoint pairs and leaves one row as it was), feasible."""
     n, p = 7, 3
     x0 = _x0(n, p)
-    tracker = PCAProblem.make(n, p, seed=0).oracle().track(x0)
-    solver = RCD(step_size=1.0, gradient=gradient)
+    solver = RCD(step_size=1.0, gradient=gradient, seed=0)
     geo = StiefelGeometry(n, p)
-    solver.setup(tracker, geo, torch.Generator().manual_seed(0))
-    solver.deadline = 0.0
-    solver.step(tracker, geo, torch.Generator().manual_seed(0))
+    run = solver.start(PCAProblem.make(n, p, seed=0).oracle(), x0, geo)
+    run.deadline = 0.0
+    solver.step(run)
+    tracker = run.tracker
     unchanged = (tracker.x == x0).all(-1)
     assert int(unchanged.sum()) == 1
     assert float(geo.violation(tracker.x).max()) < 1e-13

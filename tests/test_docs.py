@@ -2,8 +2,7 @@
 
 Public API: every module of ``orthoplug`` and ``orthoplug.adapters`` whose dotted path has no
 component starting with ``_``, and in it the names of ``__all__`` (or, without ``__all__``, the
-classes and functions defined there whose names do not start with ``_``), plus the adapters'
-lazily loaded solver front-ends (``_FRONTENDS``). For a public class,
+classes and functions defined there whose names do not start with ``_``). For a public class,
 its own public methods and properties count too. An override without a docstring of its own is
 accepted when a base class (ours, pymanopt's, geoopt's or torch's) documents the same name:
 autodoc shows the base's docstring for it (``autodoc_inherit_docstrings``).
@@ -50,8 +49,6 @@ def public_objects(module_name: str) -> dict[str, object]:
         names = [n for n, obj in vars(module).items() if not n.startswith("_")
                  and (inspect.isclass(obj) or inspect.isfunction(obj))
                  and obj.__module__ == module_name]
-    # the adapters load their solver front-ends lazily (module __getattr__ over _FRONTENDS)
-    names = [*names, *(n for n in getattr(module, "_FRONTENDS", {}) if n not in names)]
     return {name: getattr(module, name) for name in names}
 
 

@@ -38,10 +38,14 @@ import math
 
 import torch
 
-from orthoplug.oracles import NonFiniteError, Oracle
-from orthoplug.solvers.base import IterativeSolver
+from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.oracles import NonFiniteError, Oracle, finite
+from orthoplug.solvers.base import IterativeSolver, Run
 
 __all__ = ["ADMM", "PenaltySchedule", "admm_x_update", "admm_y_update", "estimate_lipschitz"]
+
+#: the geometries of ``XᵀJ_nX = J_k`` (ADMM, UMCM and CSDM run on these only).
+J_GEOMETRIES = (JOrthogonalGeometry, IndefiniteStiefelGeometry)
 
 
 class PenaltySchedule:
@@ -176,36 +180,37 @@ class ADMM(IterativeSolver):
             raise ValueError(f"lipschitz must be > 0, got {lipschitz}")
         self.lipschitz_user = lipschitz
 
-    def setup(self, tracker, geometry, generator):
-        x = tracker.x
-        if x.ndim != 2:
-            raise ValueError(f"ADMM optimises one n × k matrix, got shape {tuple(x.shape)}")
-        if not hasattr(geometry, "j"):
+    def prepare(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Oracle:
+        if x0.ndim != 2:
+            raise ValueError(f"ADMM optimises one n × k matrix, got shape {tuple(x0.shape)}")
+        if not isinstance(geometry, J_GEOMETRIES):
             raise ValueError("ADMM needs a J-orthogonal or indefinite Stiefel geometry")
-        self.jn, self.jk = geometry.j.like(x), geometry.jk.like(x)
-        lip = self.lipschitz_user or tracker.oracle.lipschitz
+        return oracle
+
+    def setup(self, run: Run) -> None:
+        x = run.tracker.x
+        run.jn, run.jk = run.geometry.j.like(x), run.geometry.jk.like(x)
+        lip = self.lipschitz_user or run.oracle.lipschitz
         if lip is None:
-            lip = estimate_lipschitz(tracker.oracle, x, generator)
-        self.lip = float(lip)
-        self.y = self.jn[:, None] * x
-        self.z = torch.zeros(x.shape[-1], x.shape[-1], dtype=x.dtype, device=x.device)
-        self.w = torch.zeros_like(x)
-        self.t = 0
+            lip = estimate_lipschitz(run.oracle, x, run.generator)
+        run.lip = float(lip)
+        run.y = run.jn[:, None] * x
+        run.z = torch.zeros(x.shape[-1], x.shape[-1], dtype=x.dtype, device=x.device)
+        run.w = torch.zeros_like(x)
 
-    def step(self, tracker, geometry, generator):
-        beta = self.schedule(self.t)
-        x_new = admm_x_update(tracker.x, self.y, self.z, self.w, tracker.gradient(), self.jn,
-                              self.jk, self.lip, beta)
-        y_new = admm_y_update(x_new, self.z, self.w, self.jn, self.jk, beta)
-        z_new = self.z + beta * (x_new.mT @ y_new - torch.diag(self.jk))
-        w_new = self.w + beta * (self.jn[:, None] * x_new - y_new)
+    def step(self, run: Run) -> None:
+        beta = self.schedule(run.iteration)
+        tracker = run.tracker
+        x_new = admm_x_update(tracker.x, run.y, run.z, run.w, tracker.gradient(), run.jn,
+                              run.jk, run.lip, beta)
+        y_new = admm_y_update(x_new, run.z, run.w, run.jn, run.jk, beta)
+        z_new = run.z + beta * (x_new.mT @ y_new - torch.diag(run.jk))
+        w_new = run.w + beta * (run.jn[:, None] * x_new - y_new)
         for t in (x_new, y_new, z_new, w_new):
-            if not bool(torch.isfinite(t).all()):
-                raise NonFiniteError("non-finite ADMM iterate")
-        self.y, self.z, self.w = y_new, z_new, w_new
+            finite(t, "ADMM iterate")
+        run.y, run.z, run.w = y_new, z_new, w_new
         tracker.set_point(x_new)
-        self.t += 1
 
-    def info(self):
-        return {"beta": repr(self.schedule), "lipschitz": getattr(self, "lip", None),
-                "final_beta": self.schedule(max(getattr(self, "t", 1) - 1, 0))}
+    def info(self, run: Run | None = None) -> dict:
+        return {"beta": repr(self.schedule), "lipschitz": None if run is None else run.lip,
+                "final_beta": self.schedule(max((run.iteration if run else 1) - 1, 0))}

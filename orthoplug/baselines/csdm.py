@@ -44,9 +44,10 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.signature import Signature
-from orthoplug.oracles import NonFiniteError
+from orthoplug.oracles import finite
 from orthoplug.solvers.base import IterativeSolver
 
+from .admm import J_GEOMETRIES
 from .umcm import make_adagrad
 
 __all__ = ["CSDM", "CSParametrization"]
@@ -201,36 +202,30 @@ class CSDM(IterativeSolver):
             raise ValueError(f"layers must be an integer >= 1, got {layers}")
         self.lr, self.lr_decay, self.layers = float(lr), float(lr_decay), int(layers)
 
-    def setup(self, tracker, geometry, generator):
-        x = tracker.x
-        if x.ndim != 2:
-            raise ValueError(f"CSDM optimises one n × k matrix, got shape {tuple(x.shape)}")
-        if not hasattr(geometry, "jk"):
+    def prepare(self, oracle, x0, geometry):
+        if x0.ndim != 2:
+            raise ValueError(f"CSDM optimises one n × k matrix, got shape {tuple(x0.shape)}")
+        if not isinstance(geometry, J_GEOMETRIES):
             raise ValueError("CSDM needs a J-orthogonal or indefinite Stiefel geometry")
-        self.param_map = CSParametrization(geometry.jk, self.layers)
-        self.x0 = x.detach().clone()
-        self.psi = torch.zeros(self.param_map.num_parameters, dtype=x.dtype, device=x.device,
-                               requires_grad=True)
-        self.opt = make_adagrad([self.psi], self.lr, self.lr_decay)
-        self.param_map.apply(self.x0, self.psi.detach(), keep=True)  # Y(0) = I: tracker.x
+        return oracle
 
-    def step(self, tracker, geometry, generator):
-        grad_psi = self.param_map.vjp(self.psi.detach(), tracker.gradient())
-        if not bool(torch.isfinite(grad_psi).all()):
-            raise NonFiniteError("non-finite CSDM gradient")
-        self.psi.grad = grad_psi
-        self.opt.step()
-        new = self.param_map.apply(self.x0, self.psi.detach(), keep=True)
-        if not bool(torch.isfinite(new).all()):
-            raise NonFiniteError("non-finite CSDM iterate")
-        tracker.set_point(new)
+    def setup(self, run):
+        x = run.tracker.x
+        run.param_map = CSParametrization(run.geometry.jk, self.layers)
+        run.x0 = x.detach().clone()
+        run.psi = torch.zeros(run.param_map.num_parameters, dtype=x.dtype, device=x.device,
+                              requires_grad=True)
+        run.adagrad = make_adagrad([run.psi], self.lr, self.lr_decay)
+        run.param_map.apply(run.x0, run.psi.detach(), keep=True)  # Y(0) = I: tracker.x
 
-    @property
-    def parameters(self) -> torch.Tensor:
-        """The current ψ (after a run: the final parameters)."""
-        return self.psi.detach()
+    def step(self, run):
+        grad_psi = finite(run.param_map.vjp(run.psi.detach(), run.tracker.gradient()),
+                          "CSDM gradient")
+        run.psi.grad = grad_psi
+        run.adagrad.step()
+        new = run.param_map.apply(run.x0, run.psi.detach(), keep=True)
+        run.tracker.set_point(finite(new, "CSDM iterate"))
 
-    def info(self):
-        pm = getattr(self, "param_map", None)
+    def info(self, run=None):
         return {"lr": self.lr, "layers": self.layers,
-                "parameters": None if pm is None else pm.num_parameters}
+                "parameters": None if run is None else run.param_map.num_parameters}

@@ -23,9 +23,9 @@ class LADMM(SplittingSolver):
 
     name = "LADMM"
 
-    def iterate_splitting(self, g):
-        """One iteration (see the class docstring); ``g = ∇f(X)``."""
-        beta = self.beta
-        self.x = self.x_step(g, beta)
-        self.y = self.h.prox(self.x + self.lam / beta, 1.0 / beta)
-        self.lam = self.lam + beta * (self.x - self.y)
+    def iterate_splitting(self, run, g):
+        """One iteration (see the module docstring); ``g = ∇f(X)``."""
+        beta = run.beta
+        run.x = self.x_step(run, g, beta)
+        run.y = self.h.prox(run.x + run.lam / beta, 1.0 / beta)
+        run.lam = run.lam + beta * (run.x - run.y)

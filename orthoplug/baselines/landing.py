@@ -56,11 +56,13 @@ class Landing(IterativeSolver):
             raise ValueError(f"safe_distance must be in (0, 1), got {safe_distance!r}")
         self.step_size, self.penalty, self.eps = float(step_size), float(penalty), safe_distance
 
-    def setup(self, tracker, geometry, generator):
-        if tracker.x.ndim != 2:
-            raise ValueError(f"{self.name} takes one n×p matrix, got {tuple(tracker.x.shape)}")
+    def prepare(self, oracle, x0, geometry):
+        if x0.ndim != 2:
+            raise ValueError(f"{self.name} takes one n×p matrix, got {tuple(x0.shape)}")
+        return oracle
 
-    def step(self, tracker, geometry, generator):
+    def step(self, run):
+        tracker = run.tracker
         x = tracker.x
         field, d = landing_field(x, tracker.gradient(), self.penalty)
         g2 = float((field * field).sum())
@@ -74,6 +76,6 @@ class Landing(IterativeSolver):
         eta = min(self.step_size, safe, 1.0 / (2.0 * lam))
         tracker.set_point(x - eta * field)
 
-    def info(self):
+    def info(self, run=None):
         return {"step_size": self.step_size, "penalty": self.penalty,
                 "safe_distance": self.eps}

@@ -28,8 +28,8 @@ import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.oracles import NonFiniteError
-from orthoplug.solvers.base import IterativeSolver
+from orthoplug.oracles import NonFiniteError, Oracle, finite
+from orthoplug.solvers.base import IterativeSolver, Run
 
 __all__ = ["ManPG", "manpg_direction"]
 
@@ -120,52 +120,57 @@ class ManPG(IterativeSolver):
         if grow < 1:
             raise ValueError(f"grow must be >= 1, got {grow}")
         self.step_user, self.grow, self.newton_tol = step, grow, newton_tol
-        self._dnorm = math.inf
 
-    def setup(self, tracker, geometry, generator):
-        if not isinstance(geometry, StiefelGeometry) or tracker.x.ndim != 2:
+    def prepare(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Oracle:
+        if not isinstance(geometry, StiefelGeometry) or x0.ndim != 2:
             raise ValueError("ManPG runs on one St(n, r) matrix")
-        lip = tracker.oracle.lipschitz
-        if self.step_user is None and not lip:
+        if self.step_user is None and not oracle.lipschitz:
             raise ValueError("ManPG needs step= or an oracle with a Lipschitz constant")
-        self.t = self.step_user or 1.0 / lip
-        self.lam = None
-        self.maps = _vech_maps(tracker.x.shape[1], tracker.x.device)
-        self.newton_steps = 0
-        self.backtracks = 0
+        return oracle
 
-    def measure(self, tracker, geometry):
-        x = tracker.x
-        cost = float(tracker.value()) + float(self.h.value(x))
+    def setup(self, run: Run) -> None:
+        x = run.tracker.x
+        run.t = self.step_user or 1.0 / run.oracle.lipschitz
+        run.lam = None  # the multiplier Λ, warm start of the next direction solve
+        run.maps = _vech_maps(x.shape[1], x.device)
+        run.direction_norm = math.inf  # ‖D‖_F / t of the last direction
+        run.newton_steps = 0
+        run.backtracks = 0
+
+    def measure(self, run: Run) -> tuple[float, float, float]:
+        """Cost ``f + h``, ManPG's stationarity ``‖D‖_F / t`` of the last direction (∞ before
+        the first step) and the violation."""
+        x = run.tracker.x
+        cost = float(run.tracker.value()) + float(self.h.value(x))
         if not math.isfinite(cost):
             raise NonFiniteError("non-finite cost")
-        return cost, self._dnorm, float(geometry.violation(x))
+        return cost, run.direction_norm, float(run.geometry.violation(x))
 
-    def step(self, tracker, geometry, generator):
+    def step(self, run: Run) -> None:
+        tracker = run.tracker
         x = tracker.x
         f0 = float(tracker.value()) + float(self.h.value(x))
-        d, self.lam, steps = manpg_direction(x, tracker.gradient(), self.h, self.t, self.lam,
-                                             tol=self.newton_tol, maps=self.maps)
-        self.newton_steps += steps
+        d, run.lam, steps = manpg_direction(x, tracker.gradient(), self.h, run.t, run.lam,
+                                            tol=self.newton_tol, maps=run.maps)
+        run.newton_steps += steps
         dd = float((d * d).sum())
-        self._dnorm = math.sqrt(dd) / self.t
+        run.direction_norm = math.sqrt(dd) / run.t
         a = 1.0
         for _ in range(40):
-            new = polar(x + a * d)
-            if not bool(torch.isfinite(new).all()):
-                raise NonFiniteError("non-finite ManPG update")
+            new = finite(polar(x + a * d), "ManPG update")
             tracker.set_point(new)
-            if float(tracker.value()) + float(self.h.value(new)) <= f0 - 0.5 * a * dd / self.t:
+            if float(tracker.value()) + float(self.h.value(new)) <= f0 - 0.5 * a * dd / run.t:
                 break
             a *= 0.5
-            self.backtracks += 1
+            run.backtracks += 1
         else:
             tracker.set_point(x)  # no decrease found: keep X (stationary up to round-off)
             return
         if a == 1.0:
-            self.t *= self.grow
+            run.t *= self.grow
 
-    def info(self):
-        return {"h_term": repr(self.h), "step": getattr(self, "t", self.step_user),
-                "newton_steps": getattr(self, "newton_steps", 0),
-                "backtracks": getattr(self, "backtracks", 0)}
+    def info(self, run: Run | None = None) -> dict:
+        if run is None:
+            return {"h_term": repr(self.h), "step": self.step_user}
+        return {"h_term": repr(self.h), "step": run.t, "newton_steps": run.newton_steps,
+                "backtracks": run.backtracks}

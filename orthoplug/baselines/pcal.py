@@ -18,7 +18,7 @@ import math
 import torch
 
 from orthoplug.geometry._linalg import sym
-from orthoplug.oracles import NonFiniteError
+from orthoplug.oracles import finite
 from orthoplug.solvers.base import IterativeSolver
 
 __all__ = ["PCAL"]
@@ -43,10 +43,13 @@ class PCAL(IterativeSolver):
             raise ValueError(f"step_size must be 'bb' or a number > 0, got {step_size!r}")
         self.penalty, self.step_size = float(penalty), step_size
 
-    def setup(self, tracker, geometry, generator):
-        if tracker.x.ndim != 2:
-            raise ValueError(f"{self.name} takes one n×p matrix, got {tuple(tracker.x.shape)}")
-        self._prev = None
+    def prepare(self, oracle, x0, geometry):
+        if x0.ndim != 2:
+            raise ValueError(f"{self.name} takes one n×p matrix, got {tuple(x0.shape)}")
+        return oracle
+
+    def setup(self, run):
+        run.previous = None  # (X, D) of the last step, for the Barzilai–Borwein step
 
     def _direction(self, x, g):
         xtx = x.mT @ x
@@ -54,23 +57,23 @@ class PCAL(IterativeSolver):
         d = g - x @ sym(x.mT @ g) + self.penalty * (x @ xtx)
         return d - x * (x * d).sum(dim=0, keepdim=True)
 
-    def step(self, tracker, geometry, generator):
+    def step(self, run):
+        tracker = run.tracker
         x = tracker.x
         d = self._direction(x, tracker.gradient())
         if self.step_size != "bb":
             alpha = float(self.step_size)
-        elif self._prev is None:
+        elif run.previous is None:
             alpha = max(0.1, min(0.01 * float(torch.linalg.norm(d)), 1.0))
         else:
-            s, v = x - self._prev[0], d - self._prev[1]
+            s, v = x - run.previous[0], d - run.previous[1]
             vv = float((v * v).sum())
             alpha = max(abs(float((s * v).sum())) / vv, 1e-3) if vv > 0 else 1e-3
         new = x - alpha * d
         new = new / torch.linalg.vector_norm(new, dim=0, keepdim=True)
-        if not math.isfinite(float(new.sum())):
-            raise NonFiniteError("non-finite PCAL update")
-        self._prev = (x, d)
+        finite(new, "PCAL update")
+        run.previous = (x, d)
         tracker.set_point(new)
 
-    def info(self):
+    def info(self, run=None):
         return {"penalty": self.penalty, "step_size": self.step_size}

@@ -37,12 +37,12 @@ class PSM(SplittingSolver):
             raise ValueError(f"max_penalty must be >= penalty = {penalty}, got {max_penalty}")
         self.growth, self.max_penalty = float(growth), float(max_penalty)
 
-    def iterate_splitting(self, g):
-        """One iteration (see the class docstring); ``g = ∇f(X)``."""
-        beta = self.beta
-        self.x = self.x_step(g, beta)
-        self.y = self.h.prox(self.x, 1.0 / beta)
-        self.beta = min(self.growth * beta, self.max_penalty * self.lip)
+    def iterate_splitting(self, run, g):
+        """One iteration (see the module docstring); ``g = ∇f(X)``."""
+        beta = run.beta
+        run.x = self.x_step(run, g, beta)
+        run.y = self.h.prox(run.x, 1.0 / beta)
+        run.beta = min(self.growth * beta, self.max_penalty * run.lip)
 
-    def info(self):
-        return {**super().info(), "growth": self.growth, "max_penalty": self.max_penalty}
+    def info(self, run=None):
+        return {**super().info(run), "growth": self.growth, "max_penalty": self.max_penalty}

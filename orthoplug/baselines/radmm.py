@@ -19,6 +19,7 @@ Defaults ρ = 2L, μ = 0.1/ρ (ours: the paper states none). See
 from __future__ import annotations
 
 from orthoplug.baselines.splitting import SplittingSolver
+from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel import polar
 
 __all__ = ["RADMM"]
@@ -40,18 +41,17 @@ class RADMM(SplittingSolver):
             raise ValueError(f"smoothing must be > 0, got {smoothing}")
         self.smoothing = float(smoothing)
 
-    def iterate_splitting(self, g):
-        """One iteration (see the class docstring); ``g = ∇f(X)``."""
-        rho = self.beta
+    def iterate_splitting(self, run, g):
+        """One iteration (see the module docstring); ``g = ∇f(X)``."""
+        rho = run.beta
         mu = self.smoothing / rho
-        x = self.x
-        d = g + self.lam + rho * (x - self.y)
-        xtd = x.mT @ d
-        self.x = polar(x - (d - x @ (0.5 * (xtd + xtd.mT))) / (self.lip + rho))
-        w = self.x + self.lam / rho
+        x = run.x
+        d = g + run.lam + rho * (x - run.y)
+        run.x = polar(x - (d - x @ sym(x.mT @ d)) / (run.lip + rho))
+        w = run.x + run.lam / rho
         z = self.h.prox(w, 1.0 / rho + mu)
-        self.y = (z + mu * rho * w) / (1.0 + mu * rho)
-        self.lam = self.lam + rho * (self.x - self.y)
+        run.y = (z + mu * rho * w) / (1.0 + mu * rho)
+        run.lam = run.lam + rho * (run.x - run.y)
 
-    def info(self):
-        return {**super().info(), "smoothing": self.smoothing}
+    def info(self, run=None):
+        return {**super().info(run), "smoothing": self.smoothing}

@@ -26,7 +26,7 @@ import time
 import torch
 
 from orthoplug.kernels.rcd import givens_rounds
-from orthoplug.oracles import NonFiniteError
+from orthoplug.oracles import finite
 from orthoplug.solvers.base import IterativeSolver
 
 __all__ = ["RCD", "round_robin"]
@@ -71,11 +71,15 @@ class RCD(IterativeSolver):
             raise ValueError(f"gradient must be 'sweep' or 'round', got {gradient!r}")
         self.step_size, self.gradient = float(step_size), gradient
 
-    def setup(self, tracker, geometry, generator):
-        if tracker.x.ndim != 2 or tracker.x.shape[-2] < 2:
+    def prepare(self, oracle, x0, geometry):
+        if x0.ndim != 2 or x0.shape[-2] < 2:
             raise ValueError(f"{self.name} takes one n×p matrix with n >= 2, "
-                             f"got {tuple(tracker.x.shape)}")
-        self.schedule = round_robin(tracker.x.shape[-2], tracker.x.device)
+                             f"got {tuple(x0.shape)}")
+        return oracle
+
+    def setup(self, run):
+        x = run.tracker.x
+        run.rounds = round_robin(x.shape[-2], x.device)
 
     def _rotate(self, x, g, i, j):
         xi, xj, gi, gj = x[i], x[j], g[0], g[1]
@@ -83,7 +87,7 @@ class RCD(IterativeSolver):
         c, s = torch.cos(theta)[:, None], torch.sin(theta)[:, None]
         return c * xi + s * xj, c * xj - s * xi
 
-    def _compiled_sweep(self, x, g, rounds) -> None:
+    def _compiled_sweep(self, x, g, rounds, deadline: float) -> None:
         """The sweep's rounds in the compiled kernel (float64 CPU arrays), in calls of about
         :data:`SWEEP_CHUNK` row-entry rotations (the first call: one round) with the deadline
         checked between calls."""
@@ -92,26 +96,27 @@ class RCD(IterativeSolver):
         first, last = 0, 1
         while first < n_rounds:
             givens_rounds(x, g, rounds, first, last, self.step_size)
-            if time.perf_counter() >= self.deadline:  # a partial sweep is still feasible
+            if time.perf_counter() >= deadline:  # a partial sweep is still feasible
                 return
             first, last = last, min(n_rounds, last + per_call)
 
-    def step(self, tracker, geometry, generator):
+    def step(self, run):
+        tracker = run.tracker
         n = tracker.x.shape[-2]
-        relabel = torch.randperm(n, generator=generator, device=tracker.x.device)
-        rounds = relabel[self.schedule]
+        relabel = torch.randperm(n, generator=run.generator, device=tracker.x.device)
+        rounds = relabel[run.rounds]
         if self.gradient == "sweep":
             x, g = tracker.x.clone(), tracker.gradient()
             if x.device.type == "cpu" and x.dtype == g.dtype == torch.float64:
-                self._compiled_sweep(x.numpy(), g.contiguous().numpy(), rounds.numpy())
+                self._compiled_sweep(x.numpy(), g.contiguous().numpy(), rounds.numpy(),
+                                     run.deadline)
             else:
                 for pairs in rounds:
                     i, j = pairs[:, 0], pairs[:, 1]
                     x[i], x[j] = self._rotate(x, (g[i], g[j]), i, j)
-                    if time.perf_counter() >= self.deadline:  # a partial sweep is feasible
+                    if time.perf_counter() >= run.deadline:  # a partial sweep is feasible
                         break
-            if not math.isfinite(float(x.sum())):
-                raise NonFiniteError("non-finite RCD sweep")
+            finite(x, "RCD sweep")
             tracker.set_point(x)
             return
         for pairs in rounds:
@@ -121,11 +126,10 @@ class RCD(IterativeSolver):
             k = i.shape[0]
             new_i, new_j = self._rotate(tracker.x, (g[:k], g[k:]), i, j)
             new = torch.cat([new_i, new_j])
-            if not math.isfinite(float(new.sum())):
-                raise NonFiniteError("non-finite RCD update")
+            finite(new, "RCD update")
             tracker.set_rows(rows, new)
-            if time.perf_counter() >= self.deadline:
+            if time.perf_counter() >= run.deadline:
                 break
 
-    def info(self):
+    def info(self, run=None):
         return {"step_size": self.step_size, "gradient": self.gradient}

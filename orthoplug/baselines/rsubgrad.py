@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel_block import polar_tall
-from orthoplug.oracles import NonFiniteError
-from orthoplug.solvers.rssm import SubgradientSolver, all_finite
+from orthoplug.oracles import finite
+from orthoplug.solvers.rssm import SubgradientSolver
 
 __all__ = ["RSubGrad"]
 
@@ -42,7 +42,4 @@ class RSubGrad(SubgradientSolver):
         g = tracker.gradient()
         xi = g - x @ sym(x.mT @ g)
         gamma = self.step_length(run, lambda: float((xi * xi).sum()), 1.0)
-        new = polar_tall(x - gamma * xi)
-        if not all_finite(new):
-            raise NonFiniteError("non-finite update")
-        tracker.set_point(new)
+        tracker.set_point(finite(polar_tall(x - gamma * xi), "update"))

@@ -28,8 +28,8 @@ import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.oracles import NonFiniteError
-from orthoplug.solvers.base import IterativeSolver
+from orthoplug.oracles import NonFiniteError, Oracle, all_finite
+from orthoplug.solvers.base import IterativeSolver, Run, SolverResult
 from orthoplug.solvers.obcd_layer import nonneg_rounding
 
 __all__ = ["SplittingSolver"]
@@ -38,8 +38,9 @@ __all__ = ["SplittingSolver"]
 class SplittingSolver(IterativeSolver):
     """Base of LADMM, RADMM and PSM: the ``(X, Y, Λ)`` state, the output point, the checks.
 
-    Subclasses implement :meth:`iterate_splitting` (one iteration on ``self.x``, ``self.y``,
-    ``self.lam`` given ``∇f(X)``).
+    Subclasses implement :meth:`iterate_splitting` (one iteration on ``run.x``, ``run.y``,
+    ``run.lam`` given ``∇f(X)``). The run's tracker holds the reported point (:meth:`output`),
+    kept up to date by :meth:`step`.
 
     Args:
         h: the separable term (:mod:`orthoplug.nonsmooth`).
@@ -48,7 +49,8 @@ class SplittingSolver(IterativeSolver):
 
     Raises:
         ValueError: ``h`` not a separable term, ``penalty ≤ 0``; at run time, a geometry other
-            than St(n, r) or an oracle without a Lipschitz constant.
+            than St(n, r), an oracle without a Lipschitz constant, or ``h(x0) = ∞`` (e.g.
+            negative entries under the nonnegativity indicator).
     """
 
     name = "splitting"
@@ -61,74 +63,66 @@ class SplittingSolver(IterativeSolver):
         if not (math.isfinite(penalty) and penalty > 0):
             raise ValueError(f"penalty must be a finite number > 0, got {penalty!r}")
         self.penalty = float(penalty)
-        self.x = self.y = self.lam = None
 
-    def setup(self, tracker, geometry, generator):
-        if not isinstance(geometry, StiefelGeometry) or tracker.x.ndim != 2:
+    def prepare(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Oracle:
+        if not isinstance(geometry, StiefelGeometry) or x0.ndim != 2:
             raise ValueError(f"{self.name} runs on one St(n, r) matrix")
-        lip = tracker.oracle.lipschitz
-        if not lip:
+        if not oracle.lipschitz:
             raise ValueError(f"{self.name} needs an oracle with a Lipschitz constant (its steps "
                              f"are 1/(L + β))")
-        self.oracle, self.lip = tracker.oracle, float(lip)
-        self.beta = self.penalty * self.lip
-        self.x = tracker.x.clone()
-        self.y = self.h.prox(self.x, 1.0 / self.beta)
-        self.lam = torch.zeros_like(self.x)
+        if not math.isfinite(float(self.h.value(torch.as_tensor(x0)))):
+            raise ValueError(f"infeasible initial point for {self.h!r}: h(x0) = inf")
+        return oracle
 
-    def output(self) -> torch.Tensor:
+    def setup(self, run: Run) -> None:
+        run.lip = float(run.oracle.lipschitz)
+        run.beta = self.penalty * run.lip
+        run.x = run.tracker.x.clone()
+        run.y = self.h.prox(run.x, 1.0 / run.beta)
+        run.lam = torch.zeros_like(run.x)
+        run.tracker.set_point(self.output(run))
+
+    def output(self, run: Run) -> torch.Tensor:
         """The reported point: X, or its nonnegative rounding for an indicator h."""
-        return nonneg_rounding(self.x) if self.h.is_indicator else self.x
+        return nonneg_rounding(run.x) if self.h.is_indicator else run.x
 
-    def measure(self, tracker, geometry):
-        """Cost and violation at :meth:`output`; the "gradient norm" slot holds the splitting
-        residual ``‖X − Y‖_F`` (∞ before the first iteration)."""
-        if self.x is not None:
-            tracker.set_point(self.output())
-        x = tracker.x
-        cost = float(tracker.value()) + float(self.h.value(x))
+    def measure(self, run: Run) -> tuple[float, float, float]:
+        """Cost and violation at :meth:`output` (the tracker's point); the "gradient norm" slot
+        holds the splitting residual ``‖X − Y‖_F``."""
+        x = run.tracker.x
+        cost = float(run.tracker.value()) + float(self.h.value(x))
         if not math.isfinite(cost):
             raise NonFiniteError("non-finite cost")
-        residual = math.inf if self.x is None else float(torch.linalg.norm(self.x - self.y))
-        return cost, residual, float(geometry.violation(x))
+        return cost, float(torch.linalg.norm(run.x - run.y)), float(run.geometry.violation(x))
 
-    def step(self, tracker, geometry, generator):
-        g = self.oracle.gradient(self.x)
-        self.iterate_splitting(g)
-        if not bool(torch.isfinite(self.x).all() and torch.isfinite(self.y).all()):
+    def step(self, run: Run) -> None:
+        g = run.oracle.gradient(run.x)
+        self.iterate_splitting(run, g)
+        if not (all_finite(run.x) and all_finite(run.y)):
             raise NonFiniteError(f"non-finite {self.name} iterate")
+        run.tracker.set_point(self.output(run))
 
-    def iterate_splitting(self, g: torch.Tensor) -> None:  # pragma: no cover - abstract
-        """One iteration of the method on ``self.x``, ``self.y``, ``self.lam`` given
+    def iterate_splitting(self, run: Run, g: torch.Tensor) -> None:  # pragma: no cover
+        """One iteration of the method on ``run.x``, ``run.y``, ``run.lam`` given
         ``g = ∇f(X)`` (implemented by each subclass)."""
         raise NotImplementedError
 
-    def x_step(self, g: torch.Tensor, beta: float) -> torch.Tensor:
+    @staticmethod
+    def x_step(run: Run, g: torch.Tensor, beta: float) -> torch.Tensor:
         """``polar(X − (∇f + Λ + β(X − Y))/(L + β))``: one linearised step on the augmented
         Lagrangian, projected onto St(n, r) (``Λ = 0`` for the penalty method)."""
-        d = g + self.lam + beta * (self.x - self.y)
-        return polar(self.x - d / (self.lip + beta))
+        d = g + run.lam + beta * (run.x - run.y)
+        return polar(run.x - d / (run.lip + beta))
 
-    def run(self, oracle, x0, geometry):
-        """As :meth:`IterativeSolver.run`, with ``info["residual"]``, ``info["y_objective"]``
-        and ``info["y_orthogonality"]`` (see the module docstring).
-
-        Raises:
-            ValueError: as :class:`SplittingSolver` (geometry, Lipschitz constant), an
-                infeasible or misshapen ``x0``, or ``h(x0) = ∞`` (e.g. negative entries under
-                the nonnegativity indicator).
-        """
-        self.x = self.y = self.lam = None
-        if not math.isfinite(float(self.h.value(torch.as_tensor(x0)))):
-            raise ValueError(f"infeasible initial point for {self.h!r}: h(x0) = inf")
-        res = super().run(oracle, x0, geometry)
-        y = self.y
+    def finalize(self, run: Run, result: SolverResult) -> None:
+        """``info["residual"]``, ``info["y_objective"]`` and ``info["y_orthogonality"]`` (see
+        the module docstring)."""
+        y = run.y
         gram = y.mT @ y - torch.eye(y.shape[1], dtype=y.dtype, device=y.device)
-        res.info.update(residual=float(torch.linalg.norm(self.x - y)),
-                        y_objective=float(oracle.value(y)) + float(self.h.value(y)),
-                        y_orthogonality=float(torch.linalg.norm(gram)))
-        return res
+        result.info.update(residual=float(torch.linalg.norm(run.x - y)),
+                           y_objective=float(run.oracle.value(y)) + float(self.h.value(y)),
+                           y_orthogonality=float(torch.linalg.norm(gram)))
 
-    def info(self):
+    def info(self, run: Run | None = None) -> dict:
         return {"h_term": repr(self.h), "penalty": self.penalty,
-                "beta": getattr(self, "beta", None)}
+                "beta": None if run is None else run.beta}

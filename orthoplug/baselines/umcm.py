@@ -42,10 +42,10 @@ from __future__ import annotations
 import torch
 
 from orthoplug.geometry._linalg import sym
-from orthoplug.oracles import NonFiniteError, QuadraticOracle
+from orthoplug.oracles import QuadraticOracle, finite
 from orthoplug.solvers.base import IterativeSolver
 
-from .admm import PenaltySchedule
+from .admm import J_GEOMETRIES, PenaltySchedule
 
 __all__ = ["UMCM", "umcm_gradient", "make_adagrad"]
 
@@ -96,19 +96,20 @@ class UMCM(IterativeSolver):
         self.lr, self.lr_decay, self.hvp_mode = float(lr), float(lr_decay), hvp
         self.schedule = PenaltySchedule.coerce(beta)
 
-    def setup(self, tracker, geometry, generator):
-        x = tracker.x
-        if x.ndim != 2:
-            raise ValueError(f"UMCM optimises one n × k matrix, got shape {tuple(x.shape)}")
-        if not hasattr(geometry, "j"):
+    def prepare(self, oracle, x0, geometry):
+        if x0.ndim != 2:
+            raise ValueError(f"UMCM optimises one n × k matrix, got shape {tuple(x0.shape)}")
+        if not isinstance(geometry, J_GEOMETRIES):
             raise ValueError("UMCM needs a J-orthogonal or indefinite Stiefel geometry")
-        self.jn, self.jk = geometry.j.like(x), geometry.jk.like(x)
-        oracle = tracker.oracle
-        mode = self.hvp_mode
-        quad = getattr(oracle, "quadratic", None)
-        if mode == "closed" and not isinstance(quad, QuadraticOracle):
+        if self.hvp_mode == "closed" and not isinstance(oracle.quadratic, QuadraticOracle):
             raise ValueError("hvp='closed' needs a QuadraticOracle")
-        if mode == "auto" and isinstance(quad, QuadraticOracle):
+        return oracle
+
+    def setup(self, run):
+        x, oracle = run.tracker.x, run.oracle
+        run.jn, run.jk = run.geometry.j.like(x), run.geometry.jk.like(x)
+        mode = self.hvp_mode
+        if mode == "auto" and isinstance(oracle.quadratic, QuadraticOracle):
             mode = "closed"
         elif mode in ("auto", "autograd"):
             differentiable = self._differentiable(oracle, x)
@@ -116,11 +117,10 @@ class UMCM(IterativeSolver):
                 raise ValueError("hvp='autograd' needs an oracle whose gradient is "
                                  "differentiable in torch; use hvp='finite-difference'")
             mode = "autograd" if differentiable else "finite-difference"
-        self.mode = mode
-        self.param = x.detach().clone().requires_grad_(True)
-        self.opt = make_adagrad([self.param], self.lr, self.lr_decay)
-        self.t = 0
-        self.hvp_count = 0
+        run.mode = mode
+        run.param = x.detach().clone().requires_grad_(True)
+        run.adagrad = make_adagrad([run.param], self.lr, self.lr_decay)
+        run.hvp_count = 0
 
     @staticmethod
     def _differentiable(oracle, x) -> bool:
@@ -132,10 +132,11 @@ class UMCM(IterativeSolver):
                 return False
         return bool(g.requires_grad)
 
-    def _gradient_and_hvp(self, tracker):
-        """``(G, hvp)`` at the current point for the chosen Hessian-vector mode."""
+    @staticmethod
+    def _gradient_and_hvp(tracker, mode: str):
+        """``(G, hvp)`` at the current point for the Hessian-vector ``mode``."""
         x, oracle = tracker.x, tracker.oracle
-        if self.mode == "closed":
+        if mode == "closed":
             quad = oracle.quadratic
             c, d = quad._cd(x)
             s2 = 2.0 * quad.scale
@@ -145,7 +146,7 @@ class UMCM(IterativeSolver):
                 return s2 * (cv if d is None else cv @ d)
 
             return tracker.gradient(), hvp
-        if self.mode == "autograd":
+        if mode == "autograd":
             with torch.enable_grad():
                 xl = x.detach().clone().requires_grad_(True)
                 g = oracle.gradient(xl)
@@ -163,22 +164,19 @@ class UMCM(IterativeSolver):
 
         return g, hvp
 
-    def step(self, tracker, geometry, generator):
-        beta = self.schedule(self.t)
-        g, hvp = self._gradient_and_hvp(tracker)
-        grad_h = umcm_gradient(tracker.x, g, hvp, self.jn, self.jk, beta)
-        self.hvp_count += 1
-        if not bool(torch.isfinite(grad_h).all()):
-            raise NonFiniteError("non-finite UMCM gradient")
-        self.param.grad = grad_h
-        self.opt.step()
-        new = self.param.detach()
-        if not bool(torch.isfinite(new).all()):
-            raise NonFiniteError("non-finite UMCM iterate")
-        tracker.set_point(new)
-        self.t += 1
+    def step(self, run):
+        tracker = run.tracker
+        beta = self.schedule(run.iteration)
+        g, hvp = self._gradient_and_hvp(tracker, run.mode)
+        grad_h = finite(umcm_gradient(tracker.x, g, hvp, run.jn, run.jk, beta),
+                        "UMCM gradient")
+        run.hvp_count += 1
+        run.param.grad = grad_h
+        run.adagrad.step()
+        tracker.set_point(finite(run.param.detach(), "UMCM iterate"))
 
-    def info(self):
-        return {"lr": self.lr, "beta": repr(self.schedule), "hvp": getattr(self, "mode", None),
-                "hessian_vector_products": getattr(self, "hvp_count", 0),
-                "final_beta": self.schedule(max(getattr(self, "t", 1) - 1, 0))}
+    def info(self, run=None):
+        return {"lr": self.lr, "beta": repr(self.schedule),
+                "hvp": None if run is None else run.mode,
+                "hessian_vector_products": 0 if run is None else run.hvp_count,
+                "final_beta": self.schedule(max((run.iteration if run else 1) - 1, 0))}

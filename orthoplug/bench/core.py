@@ -29,9 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from orthoplug.problems import relative_gap
+
 __all__ = ["Instance", "Outcome", "Method", "Experiment", "Record", "run_method",
            "pymanopt_method", "torch_method", "custom_method", "solver_history",
-           "relative_gap", "SCHEMA_VERSION", "SCALES"]
+           "SCHEMA_VERSION", "SCALES"]
 
 SCHEMA_VERSION = 1
 SCALES = ("quick", "paper")
@@ -182,13 +184,6 @@ def _finite_or_none(obj):
     if isinstance(obj, np.integer):
         return int(obj)
     return obj
-
-
-def relative_gap(value: float, optimum: float | None) -> float | None:
-    """``|value − optimum| / |optimum|``, or ``None`` without an optimum or a finite value."""
-    if optimum is None or value is None or not math.isfinite(value):
-        return None
-    return abs(value - optimum) / max(abs(optimum), 1e-300)
 
 
 def run_method(experiment: Experiment, instance: Instance, method: Method,

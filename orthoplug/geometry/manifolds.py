@@ -58,6 +58,11 @@ class _JGeometry:
     def shape(self) -> tuple[int, int]:
         return (self.j.n, self.jk.n)
 
+    def typical_dist(self) -> float:
+        """``√dim``: pymanopt's typical distance, the scale of TrustRegions' default radius (the
+        set is unbounded)."""
+        return math.sqrt(self.dim)
+
     # ---- feasibility -------------------------------------------------------------
     def gram_error(self, x: torch.Tensor) -> torch.Tensor:
         return jo.gram_error(self.j, x, self.jk)
@@ -236,8 +241,3 @@ class IndefiniteStiefelGeometry(_JGeometry):
 
     def __repr__(self) -> str:
         return f"IndefiniteStiefel(J_n={self.j!r}, J_k={self.jk!r})"
-
-
-def typical_dist(dim: int) -> float:
-    """Scale used by pymanopt's TrustRegions for its default radius (the group is unbounded)."""
-    return math.sqrt(dim)

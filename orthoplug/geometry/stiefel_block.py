@@ -45,6 +45,7 @@ import torch
 
 from ._linalg import fro_inner, sym
 from .manifolds import InfeasiblePointError, require_feasible
+from .stiefel import polar
 
 __all__ = [
     "StiefelBlockGeometry",
@@ -80,8 +81,7 @@ def polar_tall(a: torch.Tensor) -> torch.Tensor:
         fast = bool(((lo > 0) & (hi <= _GRAM_COND_MAX * lo)).all())
     if fast:
         return a @ ((v * w.rsqrt()[..., None, :]) @ v.mT)
-    u, _, wt = torch.linalg.svd(a, full_matrices=False)
-    return u @ wt
+    return polar(a)
 
 
 def _as_index(cols) -> torch.Tensor:

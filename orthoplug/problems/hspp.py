@@ -39,6 +39,7 @@ import torch
 
 from orthoplug.geometry.signature import Signature, make_signature
 from orthoplug.oracles import FiniteSumOracle
+from orthoplug.problems.spca import digits_data
 
 __all__ = ["HSPP", "make_hspp_data", "ultrahyperbolic_distance", "phi"]
 
@@ -63,9 +64,7 @@ def make_hspp_data(m: int, n: int, *, source: str = "gaussian", seed: int | None
     if source == "gaussian":
         d = rng.standard_normal((m, n))
     elif source == "digits":
-        from sklearn.datasets import load_digits
-
-        raw = load_digits().data.astype(np.float64)
+        raw = digits_data()
         if m > raw.shape[0] or n > raw.shape[1]:
             raise ValueError(f"digits has {raw.shape[0]} rows and {raw.shape[1]} features; "
                              f"asked for m={m}, n={n}")

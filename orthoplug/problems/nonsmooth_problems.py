@@ -50,12 +50,11 @@ from orthoplug.geometry.stiefel_block import put_columns, take_columns
 from orthoplug.oracles import (
     ColumnTracker,
     CompositeOracle,
-    NonFiniteError,
     Oracle,
     QuadraticOracle,
     Tracker,
+    finite,
 )
-from orthoplug.solvers.rssm import all_finite
 
 __all__ = [
     "DPCP",
@@ -67,12 +66,6 @@ __all__ = [
     "DictionaryLearning",
     "L1ColumnOracle",
 ]
-
-
-def _finite(t, what):
-    if not all_finite(t):
-        raise NonFiniteError(f"non-finite {what}")
-    return t
 
 
 def _generator(seed):
@@ -158,19 +151,19 @@ class DPCPOracle(Oracle):
         return torch.sign(z if cols is None else take_columns(z, cols))
 
     def value(self, x):
-        return _finite(self.value_from_z(self.z_of(self._y(x), x)), "cost")
+        return finite(self.value_from_z(self.z_of(self._y(x), x)), "cost")
 
     def gradient(self, x):
         y = self._y(x)
-        return _finite(self.g_of(y, self.weights(self.z_of(y, x))), "subgradient")
+        return finite(self.g_of(y, self.weights(self.z_of(y, x))), "subgradient")
 
     def gradient_columns(self, x, cols):
         """Columns ``cols`` of the subgradient ``(1/m) Y W`` (``O(nm|C|)`` for ``"l1"``)."""
         y = self._y(x)
         if self.objective == "l1":
-            return _finite(self.g_of(y, torch.sign(self.z_of(y, take_columns(x, cols)))),
+            return finite(self.g_of(y, torch.sign(self.z_of(y, take_columns(x, cols)))),
                            "subgradient")
-        return _finite(self.g_of(y, self.weights(self.z_of(y, x), cols)), "subgradient")
+        return finite(self.g_of(y, self.weights(self.z_of(y, x), cols)), "subgradient")
 
     def track(self, x):
         return DPCPTracker(self, x)
@@ -190,13 +183,13 @@ class DPCPTracker(ColumnTracker):
 
     def value(self):
         if self._value is None:
-            self._value = _finite(self.oracle.value_from_z(self.z), "cost")
+            self._value = finite(self.oracle.value_from_z(self.z), "cost")
         return self._value
 
     def gradient(self):
         if self._grad is None:
             o = self.oracle
-            self._grad = _finite(o.g_of(o._y(self.x), o.weights(self.z)), "subgradient")
+            self._grad = finite(o.g_of(o._y(self.x), o.weights(self.z)), "subgradient")
             self.gradient_evaluations += 1
         return self._grad
 
@@ -205,7 +198,7 @@ class DPCPTracker(ColumnTracker):
             return take_columns(self._grad, cols)
         o = self.oracle
         self.column_evaluations += int(cols.numel())
-        return _finite(o.g_of(o._y(self.x), o.weights(self.z, cols)), "subgradient")
+        return finite(o.g_of(o._y(self.x), o.weights(self.z, cols)), "subgradient")
 
     def set_columns(self, cols, new):
         put_columns(self.x, cols, new)
@@ -337,16 +330,16 @@ class FactoredQuadraticOracle(Oracle):
         return self.b
 
     def value(self, x):
-        return _finite(self.scale * (self._b(x) @ x).square().sum(), "cost")
+        return finite(self.scale * (self._b(x) @ x).square().sum(), "cost")
 
     def gradient(self, x):
         b = self._b(x)
-        return _finite(2.0 * self.scale * ((b @ x).mT @ b).mT, "gradient")
+        return finite(2.0 * self.scale * ((b @ x).mT @ b).mT, "gradient")
 
     def gradient_columns(self, x, cols):
         """Columns ``cols`` of ``∇f = 2s Bᵀ(BX)`` in ``O(m n |C|)``."""
         b = self._b(x)
-        return _finite(2.0 * self.scale * ((b @ take_columns(x, cols)).mT @ b).mT, "gradient")
+        return finite(2.0 * self.scale * ((b @ take_columns(x, cols)).mT @ b).mT, "gradient")
 
     def track(self, x):
         return FactoredQuadraticTracker(self, x)
@@ -366,13 +359,13 @@ class FactoredQuadraticTracker(ColumnTracker):
 
     def value(self):
         if self._value is None:
-            self._value = _finite(self.oracle.scale * self.w.square().sum(), "cost")
+            self._value = finite(self.oracle.scale * self.w.square().sum(), "cost")
         return self._value
 
     def gradient(self):
         if self._grad is None:
             o = self.oracle
-            self._grad = _finite(2.0 * o.scale * (self.w.mT @ o._b(self.x)).mT, "gradient")
+            self._grad = finite(2.0 * o.scale * (self.w.mT @ o._b(self.x)).mT, "gradient")
             self.gradient_evaluations += 1
         return self._grad
 
@@ -381,7 +374,7 @@ class FactoredQuadraticTracker(ColumnTracker):
             return take_columns(self._grad, cols)
         o = self.oracle
         self.column_evaluations += int(cols.numel())
-        return _finite(2.0 * o.scale * (take_columns(self.w, cols).mT @ o._b(self.x)).mT,
+        return finite(2.0 * o.scale * (take_columns(self.w, cols).mT @ o._b(self.x)).mT,
                        "gradient")
 
     def set_columns(self, cols, new):

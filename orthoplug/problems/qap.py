@@ -30,7 +30,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 from orthoplug.oracles import RowGradientOracle
-from orthoplug.problems import stiefel_problems
+from orthoplug.problems import relative_gap, stiefel_problems
 
 __all__ = ["QAPProblem", "assignment_cost", "permutation_matrix", "round_to_permutation"]
 
@@ -122,4 +122,4 @@ class QAPProblem(stiefel_problems.QAPProblem):
         """``|value − optimum| / |optimum|`` (planted instances only)."""
         if self.optimum is None:
             raise ValueError("no known optimum: build the instance with QAPProblem.planted")
-        return stiefel_problems.relative_gap(value, self.optimum)
+        return relative_gap(value, self.optimum)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from orthoplug.geometry.stiefel import qf
 from orthoplug.nonsmooth import L0, L1, NonNegative, SeparableTerm
 from orthoplug.oracles import QuadraticOracle
 
@@ -99,8 +100,7 @@ class SPCAProblem:
             labels = labels[torch.randperm(n, generator=gen)]
             x = torch.nn.functional.one_hot(labels, r).to(self.c.dtype)
             return x / torch.linalg.norm(x, dim=0)
-        q, rr = torch.linalg.qr(torch.randn(n, r, dtype=self.c.dtype, generator=gen))
-        return q * torch.sign(torch.diagonal(rr))
+        return qf(torch.randn(n, r, dtype=self.c.dtype, generator=gen))
 
     def pca_value(self) -> float:
         """``f`` at the PCA solution (h ignored): ``scale · (sum of the r largest eigenvalues)``."""

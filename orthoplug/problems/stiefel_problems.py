@@ -24,16 +24,11 @@ import math
 import numpy as np
 import torch
 
-from orthoplug.geometry.stiefel import qf
+from orthoplug.geometry.stiefel import polar, qf
 from orthoplug.oracles import FunctionOracle, QuadraticOracle, RowGradientOracle, StochasticOracle
+from orthoplug.problems import relative_gap
 
-__all__ = ["PCAProblem", "ProcrustesProblem", "QAPProblem", "digits_data", "OrthogonalMLP",
-           "relative_gap"]
-
-
-def relative_gap(value: float, optimum: float) -> float:
-    """``|F − F*| / |F*|`` (the papers' ``optgap``)."""
-    return abs(float(value) - optimum) / abs(optimum)
+__all__ = ["PCAProblem", "ProcrustesProblem", "QAPProblem", "digits_data", "OrthogonalMLP"]
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -171,10 +166,10 @@ class ProcrustesProblem:
         self.scale = 1.0 / (2 * self.p) if scale is None else float(scale)
         self.m = b @ a.mT
         self.s = a @ a.mT
-        u, sig, vt = torch.linalg.svd(self.m, full_matrices=False)
-        self.x_star = u @ vt
+        self.x_star = polar(self.m)
         self.const = float((a * a).sum() + (b * b).sum())
-        self.optimum = self.scale * (self.const - 2.0 * float(sig.sum()))
+        nuclear = float(torch.linalg.matrix_norm(self.m, ord="nuc"))
+        self.optimum = self.scale * (self.const - 2.0 * nuclear)
 
     @classmethod
     def make(cls, n: int, p: int, *, scale: float | None = None, seed: int = 0,

@@ -71,13 +71,14 @@ from orthoplug.bench.core import (
 )
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.oracles import FiniteSumOracle, Oracle, QuadraticOracle
+from orthoplug.problems import spca
 from orthoplug.problems.hevp import trace_min_certificate
 from orthoplug.problems.hspp import HSPP, make_hspp_data
 from orthoplug.solvers.base import IterativeSolver
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
 
 __all__ = ["EXPERIMENTS", "HEVPTraceMin", "HEVPPaper", "HSPPExperiment", "HEVP_SIZES",
-           "SOLVERS", "build_solver", "hevp_data", "make_c", "image_patches"]
+           "SOLVERS", "build_solver", "hevp_data", "make_c"]
 
 SUITE = "jobcd"
 HEVP_EPS = 1e-2
@@ -105,21 +106,6 @@ def _standardise(d: np.ndarray) -> np.ndarray:
     return d / math.sqrt(max((d * d).mean(axis=0).mean(), 1e-300))
 
 
-def image_patches(size: int, m: int, seed: int) -> np.ndarray:
-    """``m`` random ``size×size×3`` patches of the two bundled sample images, (m, 3·size²)."""
-    from sklearn.datasets import load_sample_images
-
-    images = [img.astype(np.float64) / 255.0 for img in load_sample_images().images]
-    rng = np.random.default_rng(seed)
-    out = np.empty((m, 3 * size * size))
-    for r in range(m):
-        img = images[r % len(images)]
-        i = rng.integers(0, img.shape[0] - size + 1)
-        j = rng.integers(0, img.shape[1] - size + 1)
-        out[r] = img[i:i + size, j:j + size].reshape(-1)
-    return out
-
-
 def hevp_data(dataset: str, scale: str, seed: int) -> np.ndarray:
     """The HEVP data ``D`` (m × n, sizes from :data:`HEVP_SIZES`) of ``dataset``."""
     try:
@@ -127,12 +113,10 @@ def hevp_data(dataset: str, scale: str, seed: int) -> np.ndarray:
     except KeyError:
         raise ValueError(f"unknown HEVP dataset {dataset!r} or scale {scale!r}") from None
     if dataset == "gaussian":
-        return np.random.default_rng(seed).standard_normal((m, n))
+        return spca.gaussian_data(m, n, seed)
     if dataset == "images":
-        return _standardise(image_patches(math.isqrt(n // 3), m, seed))
-    from sklearn.datasets import load_digits
-
-    return _standardise(load_digits().data.astype(np.float64))
+        return _standardise(spca.image_patches(math.isqrt(n // 3), m, seed))
+    return _standardise(spca.digits_data())
 
 
 def _gram(d: np.ndarray, eps: float) -> np.ndarray:
