@@ -170,16 +170,12 @@ class Bench:
 
 def _step_until_target(solver, bench: Bench, oracle, mon: Monitor):
     """Drive ``solver``'s own steps from X0, checking the tracker's value after every one."""
-    geometry = StiefelGeometry(bench.n, bench.p)
-    gen = torch.Generator().manual_seed(0)
-    tracker = oracle.track(bench.x0)
-    solver.setup(tracker, geometry, gen)
-    it = 0
+    run = solver.start(oracle, bench.x0, StiefelGeometry(bench.n, bench.p))
     while True:
-        solver.step(tracker, geometry, gen)
-        it += 1
-        if mon.done(float(tracker.value())):
-            return tracker, geometry, it
+        solver.step(run)
+        run.iteration += 1
+        if mon.done(float(run.tracker.value())):
+            return run
 
 
 def run_rsdm(bench: Bench, name: str, options: dict, target: float, cap: float) -> Outcome:
@@ -189,11 +185,13 @@ def run_rsdm(bench: Bench, name: str, options: dict, target: float, cap: float) 
     solver = RSDM(bench.r, sampling=sampling, max_iterations=10**9, seed=0, **options)
     mon = Monitor(bench, target, cap)
     # timed: the first AX is part of the run
-    tracker, geometry, it = _step_until_target(solver, bench, bench.rsdm_oracle(), mon)
-    exact = bench.gap(float(bench.problem.cost(tracker.x.double())))
-    return Outcome(name, options, mon.time, it, mon.best, float(geometry.violation(tracker.x)),
-                   mon.reached, extra={"final_gap_recomputed": exact, **{
-                       k: v for k, v in solver.info().items()
+    run = _step_until_target(solver, bench, bench.rsdm_oracle(), mon)
+    x = run.tracker.x
+    exact = bench.gap(float(bench.problem.cost(x.double())))
+    return Outcome(name, options, mon.time, run.iteration, mon.best,
+                   float(run.geometry.violation(x)), mon.reached,
+                   extra={"final_gap_recomputed": exact, **{
+                       k: v for k, v in solver.info(run).items()
                        if k in ("step_rule", "backtracks", "skipped_steps")}})
 
 
@@ -212,9 +210,9 @@ def run_landing(bench: Bench, options: dict, target: float, cap: float) -> Outco
     solver = Landing(max_iterations=10**9, **options)
     mon = Monitor(bench, target, cap)
     # the value shares its product with the next step's gradient (memoised)
-    tracker, geometry, it = _step_until_target(solver, bench, oracle, mon)
-    return Outcome("Landing", options, mon.time, it, mon.best,
-                   float(geometry.violation(tracker.x)), mon.reached)
+    run = _step_until_target(solver, bench, oracle, mon)
+    return Outcome("Landing", options, mon.time, run.iteration, mon.best,
+                   float(run.geometry.violation(run.tracker.x)), mon.reached)
 
 
 def run_pymanopt(bench: Bench, which: str, target: float, cap: float) -> Outcome:
@@ -327,13 +325,11 @@ def scaling(ns, r, iterations=5) -> list[dict]:
         row = {"n": n, "p": p, "r": r}
         for sampling in ("permutation", "orthogonal"):
             solver = RSDM(r, sampling=sampling, step_size=1.0, seed=0)
-            tracker = bench.rsdm_oracle().track(bench.x0)
-            gen = torch.Generator().manual_seed(0)
-            solver.setup(tracker, geometry, gen)
-            solver.step(tracker, geometry, gen)  # warm-up
+            run = solver.start(bench.rsdm_oracle(), bench.x0, geometry)
+            solver.step(run)  # warm-up
             start = time.perf_counter()
             for _ in range(iterations):
-                solver.step(tracker, geometry, gen)
+                solver.step(run)
             row[solver.name] = (time.perf_counter() - start) / iterations
         x = bench.x0
         start = time.perf_counter()
