@@ -146,13 +146,13 @@ class OBCD(OrthoplugOptimizer):
                 if p not in grads:
                     continue
                 n, r = p.shape[-2:]
-                x = p.detach().reshape(-1, n, r)
+                x = p.detach().reshape(-1, n, r).clone()  # the point before the step
                 pairs = self._draw(p, n, x.shape[0])
                 bidx = torch.arange(x.shape[0], device=x.device)[:, None, None]
                 z = x[bidx, pairs].reshape(-1, 2, r)
                 m = grads[p].reshape(-1, n, r)[bidx, pairs].reshape(-1, 2, r) @ z.mT
                 plans.append((group, p, x, bidx, pairs, z, m, self._rule(group, p)))
-        old = {p: p.detach().clone() for _, p, *_ in plans}
+        old = {p: x for _, p, x, *_ in plans}
         while True:
             predicted = 0.0
             for group, p, x, bidx, pairs, z, m, rule in plans:
@@ -186,5 +186,5 @@ class OBCD(OrthoplugOptimizer):
     @staticmethod
     def _restore(old: dict) -> None:
         for p, x in old.items():
-            p.copy_(x)
+            p.copy_(x.reshape(p.shape))
 
