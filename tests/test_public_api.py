@@ -8,8 +8,10 @@ optimum minus the sum of the p largest eigenvalues of A) and on orthoplug's ``JO
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import autograd.numpy as anp
 import numpy as np
@@ -18,6 +20,7 @@ import pytest
 import torch
 
 import orthoplug
+import orthoplug.adapters
 from orthoplug import nonsmooth, oracles, registry
 from orthoplug.adapters import geoopt as go
 from orthoplug.adapters import pymanopt as pm
@@ -69,6 +72,19 @@ def test_adapters_are_static_modules(module):
     assert "__getattr__" not in vars(module)
     for name in module.__all__:
         assert name in vars(module), name
+
+
+def test_no_adapter_module_imports_a_public_front_end_module():
+    """No import cycle: the private modules import the shared bases (``_pymanopt_base``,
+    ``_geoopt_base``), never ``orthoplug.adapters.pymanopt`` / ``.geoopt``, which import them."""
+    offenders = []
+    for path in Path(orthoplug.adapters.__path__[0]).glob("_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (
+                    (node.level == 1 and node.module in ("pymanopt", "geoopt")) or
+                    node.module in ("orthoplug.adapters.pymanopt", "orthoplug.adapters.geoopt")):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders
 
 
 def test_every_baseline_is_registered_as_a_pymanopt_optimizer():
