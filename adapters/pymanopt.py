@@ -14,6 +14,12 @@ SteepestDescent, ConjugateGradient and TrustRegions run on them unchanged::
 
 Random points are drawn with a seed taken from numpy's global generator, so
 ``np.random.seed`` makes pymanopt runs reproducible as with pymanopt's own manifolds.
+
+The optimizers — orthoplug's solvers (``GSJOBCD``, ``JJOBCD``, ``VRJJOBCD``, ``OBCD``, ``RSDM``,
+``RSSM``) and the comparison methods of :mod:`orthoplug.baselines` (``ManPG``, ``RSubGrad``,
+``Landing``, ``PCAL``, ``RCD``, ``LADMM``, ``RADMM``, ``PSM``, ``ADMM``, ``UMCM``, ``CSDM``) — are
+subclasses of :class:`SolverOptimizer`: ``Optimizer(...).run(problem)`` on a user's
+``pymanopt.Problem``.
 """
 
 from __future__ import annotations

@@ -9,30 +9,24 @@ The nonsmooth terms and the oracles are importable from the top level::
 :mod:`orthoplug.solvers`, the comparison methods in :mod:`orthoplug.baselines`.
 """
 
-from orthoplug.nonsmooth import (
-    L0,
-    L1,
-    CappedL1,
-    NonNegative,
-    PiecewiseAffine,
-    SeparableTerm,
-    Zero,
-)
-from orthoplug.oracles import (
-    ColumnOracle,
-    CompositeOracle,
-    FiniteSumOracle,
-    FunctionOracle,
-    NonFiniteError,
-    Oracle,
-    QuadraticOracle,
-    RowGradientOracle,
-    StochasticOracle,
-    Tracker,
-)
+# explicit re-exports ("X as X"); no __all__, so the API reference documents each class once,
+# in its home module
+from orthoplug.nonsmooth import L0 as L0
+from orthoplug.nonsmooth import L1 as L1
+from orthoplug.nonsmooth import CappedL1 as CappedL1
+from orthoplug.nonsmooth import NonNegative as NonNegative
+from orthoplug.nonsmooth import PiecewiseAffine as PiecewiseAffine
+from orthoplug.nonsmooth import SeparableTerm as SeparableTerm
+from orthoplug.nonsmooth import Zero as Zero
+from orthoplug.oracles import ColumnOracle as ColumnOracle
+from orthoplug.oracles import CompositeOracle as CompositeOracle
+from orthoplug.oracles import FiniteSumOracle as FiniteSumOracle
+from orthoplug.oracles import FunctionOracle as FunctionOracle
+from orthoplug.oracles import NonFiniteError as NonFiniteError
+from orthoplug.oracles import Oracle as Oracle
+from orthoplug.oracles import QuadraticOracle as QuadraticOracle
+from orthoplug.oracles import RowGradientOracle as RowGradientOracle
+from orthoplug.oracles import StochasticOracle as StochasticOracle
+from orthoplug.oracles import Tracker as Tracker
 
 __version__ = "0.1.0"
-
-__all__ = ["L0", "L1", "CappedL1", "NonNegative", "PiecewiseAffine", "SeparableTerm", "Zero",
-           "Oracle", "FunctionOracle", "QuadraticOracle", "FiniteSumOracle", "RowGradientOracle",
-           "ColumnOracle", "CompositeOracle", "StochasticOracle", "Tracker", "NonFiniteError"]

@@ -256,13 +256,15 @@ def pymanopt_method(name: str, family: str, optimizer_class: Callable | str,
     """A pymanopt ``Optimizer`` class (or ``"module:attr"``) run on ``pymanopt_problem``."""
 
     def runner(experiment, instance, *, seed, time_limit, **opts):
+        from orthoplug.adapters.pymanopt import SolverOptimizer
+
         cls = _resolve(optimizer_class)
         problem = experiment.pymanopt_problem(instance)
         if problem is None:
             raise NotImplementedError(f"{experiment.name} offers no pymanopt problem")
         x0 = experiment.initial_point(instance, seed)
         kwargs = dict(max_time=time_limit, max_iterations=10**9, verbosity=0, **opts)
-        ours = hasattr(cls, "solver_class")
+        ours = issubclass(cls, SolverOptimizer)
         if ours:
             kwargs.update(log_verbosity=1, seed=seed)
         optimizer = cls(**kwargs)
