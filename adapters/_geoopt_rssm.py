@@ -51,8 +51,8 @@ from orthoplug.geometry.stiefel_block import StiefelBlockGeometry, partition_col
 from orthoplug.solvers.rssm import auto_step_size, block_step, column_pair, draw_block_pair
 from orthoplug.solvers.steps import SubgradientSteps
 
+from ._geoopt_base import _GeometryManifold
 from ._torch import OrthoplugOptimizer
-from .geoopt import _GeometryManifold
 
 __all__ = ["RSSM", "StiefelBlock"]
 

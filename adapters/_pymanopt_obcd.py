@@ -25,7 +25,7 @@ from __future__ import annotations
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.solvers import obcd as _obcd
 
-from .pymanopt import SolverOptimizer
+from ._pymanopt_base import SolverOptimizer
 
 __all__ = ["OBCD"]
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from orthoplug.geometry.stiefel import GrassmannGeometry, StiefelGeometry
 from orthoplug.solvers import rsdm
 
-from .pymanopt import SolverOptimizer
+from ._pymanopt_base import SolverOptimizer
 
 __all__ = ["RSDM"]
 

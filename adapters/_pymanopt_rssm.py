@@ -43,7 +43,7 @@ from orthoplug.geometry.stiefel_block import StiefelBlockGeometry
 from orthoplug.oracles import ColumnOracle
 from orthoplug.solvers import rssm as _rssm
 
-from .pymanopt import SolverOptimizer, _GeometryManifold, _n, _t
+from ._pymanopt_base import SolverOptimizer, _GeometryManifold, _n, _t
 
 __all__ = ["RSSM", "StiefelBlock"]
 

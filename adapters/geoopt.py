@@ -27,6 +27,12 @@ from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalG
 
 from ._geoopt_base import _GeometryManifold
 
+# shared base so that a ``from .geoopt import _GeometryManifold`` there also resolves.
+from ._geoopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD, ColumnJJacobi
+from ._geoopt_obcd import OBCD
+from ._geoopt_rsdm import RSDM
+from ._geoopt_rssm import RSSM, StiefelBlock
+
 __all__ = ["JOrthogonal", "IndefiniteStiefel", "StiefelBlock", "GSJOBCD", "JJOBCD", "VRJJOBCD",
            "ColumnJJacobi", "OBCD", "RSDM", "RSSM"]
 
@@ -65,10 +71,3 @@ class IndefiniteStiefel(_GeometryManifold):
             cond,
         )
 
-
-# The optimizers live in private modules (one per solver family), imported here after the
-# shared base so that a ``from .geoopt import _GeometryManifold`` there also resolves.
-from ._geoopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD, ColumnJJacobi  # noqa: E402
-from ._geoopt_obcd import OBCD  # noqa: E402
-from ._geoopt_rsdm import RSDM  # noqa: E402
-from ._geoopt_rssm import RSSM, StiefelBlock  # noqa: E402

@@ -28,6 +28,25 @@ from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalG
 
 from ._pymanopt_base import SolverOptimizer, _GeometryManifold, _n, _t, geometry_of
 
+# shared base so that their ``from .pymanopt import ...`` of the base names also resolves.
+from ._pymanopt_baselines import (
+    ADMM,
+    CSDM,
+    LADMM,
+    PCAL,
+    PSM,
+    RADMM,
+    RCD,
+    UMCM,
+    Landing,
+    ManPG,
+    RSubGrad,
+)
+from ._pymanopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD
+from ._pymanopt_obcd import OBCD
+from ._pymanopt_rsdm import RSDM
+from ._pymanopt_rssm import RSSM, StiefelBlock
+
 __all__ = ["JOrthogonal", "IndefiniteStiefel", "StiefelBlock", "SolverOptimizer", "geometry_of",
            "GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "RSDM", "RSSM",
            "ManPG", "RSubGrad", "Landing", "PCAL", "RCD", "UMCM", "ADMM", "CSDM", "LADMM",
@@ -75,23 +94,3 @@ class IndefiniteStiefel(_GeometryManifold):
             cond,
         )
 
-
-# The optimizers live in private modules (one per solver family), imported here after the
-# shared base so that their ``from .pymanopt import ...`` of the base names also resolves.
-from ._pymanopt_baselines import (  # noqa: E402
-    ADMM,
-    CSDM,
-    LADMM,
-    PCAL,
-    PSM,
-    RADMM,
-    RCD,
-    UMCM,
-    Landing,
-    ManPG,
-    RSubGrad,
-)
-from ._pymanopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD  # noqa: E402
-from ._pymanopt_obcd import OBCD  # noqa: E402
-from ._pymanopt_rsdm import RSDM  # noqa: E402
-from ._pymanopt_rssm import RSSM, StiefelBlock  # noqa: E402

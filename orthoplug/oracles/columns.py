@@ -124,10 +124,12 @@ class CompositeTracker(ColumnTracker):
 
     @property
     def x(self) -> torch.Tensor:  # type: ignore[override]
+        """The current point (the smooth part's tracker's)."""
         return self.inner.x
 
     @property
     def gradient_evaluations(self) -> int:  # type: ignore[override]
+        """Gradient evaluations of the smooth part (the one count every solver reports)."""
         return self.inner.gradient_evaluations
 
     def value(self):

@@ -318,6 +318,7 @@ class QuadraticTracker(Tracker):
 
     @property
     def x(self) -> torch.Tensor:
+        """The current point X (setting it also refreshes its host view ``xa``)."""
         return self._x
 
     @x.setter
@@ -327,6 +328,7 @@ class QuadraticTracker(Tracker):
 
     @property
     def y(self) -> torch.Tensor:
+        """The cached product ``Y = C X`` (setting it also refreshes its host view ``ya``)."""
         return self._y
 
     @y.setter
