@@ -18,7 +18,7 @@ Stiefel methods (``ManPG``, ``RSubGrad``, ``Landing``, ``PCAL``, ``RCD``, ``LADM
 the J-orthogonality methods (``ADMM``, ``UMCM``, ``CSDM``) take
 :class:`~orthoplug.adapters.pymanopt.JOrthogonal` or
 :class:`~orthoplug.adapters.pymanopt.IndefiniteStiefel`. The nonsmooth methods take ``h=`` (a
-term of :mod:`orthoplug.nonsmooth`; RSubGrad, as RSSM, ``nonsmooth=``); the problem's cost is the
+term of :mod:`orthoplug.nonsmooth`; so do RSubGrad and RSSM); the problem's cost is the
 smooth part and the result's ``cost`` is ``f + h``. Landing, PCAL, ADMM and UMCM are infeasible
 methods: read ``result.violation`` with the cost.
 """
@@ -110,7 +110,7 @@ class RSubGrad(SolverOptimizer):
     """The full Riemannian subgradient method on St(n, p) (polar retraction).
 
     Options: the step rules of RSSM (``step_size``, ``schedule``, ``decay``, ``level``,
-    ``patience``, ``shrink``), ``nonsmooth``, ``return_best`` (see
+    ``patience``, ``shrink``), ``h``, ``return_best`` (see
     :class:`orthoplug.baselines.rsubgrad.RSubGrad`). The problem's autodiff gradient is the
     subgradient.
     """

@@ -15,7 +15,7 @@
 
 The problem's autodiff gradient is used as the subgradient (valid for piecewise-smooth costs:
 autograd and torch differentiate ``abs`` as ``sign`` with ``sign(0) = 0``). For ``f + h`` give a
-smooth cost and ``RSSM(nonsmooth=orthoplug.nonsmooth.L1(mu))``; for the cheap column oracles of
+smooth cost and ``RSSM(h=orthoplug.nonsmooth.L1(mu))``; for the cheap column oracles of
 :mod:`orthoplug.problems.nonsmooth_problems` pass ``run(problem, oracle=...)``.
 
 ``StiefelBlock(X, columns)`` is the submanifold block ``{Y ∈ St(n, |C|) : X_Rᵀ Y = 0}``: the
@@ -56,7 +56,7 @@ class RSSM(SolverOptimizer):
     default: first step of Frobenius length 0.5), ``schedule="constant"|"diminishing"|"geometric"``
     (default diminishing ``γ₀/√(k+1)``) or the adaptive ``"polyak"`` / ``"geometric-restart"``
     (with ``level``, ``patience``, ``shrink``), ``decay`` (geometric β per iteration; default
-    ``0.98^(2/ℓ)``), ``nonsmooth`` (a term of :mod:`orthoplug.nonsmooth`), ``return_best``,
+    ``0.98^(2/ℓ)``), ``h`` (a term of :mod:`orthoplug.nonsmooth`), ``return_best``,
     ``reorthogonalize``. The result carries ``solver_result`` (history with ``best_cost``; info
     with ``best_cost``, ``best_iteration``) and ``violation``.
     """

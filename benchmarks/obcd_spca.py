@@ -73,7 +73,7 @@ def one(name, a, kind, r, budget, seed=0):
     runs["ManPG"] = ManPG(prob.h, eval_every=1, min_gradient_norm=1e-9, **stop).run(
         prob.oracle, x_rnd, geo)
     if kind == "l1":
-        runs["RSubGrad"] = RSubGrad(nonsmooth=prob.h, seed=seed, eval_every=10,
+        runs["RSubGrad"] = RSubGrad(h=prob.h, seed=seed, eval_every=10,
                                     return_best=True, **stop).run(prob.oracle, x_rnd, geo)
     rows = []
     for m, res in runs.items():

@@ -321,7 +321,7 @@ def test_manpg_direction_tangent_and_monotone():
     assert res.cost < p.objective(x)
     assert res.violation < 1e-12
     with pytest.raises(ValueError, match="step"):
-        ManPG(step=0.0)
+        ManPG(step_size=0.0)
 
 
 def test_example_runs():

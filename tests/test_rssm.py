@@ -183,7 +183,7 @@ def test_l1_spca_rssm_within_one_percent_of_reference():
     # the pure PCA solution (h ignored) is measurably worse in F: the test can fail
     assert prob.value(x0) > ref.info["best_cost"] + 0.03 * abs(ref.info["best_cost"])
     res = RSSM(num_blocks=4, schedule="geometric", decay=0.995 ** 0.5, max_iterations=4000,
-               eval_every=10, seed=0, nonsmooth=prob.nonsmooth()).run(
+               eval_every=10, seed=0, h=prob.nonsmooth()).run(
         prob.smooth_oracle(), x0, geo)
     best_ref = ref.info["best_cost"]
     gap = (res.info["best_cost"] - best_ref) / abs(best_ref)
@@ -206,7 +206,7 @@ def test_l1_spca_rssm_within_one_percent_of_obcd():
         prob.quadratic_oracle(), x0, geo)
     assert ob.cost == pytest.approx(prob.value(ob.point), abs=1e-10)
     res = RSSM(num_blocks=4, schedule="geometric", decay=0.995 ** 0.5, max_iterations=4000,
-               eval_every=10, seed=0, nonsmooth=prob.nonsmooth()).run(
+               eval_every=10, seed=0, h=prob.nonsmooth()).run(
         prob.smooth_oracle(), x0, geo)
     assert res.info["best_cost"] <= ob.cost + 0.01 * abs(ob.cost)
 
@@ -282,7 +282,7 @@ def test_errors():
     for kwargs, msg in [(dict(num_blocks=1), ">= 2"), (dict(schedule="cosine"), "schedule"),
                         (dict(step_size=0.0), "step_size"), (dict(step_size="big"), "auto"),
                         (dict(blocks=[[0, 1], [1, 2]]), "partition"),
-                        (dict(nonsmooth=3.0), "subgradient"), (dict(refresh_every=-1), ">= 0")]:
+                        (dict(h=3.0), "subgradient"), (dict(refresh_every=-1), ">= 0")]:
         with pytest.raises(ValueError, match=msg):
             RSSM(**kwargs)
     with pytest.raises(ValueError, match="<= p"):
@@ -384,7 +384,7 @@ def test_pymanopt_rssm_on_stiefel_with_autodiff_subgradient_and_nonsmooth_term()
     def smooth(x):
         return -anp.trace(x.T @ c @ x)
 
-    res = PmRSSM(num_blocks=5, nonsmooth=L1(0.003), schedule="geometric", max_iterations=200,
+    res = PmRSSM(num_blocks=5, h=L1(0.003), schedule="geometric", max_iterations=200,
                  seed=0).run(pymanopt.Problem(manifold, smooth), initial_point=x0)
     assert res.cost == pytest.approx(sp.value(torch.from_numpy(res.point)), abs=1e-12)
     assert res.cost < sp.value(torch.from_numpy(x0))

@@ -101,7 +101,7 @@ class ManPG(IterativeSolver):
     Args:
         h: a separable term with an entrywise prox (:mod:`orthoplug.nonsmooth`; ℓ1 is the
             setting of the paper; for ℓ0 the hard-threshold prox makes it a heuristic).
-        step: t (default ``1/L`` from the oracle's Lipschitz constant, required then).
+        step_size: t (default ``1/L`` from the oracle's Lipschitz constant, required then).
         grow: factor applied to t after a step without backtracking (1.01; 1 disables).
         newton_tol: tolerance of ``‖XᵀD + DᵀX‖_F`` in the direction solve.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options.
@@ -109,17 +109,17 @@ class ManPG(IterativeSolver):
 
     name = "ManPG"
 
-    def __init__(self, h: SeparableTerm | None = None, *, step: float | None = None,
+    def __init__(self, h: SeparableTerm | None = None, *, step_size: float | None = None,
                  grow: float = 1.01, newton_tol: float = 1e-8, **kwargs):
         super().__init__(**kwargs)
         self.h = Zero() if h is None else h
         if not isinstance(self.h, SeparableTerm):
             raise ValueError(f"h must be a term of orthoplug.nonsmooth, got {h!r}")
-        if step is not None and not step > 0:
-            raise ValueError(f"step must be > 0, got {step}")
+        if step_size is not None and not step_size > 0:
+            raise ValueError(f"step_size must be > 0, got {step_size}")
         if grow < 1:
             raise ValueError(f"grow must be >= 1, got {grow}")
-        self.step_user, self.grow, self.newton_tol = step, grow, newton_tol
+        self.step_user, self.grow, self.newton_tol = step_size, grow, newton_tol
 
     def prepare(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Oracle:
         if not isinstance(geometry, StiefelGeometry) or x0.ndim != 2:

@@ -29,7 +29,7 @@ class RSubGrad(SubgradientSolver):
     Args:
         step_size, schedule, decay: step sizes (see :class:`~orthoplug.solvers.steps.StepSchedule`;
             geometric default β = 0.98 per iteration).
-        nonsmooth, return_best: see :class:`~orthoplug.solvers.rssm.SubgradientSolver`.
+        h, return_best: see :class:`~orthoplug.solvers.rssm.SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (``eval_every``
             default 1: the evaluation reuses the subgradient the next step needs).
     """

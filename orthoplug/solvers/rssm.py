@@ -191,7 +191,7 @@ class SubgradientSolver(IterativeSolver):
     def __init__(self, *, step_size: float | str = "auto",
                  schedule: str | Callable = "diminishing", decay: float | None = None,
                  level: float = 0.5, patience: int = 3, shrink: float = 0.5,
-                 nonsmooth=None, return_best: bool = False, **kwargs):
+                 h=None, return_best: bool = False, **kwargs):
         super().__init__(**kwargs)
         if isinstance(step_size, str) and step_size != "auto":
             raise ValueError(f"step_size must be a number > 0 or 'auto', got {step_size!r}")
@@ -200,21 +200,20 @@ class SubgradientSolver(IterativeSolver):
         SubgradientSteps.make_rule(1.0 if step_size == "auto" else step_size, schedule,
                                    self.default_decay if decay is None else decay,
                                    **self.rule_options)  # validate now
-        if nonsmooth is not None and not (hasattr(nonsmooth, "value")
-                                          and hasattr(nonsmooth, "subgradient")):
-            raise ValueError("nonsmooth must have value(X) and subgradient(X) (e.g. "
+        if h is not None and not (hasattr(h, "value") and hasattr(h, "subgradient")):
+            raise ValueError("h must have value(X) and subgradient(X) (e.g. "
                              "orthoplug.nonsmooth.L1)")
-        self.nonsmooth = nonsmooth
+        self.h = h
         self.return_best = bool(return_best)
 
     def prepare(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Oracle:
         """Check the geometry (:meth:`check_geometry`) and the shape of ``x0``; wrap the oracle
-        in a :class:`~orthoplug.oracles.columns.CompositeOracle` when ``nonsmooth`` is given."""
+        in a :class:`~orthoplug.oracles.columns.CompositeOracle` when ``h`` is given."""
         self.check_geometry(geometry)
         if x0.ndim != 2:
             raise ValueError(f"{self.name} optimises one n × p matrix, got shape "
                              f"{tuple(x0.shape)}")
-        return oracle if self.nonsmooth is None else CompositeOracle(oracle, self.nonsmooth)
+        return oracle if self.h is None else CompositeOracle(oracle, self.h)
 
     def check_geometry(self, geometry) -> None:
         """Raise ``ValueError`` unless the geometry is Stiefel (or Grassmann representatives)."""
@@ -305,7 +304,7 @@ class SubgradientSolver(IterativeSolver):
         if run is None:
             step_size, schedule, decay = self.schedule_spec
             return {"step_size": step_size, "schedule": str(schedule), "decay": decay}
-        return {**run.steps.info(), "nonsmooth": repr(self.nonsmooth) if self.nonsmooth else None}
+        return {**run.steps.info(), "h_term": repr(self.h) if self.h else None}
 
 
 class RSSM(SubgradientSolver):
@@ -323,7 +322,7 @@ class RSSM(SubgradientSolver):
             polar factor (default True; keeps ``‖X_RᵀX_C‖`` at round-off every step).
         refresh_every: re-orthonormalise the whole iterate (``polar(X)``) every this many
             iterations (0, the default, never; useful in float32 with large ℓ).
-        nonsmooth, return_best: see :class:`SubgradientSolver`.
+        h, return_best: see :class:`SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
             ``seed``, ``eval_every`` — default ``max(10, ℓ(ℓ−1)/2)`` iterations).
 

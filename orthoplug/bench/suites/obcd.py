@@ -383,7 +383,7 @@ def splitting_methods(names=("LADMM", "RADMM", "PSM")) -> list[Method]:
 
 def _run_rsubgrad(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                   time_limit: float, start: str = "random", **options) -> Outcome:
-    solver = RSubGrad(nonsmooth=experiment.penalty(instance), seed=seed, max_time=time_limit,
+    solver = RSubGrad(h=experiment.penalty(instance), seed=seed, max_time=time_limit,
                       max_iterations=10**12, return_best=True, **options)
     return solver_outcome(solver, experiment.subgradient_oracle(instance),
                           experiment.start(instance, start, seed))

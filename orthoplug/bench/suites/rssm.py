@@ -168,7 +168,7 @@ class FactoredL1SPCA(L1SPCA):
 
 def _run_rssm(experiment: CompositeExperiment, instance: Instance, *, seed: int,
               time_limit: float, start: str = "random", **options) -> Outcome:
-    solver = RSSM(nonsmooth=experiment.penalty(instance), seed=seed, max_time=time_limit,
+    solver = RSSM(h=experiment.penalty(instance), seed=seed, max_time=time_limit,
                   max_iterations=10**12, return_best=True, **options)
     return solver_outcome(solver, experiment.subgradient_oracle(instance),
                           experiment.start(instance, start, seed))
