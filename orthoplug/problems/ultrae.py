@@ -206,10 +206,9 @@ def corrupt(triples: torch.Tensor, k: int, num_entities: int,
     b = triples.shape[0]
     rand = torch.randint(0, num_entities, (b, k), generator=generator)
     tail = torch.rand(b, k, generator=generator) < 0.5
-    neg = triples[:, None, :].expand(b, k, 3).clone()
-    neg[..., 2] = torch.where(tail, rand, neg[..., 2])
-    neg[..., 0] = torch.where(tail, neg[..., 0], rand)
-    return neg
+    h, r, t = triples[:, :, None].unbind(1)  # (b, 1) each
+    return torch.stack([torch.where(tail, h, rand), r.expand(b, k), torch.where(tail, rand, t)],
+                       dim=-1)
 
 
 def draw_negatives(positives: torch.Tensor, k: int, num_entities: int, seed: int, step: int,
