@@ -5,6 +5,8 @@ parent kills them after 150 s). For each optimizer the test checks that the two 
 to 1e-12, that they equal one process training on the full batch with the same seed to 1e-10,
 and that a different seed on rank 1 raises ReplicaDivergenceError (the torch optimizers'
 replica check, the core solvers' seed check at the start of a data-parallel run).
+``train_ultrae`` (J-JOBCD and Adam under DDP, each rank drawing only its share's negatives) is
+checked the same way.
 """
 
 from __future__ import annotations
