@@ -88,9 +88,13 @@ from orthoplug.problems.hspp import phi, ultrahyperbolic_distance
 from orthoplug.problems.kg import KGData, evaluate_ranking
 
 __all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "draw_negatives", "rank_share",
-           "RELATION_OPTIMIZERS", "NEGATIVE_CHUNK"]
+           "RELATION_OPTIMIZERS", "NEGATIVE_CHUNK", "LOSS_CHUNK_ENTRIES"]
 
 RELATION_OPTIMIZERS = ("JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam")
+
+#: Entries of the largest ``(rows, n)`` tensor :meth:`UltraE.loss` builds at once (16 MiB in
+#: float64): it scores the negatives of that many / (k n) positives at a time.
+LOSS_CHUNK_ENTRIES = 2**21
 
 #: Positives per chunk of a minibatch whose negatives :func:`draw_negatives` draws from one
 #: generator. Fixed, so that the negatives do not depend on the number of ranks.
@@ -162,6 +166,11 @@ class UltraE(nn.Module):
         candidates ``(1, E)`` or negatives ``(B, k)``), ``R_r`` is gathered once per row, so the
         memory is ``O(|S| n)`` and not ``O(|S| n²)``.
         """
+        return self._score(self.embeddings(), h, r, t)
+
+    def _score(self, e: torch.Tensor, h: torch.Tensor, r: torch.Tensor,
+               t: torch.Tensor) -> torch.Tensor:
+        """:meth:`score` with the entity points ``e`` computed by the caller."""
         shape = torch.broadcast_shapes(h.shape, r.shape, t.shape)
         h, r, t = (x[(None,) * (len(shape) - x.ndim)] for x in (h, r, t))
         if len(shape) > 0 and r.ndim == len(shape) and r.shape[-1] == 1:
@@ -173,7 +182,6 @@ class UltraE(nn.Module):
                                 ("r", rows, self.num_relations)):
             if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= size):
                 raise IndexError(f"{name} ids must lie in [0, {size})")
-        e = self.embeddings()
         moved = e[h] @ self.relation[rows].mT  # rows of R_r e_h
         inner = (moved * self.jvec * e[t]).sum(-1)
         dist = ultrahyperbolic_distance(inner, self.alpha, self.clamp)
@@ -181,15 +189,25 @@ class UltraE(nn.Module):
         return logits.reshape(shape)
 
     def loss(self, positives: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
-        """The UltraE loss of positives ``(B, 3)`` with negatives ``(B, k, 3)`` (same relation)."""
+        """The UltraE loss of positives ``(B, 3)`` with negatives ``(B, k, 3)`` (same relation).
+
+        The negatives are scored in chunks of positives whose ``(rows, n)`` tensors have at most
+        :data:`LOSS_CHUNK_ENTRIES` entries, so no intermediate tensor grows with the minibatch
+        (the values are those of one call on all of them; φ of the entity table is computed
+        once).
+        """
         if positives.ndim != 2 or positives.shape[1] != 3:
             raise ValueError(f"positives must have shape (B, 3), got {tuple(positives.shape)}")
         if negatives.ndim != 3 or negatives.shape[0] != positives.shape[0] \
                 or negatives.shape[2] != 3:
             raise ValueError(f"negatives must have shape ({positives.shape[0]}, k, 3), "
                              f"got {tuple(negatives.shape)}")
-        pos = self.score(positives[:, 0], positives[:, 1], positives[:, 2])
-        neg = self.score(negatives[..., 0], positives[:, 1:2], negatives[..., 2])
+        e = self.embeddings()
+        pos = self._score(e, positives[:, 0], positives[:, 1], positives[:, 2])
+        size = max(1, LOSS_CHUNK_ENTRIES // max(1, negatives.shape[1] * e.shape[1]))
+        neg = torch.cat([self._score(e, n[..., 0], p[:, 1:2], n[..., 2])
+                         for p, n in zip(positives.split(size), negatives.split(size),
+                                         strict=True)])
         return (F.softplus(-pos) + F.softplus(neg).sum(-1)).mean()
 
     @torch.no_grad()
