@@ -11,21 +11,22 @@ every minibatch, drawing only that half's negatives). Both runs follow the same 
 two-process run equals the one-process run up to rounding), so the training losses match epoch
 by epoch.
 
-Default size: global minibatches of 2048 positives × 50 negatives (the paper's k) at the paper's
-n = 36. There the gradient dominates a step: scoring the 100 k negatives and back-propagating
-(forward and backward, twice per step) take ~95 % of a one-process step, while the work every
-rank repeats — φ of the whole entity table in each closure call, the J-JOBCD 2×2 solves, Adam
-on the entity table, an all-reduce of ~85 k gradient entries per closure call — is ~15-20 ms of
-~450 ms. It is also the largest such minibatch whose biggest tensors, ``(B, k, n)`` float64
-(29.5 MB), stay below glibc's 32 MiB mmap ceiling (see the allocator below): beyond it a
-one-process step pays page faults that a rank's half-size step does not, which inflates the
-measured speed-up (at 4096 positives the CPU ratio below was 3.3, not a property of the code).
+Default size: global minibatches of 4096 positives × 50 negatives (the paper's k) at the
+paper's n = 36, 2 per epoch. There the gradient dominates a step: scoring the 200 k negatives
+and back-propagating (forward and backward, twice per step) is ~97 % of a one-process step,
+while the work every rank repeats — φ of the whole entity table in each closure call, the
+J-JOBCD 2×2 solves, Adam on the entity table, an all-reduce of ~85 k gradient entries per
+closure call — is ~15-20 ms of ~800 ms. :meth:`~orthoplug.problems.ultrae.UltraE.loss` scores
+the negatives in chunks of at most 16 MiB tensors, so neither run's tensors cross glibc's
+32 MiB mmap ceiling (before it did so, a one-process step at 4096 paid page faults that a
+rank's half-size step did not: CPU ratio 3.3, not a property of the code).
 
 Allocator: by default the processes run with ``GLIBC_TUNABLES`` raising glibc's mmap and trim
 thresholds, so memory freed at the end of a step is reused by the next instead of being
 returned to the kernel and faulted in again (with glibc's defaults ~83 k page faults per
-one-process step, 20-40 % of its CPU time as system time, whose cost depends on the machine's
-load). Both configurations get the same setting; ``--system-malloc`` keeps glibc's defaults.
+one-process step of 2048 × 50, 20-40 % of its CPU time as system time, whose cost depends on
+the machine's load). Both configurations get the same setting; ``--system-malloc`` keeps
+glibc's defaults.
 
 Reported per repeat (1- and 2-process runs alternate; the 1-minute load average is recorded
 before each): steps per second of training (validation excluded), the training seconds to the
@@ -137,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entities", type=int, default=2000)
     parser.add_argument("--relations", type=int, default=8)
     parser.add_argument("--triples", type=int, default=10000)
-    parser.add_argument("--batch-size", type=int, default=2048)
+    parser.add_argument("--batch-size", type=int, default=4096)
     parser.add_argument("--negatives", type=int, default=50)
     parser.add_argument("--dim", type=int, default=36)
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--target-loss", type=float, default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the records as JSON")
