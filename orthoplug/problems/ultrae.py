@@ -92,8 +92,8 @@ __all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "draw_negatives"
 
 RELATION_OPTIMIZERS = ("JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam")
 
-#: Entries of the largest ``(rows, n)`` tensor :meth:`UltraE.loss` builds at once (16 MiB in
-#: float64): it scores the negatives of that many / (k n) positives at a time.
+#: Entries of the largest tensor :meth:`UltraE.loss` builds at once (16 MiB in float64): it
+#: scores the triples of that many / (n·max(k, n)) positives at a time.
 LOSS_CHUNK_ENTRIES = 2**21
 
 #: Positives per chunk of a minibatch whose negatives :func:`draw_negatives` draws from one
@@ -191,10 +191,10 @@ class UltraE(nn.Module):
     def loss(self, positives: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
         """The UltraE loss of positives ``(B, 3)`` with negatives ``(B, k, 3)`` (same relation).
 
-        The negatives are scored in chunks of positives whose ``(rows, n)`` tensors have at most
-        :data:`LOSS_CHUNK_ENTRIES` entries, so no intermediate tensor grows with the minibatch
-        (the values are those of one call on all of them; φ of the entity table is computed
-        once).
+        The triples are scored in chunks of positives whose ``(rows, n)`` and ``(positives, n,
+        n)`` tensors have at most :data:`LOSS_CHUNK_ENTRIES` entries, so no intermediate tensor
+        grows with the minibatch (the values are those of one pass over all of them; φ of the
+        entity table is computed once).
         """
         if positives.ndim != 2 or positives.shape[1] != 3:
             raise ValueError(f"positives must have shape (B, 3), got {tuple(positives.shape)}")
@@ -203,12 +203,12 @@ class UltraE(nn.Module):
             raise ValueError(f"negatives must have shape ({positives.shape[0]}, k, 3), "
                              f"got {tuple(negatives.shape)}")
         e = self.embeddings()
-        pos = self._score(e, positives[:, 0], positives[:, 1], positives[:, 2])
-        size = max(1, LOSS_CHUNK_ENTRIES // max(1, negatives.shape[1] * e.shape[1]))
-        neg = torch.cat([self._score(e, n[..., 0], p[:, 1:2], n[..., 2])
-                         for p, n in zip(positives.split(size), negatives.split(size),
-                                         strict=True)])
-        return (F.softplus(-pos) + F.softplus(neg).sum(-1)).mean()
+        dim = e.shape[1]
+        size = max(1, LOSS_CHUNK_ENTRIES // (dim * max(negatives.shape[1], dim)))
+        terms = [F.softplus(-self._score(e, p[:, 0], p[:, 1], p[:, 2]))
+                 + F.softplus(self._score(e, n[..., 0], p[:, 1:2], n[..., 2])).sum(-1)
+                 for p, n in zip(positives.split(size), negatives.split(size), strict=True)]
+        return torch.cat(terms).mean()
 
     @torch.no_grad()
     def violation(self) -> float:
