@@ -64,10 +64,10 @@ Data parallel. Under ``torch.distributed`` (e.g. ``torchrun --nproc_per_node=2``
 draws the same shuffles (same seed), takes its contiguous share of each minibatch
 (:func:`rank_share`) and draws only the negatives of the chunks that overlap its share (the same
 numbers one process draws for those positives), and the model is wrapped in
-``DistributedDataParallel``. Each rank's loss
-is scaled by ``world · (its share) / (batch size)``, so DDP's equal-weight gradient average and
-the optimizers' group-mean loss are exactly the minibatch's, also for shares of unequal size:
-a run equals the one-process run on the whole minibatches, up to rounding.
+``DistributedDataParallel``. Each rank's loss is scaled by ``world · (its share) / (batch
+size)``, so DDP's equal-weight gradient average and the optimizers' group-mean loss are exactly
+the minibatch's, also for shares of unequal size: a run equals the one-process run on the whole
+minibatches, up to rounding.
 """
 
 from __future__ import annotations
