@@ -5,11 +5,13 @@ Launch on one machine with two CPU processes (gloo, loopback)::
 
     torchrun --standalone --nproc_per_node=2 examples/distributed_ultrae.py --dataset synthetic
 
-Every rank builds the same model from the same seed, draws the same shuffles and negatives, and
-trains on its share of each minibatch; ``DistributedDataParallel`` averages the gradients and
-J-JOBCD decides its σ backtracking on the loss averaged over the ranks, so the replicas stay
-identical (checked every ``--replica-check-every`` steps, and once more at the end) and equal a
-one-process run on the whole minibatches. Run without ``torchrun`` it is that one-process run::
+Every rank builds the same model from the same seed, draws the same shuffles, and trains on its
+share of each minibatch, drawing only that share's negatives (each fixed chunk of a minibatch has
+its own seeded generator, so the ranks draw what one process would); ``DistributedDataParallel``
+averages the gradients and J-JOBCD decides its σ backtracking on the loss averaged over the
+ranks, so the replicas stay identical (checked every ``--replica-check-every`` steps, and once
+more at the end) and equal a one-process run on the whole minibatches. Run without
+``torchrun`` it is that one-process run::
 
     python examples/distributed_ultrae.py --dataset synthetic
 
@@ -20,6 +22,13 @@ the model on the CPU): in your own DDP script, start one process per GPU, call
 the model in ``DistributedDataParallel``, and build the optimizers as here. Under NCCL the
 collectives of :mod:`orthoplug.distributed` (loss means, replica checks) run on the current CUDA
 device; nothing else changes.
+
+On CPU with large minibatches, glibc returns the big per-step tensors to the kernel after each
+step and faults them in again at the next (20-40 % of the CPU time of a 2048 × 50 step). Setting
+``GLIBC_TUNABLES`` to
+``glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4000000000`` in the
+environment before launching keeps that memory in the processes (as
+``benchmarks/distributed_scaling.py`` does).
 
 Real data sets need ``pip install "orthoplug[kg]"``.
 """

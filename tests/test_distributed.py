@@ -5,6 +5,8 @@ parent kills them after 150 s). For each optimizer the test checks that the two 
 to 1e-12, that they equal one process training on the full batch with the same seed to 1e-10,
 and that a different seed on rank 1 raises ReplicaDivergenceError (the torch optimizers'
 replica check, the core solvers' seed check at the start of a data-parallel run).
+``train_ultrae`` (J-JOBCD and Adam under DDP, each rank drawing only its share's negatives) is
+checked the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import L1
 from orthoplug.oracles import FiniteSumOracle
+from orthoplug.problems.kg import synthetic_kg
+from orthoplug.problems.ultrae import UltraE, train_ultrae
 from orthoplug.solvers.jobcd import VRJJOBCD as CoreVRJJOBCD
 from orthoplug.solvers.rsdm import StochasticRSDM
 
@@ -212,6 +216,21 @@ def _core_srsdm_case(seed, steps=STEPS):
     return res.point
 
 
+_ULTRAE = dict(dim=8, p=4, batch_size=32, num_negatives=10)  # 120 triples: 4 minibatches
+
+
+def _ultrae_case(seed, steps=STEPS):
+    """train_ultrae (J-JOBCD with σ backtracking, Adam, DDP): each rank draws the negatives of
+    its share of every minibatch only; ``steps`` a multiple of the 4 minibatches per epoch."""
+    data = synthetic_kg(30, 4, 120, seed=0)
+    if steps == 0:
+        model = UltraE(30, 4, _ULTRAE["dim"], _ULTRAE["p"], generator=_gen(seed))
+    else:
+        model = train_ultrae(data, epochs=steps // 4, seed=seed, evaluate=False,
+                             replica_check_every=2, **_ULTRAE).model
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
 CASES = {
     "JJOBCD": lambda seed, steps=STEPS: _jorth_case("JJOBCD", seed, True, steps),
     "GSJOBCD": lambda seed, steps=STEPS: _jorth_case("GSJOBCD", seed, True, steps,
@@ -224,6 +243,7 @@ CASES = {
     "RSSM": _rssm_case,
     "core VR-J-JOBCD": _core_vr_case,
     "core StochasticRSDM": _core_srsdm_case,
+    "UltraE": _ultrae_case,
 }
 def _start(name):
     """The initial point of a case (no steps)."""

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from orthoplug.problems import kg
+from orthoplug.problems import kg, ultrae
 from orthoplug.problems.kg import KGData, evaluate_ranking, load_kg, synthetic_kg
-from orthoplug.problems.ultrae import UltraE, corrupt, train_ultrae
+from orthoplug.problems.ultrae import UltraE, corrupt, draw_negatives, train_ultrae
 
 torch.set_num_threads(1)
 
@@ -162,6 +162,55 @@ def test_corrupt_keeps_relation_and_one_side():
     assert neg.shape == (2, 50, 3) and (neg[..., 1] == pos[:, None, 1]).all()
     same_h, same_t = neg[..., 0] == pos[:, None, 0], neg[..., 2] == pos[:, None, 2]
     assert (same_h | same_t).all() and (~same_h).any() and (~same_t).any()
+
+
+def test_loss_in_chunks_equals_one_pass(monkeypatch):
+    """Scoring the negatives chunk by chunk gives the loss and gradients of one pass, and equals
+    the formula written with score()."""
+    model = UltraE(40, 3, 6, 3, generator=torch.Generator().manual_seed(2))
+    gen = torch.Generator().manual_seed(3)
+    pos = torch.stack([torch.randint(0, 40, (23,), generator=gen),
+                       torch.randint(0, 3, (23,), generator=gen),
+                       torch.randint(0, 40, (23,), generator=gen)], 1)
+    neg = corrupt(pos, 7, 40, gen)
+
+    def value_and_grads():
+        model.zero_grad()
+        value = model.loss(pos, neg)
+        value.backward()
+        return value.detach(), [p.grad.clone() for p in model.parameters()]
+
+    whole, whole_grads = value_and_grads()
+    by_hand = (torch.nn.functional.softplus(-model.score(pos[:, 0], pos[:, 1], pos[:, 2]))
+               + torch.nn.functional.softplus(
+                   model.score(neg[..., 0], pos[:, 1:2], neg[..., 2])).sum(-1)).mean()
+    assert float(whole) == pytest.approx(float(by_hand.detach()), rel=1e-14)
+    monkeypatch.setattr(ultrae, "LOSS_CHUNK_ENTRIES", 5 * 7 * 6)  # chunks of 5 positives
+    chunked, chunked_grads = value_and_grads()
+    assert float(chunked) == pytest.approx(float(whole), rel=1e-14)
+    for a, b in zip(chunked_grads, whole_grads, strict=True):
+        assert torch.allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_draw_negatives_do_not_depend_on_the_split():
+    """Any contiguous split of a minibatch (one per rank) draws the same negatives as the whole;
+    a chunk's negatives are corrupt() with that chunk's own generator."""
+    batch = torch.stack([torch.arange(700) % 13, torch.arange(700) % 3, torch.arange(700) % 11], 1)
+    whole = draw_negatives(batch, 5, 40, seed=7, step=3, chunk=256)
+    assert whole.shape == (700, 5, 3)
+    for cuts in ([0, 350, 700], [0, 255, 256, 513, 700], [0, 1, 699, 700], [0, 0, 700]):
+        parts = [draw_negatives(batch, 5, 40, seed=7, step=3, rows=slice(a, b), chunk=256)
+                 for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        assert torch.equal(torch.cat(parts), whole)
+    same_h, same_t = whole[..., 0] == batch[:, None, 0], whole[..., 2] == batch[:, None, 2]
+    assert (whole[..., 1] == batch[:, None, 1]).all() and (same_h | same_t).all()
+    chunks = [draw_negatives(batch, 5, 40, seed=7, step=3, rows=slice(a, a + 256), chunk=256)
+              for a in (0, 256, 512)]
+    assert not torch.equal(chunks[0][:188], chunks[2])  # chunks have their own generators
+    assert not torch.equal(draw_negatives(batch, 5, 40, seed=7, step=4, chunk=256), whole)
+    assert not torch.equal(draw_negatives(batch, 5, 40, seed=8, step=3, chunk=256), whole)
+    with pytest.raises(ValueError, match="contiguous"):
+        draw_negatives(batch, 5, 40, seed=7, step=3, rows=slice(0, 700, 2))
 
 
 # ---- training ------------------------------------------------------------------------------

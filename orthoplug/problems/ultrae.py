@@ -55,13 +55,19 @@ Every random choice (initialisation, shuffling, negatives, the JOBCD matchings) 
 seeded ``torch.Generator``\ s, so a run is reproducible for a given seed unless ``time_limit``
 cuts it.
 
+The negatives of minibatch ``s`` are drawn by :func:`draw_negatives`: the minibatch is cut into
+fixed chunks of :data:`NEGATIVE_CHUNK` positives, and each chunk's negatives come from a generator
+seeded by ``(seed, s, chunk)``, so they do not depend on who draws them.
+
 Data parallel. Under ``torch.distributed`` (e.g. ``torchrun --nproc_per_node=2``, see
 ``examples/distributed_ultrae.py``) :func:`train_ultrae` trains one replica per rank: every rank
-draws the same shuffles and negatives (same seed), takes its contiguous share of each minibatch
-(:func:`rank_share`), and the model is wrapped in ``DistributedDataParallel``. Each rank's loss
-is scaled by ``world · (its share) / (batch size)``, so DDP's equal-weight gradient average and
-the optimizers' group-mean loss are exactly the minibatch's, also for shares of unequal size:
-a run equals the one-process run on the whole minibatches, up to rounding.
+draws the same shuffles (same seed), takes its contiguous share of each minibatch
+(:func:`rank_share`) and draws only the negatives of the chunks that overlap its share (the same
+numbers one process draws for those positives), and the model is wrapped in
+``DistributedDataParallel``. Each rank's loss is scaled by ``world · (its share) / (batch
+size)``, so DDP's equal-weight gradient average and the optimizers' group-mean loss are exactly
+the minibatch's, also for shares of unequal size: a run equals the one-process run on the whole
+minibatches, up to rounding.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ import time
 from dataclasses import dataclass, field
 
 import geoopt
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -80,10 +87,18 @@ from orthoplug.distributed import all_reduce_any, all_reduce_sum_, is_distribute
 from orthoplug.problems.hspp import phi, ultrahyperbolic_distance
 from orthoplug.problems.kg import KGData, evaluate_ranking
 
-__all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "rank_share",
-           "RELATION_OPTIMIZERS"]
+__all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "draw_negatives", "rank_share",
+           "RELATION_OPTIMIZERS", "NEGATIVE_CHUNK", "LOSS_CHUNK_ENTRIES"]
 
 RELATION_OPTIMIZERS = ("JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam")
+
+#: Entries of the largest tensor :meth:`UltraE.loss` builds at once (16 MiB in float64): it
+#: scores the triples of that many / (n·max(k, n)) positives at a time.
+LOSS_CHUNK_ENTRIES = 2**21
+
+#: Positives per chunk of a minibatch whose negatives :func:`draw_negatives` draws from one
+#: generator. Fixed, so that the negatives do not depend on the number of ranks.
+NEGATIVE_CHUNK = 256
 
 
 class UltraE(nn.Module):
@@ -151,6 +166,11 @@ class UltraE(nn.Module):
         candidates ``(1, E)`` or negatives ``(B, k)``), ``R_r`` is gathered once per row, so the
         memory is ``O(|S| n)`` and not ``O(|S| n²)``.
         """
+        return self._score(self.embeddings(), h, r, t)
+
+    def _score(self, e: torch.Tensor, h: torch.Tensor, r: torch.Tensor,
+               t: torch.Tensor) -> torch.Tensor:
+        """:meth:`score` with the entity points ``e`` computed by the caller."""
         shape = torch.broadcast_shapes(h.shape, r.shape, t.shape)
         h, r, t = (x[(None,) * (len(shape) - x.ndim)] for x in (h, r, t))
         if len(shape) > 0 and r.ndim == len(shape) and r.shape[-1] == 1:
@@ -162,7 +182,6 @@ class UltraE(nn.Module):
                                 ("r", rows, self.num_relations)):
             if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= size):
                 raise IndexError(f"{name} ids must lie in [0, {size})")
-        e = self.embeddings()
         moved = e[h] @ self.relation[rows].mT  # rows of R_r e_h
         inner = (moved * self.jvec * e[t]).sum(-1)
         dist = ultrahyperbolic_distance(inner, self.alpha, self.clamp)
@@ -170,16 +189,26 @@ class UltraE(nn.Module):
         return logits.reshape(shape)
 
     def loss(self, positives: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
-        """The UltraE loss of positives ``(B, 3)`` with negatives ``(B, k, 3)`` (same relation)."""
+        """The UltraE loss of positives ``(B, 3)`` with negatives ``(B, k, 3)`` (same relation).
+
+        The triples are scored in chunks of positives whose ``(rows, n)`` and ``(positives, n,
+        n)`` tensors have at most :data:`LOSS_CHUNK_ENTRIES` entries, so no intermediate tensor
+        grows with the minibatch (the values are those of one pass over all of them; φ of the
+        entity table is computed once).
+        """
         if positives.ndim != 2 or positives.shape[1] != 3:
             raise ValueError(f"positives must have shape (B, 3), got {tuple(positives.shape)}")
         if negatives.ndim != 3 or negatives.shape[0] != positives.shape[0] \
                 or negatives.shape[2] != 3:
             raise ValueError(f"negatives must have shape ({positives.shape[0]}, k, 3), "
                              f"got {tuple(negatives.shape)}")
-        pos = self.score(positives[:, 0], positives[:, 1], positives[:, 2])
-        neg = self.score(negatives[..., 0], positives[:, 1:2], negatives[..., 2])
-        return (F.softplus(-pos) + F.softplus(neg).sum(-1)).mean()
+        e = self.embeddings()
+        dim = e.shape[1]
+        size = max(1, LOSS_CHUNK_ENTRIES // (dim * max(negatives.shape[1], dim)))
+        terms = [F.softplus(-self._score(e, p[:, 0], p[:, 1], p[:, 2]))
+                 + F.softplus(self._score(e, n[..., 0], p[:, 1:2], n[..., 2])).sum(-1)
+                 for p, n in zip(positives.split(size), negatives.split(size), strict=True)]
+        return torch.cat(terms).mean()
 
     @torch.no_grad()
     def violation(self) -> float:
@@ -195,10 +224,52 @@ def corrupt(triples: torch.Tensor, k: int, num_entities: int,
     b = triples.shape[0]
     rand = torch.randint(0, num_entities, (b, k), generator=generator)
     tail = torch.rand(b, k, generator=generator) < 0.5
-    neg = triples[:, None, :].expand(b, k, 3).clone()
-    neg[..., 2] = torch.where(tail, rand, neg[..., 2])
-    neg[..., 0] = torch.where(tail, neg[..., 0], rand)
-    return neg
+    h, r, t = triples[:, :, None].unbind(1)  # (b, 1) each
+    return torch.stack([torch.where(tail, h, rand), r.expand(b, k), torch.where(tail, rand, t)],
+                       dim=-1)
+
+
+def draw_negatives(positives: torch.Tensor, k: int, num_entities: int, seed: int, step: int,
+                   rows: slice | None = None, chunk: int = NEGATIVE_CHUNK) -> torch.Tensor:
+    """The negatives ``(len(rows), k, 3)`` of the positives ``positives[rows]`` of minibatch
+    number ``step``.
+
+    The minibatch ``positives`` ``(B, 3)`` is cut into chunks of ``chunk`` positives; chunk
+    ``c`` gets ``corrupt(positives[c·chunk:(c+1)·chunk], k, num_entities, g)`` with ``g`` seeded
+    by ``(seed, step, c)``. Only the chunks that overlap ``rows`` are drawn, so a rank drawing
+    the negatives of its share gets exactly the numbers that one process drawing the whole
+    minibatch gets for those positives, with work proportional to the share (plus at most the
+    rest of two chunks).
+
+    Args:
+        positives: The whole minibatch ``(B, 3)``.
+        k: Negatives per positive.
+        num_entities: Entities to draw from.
+        seed: Seed of the run.
+        step: Number of the minibatch in the run (0, 1, ...).
+        rows: Contiguous rows of ``positives`` (step 1); ``None``: all of them.
+        chunk: Positives per generator.
+
+    Returns:
+        torch.Tensor: ``(len(rows), k, 3)``, the relation of each positive kept.
+
+    Raises:
+        ValueError: ``rows`` with a step other than 1, or ``chunk`` < 1.
+    """
+    b = positives.shape[0]
+    start, stop, stride = (rows or slice(None)).indices(b)
+    if stride != 1:
+        raise ValueError(f"rows must be a contiguous slice (step 1), got step {stride}")
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    parts = [positives.new_empty((0, k, 3))]
+    for c in range(start // chunk, -(-stop // chunk)):
+        lo = c * chunk
+        state = np.random.SeedSequence([seed % 2**64, step, c]).generate_state(2, np.uint32)
+        gen = torch.Generator().manual_seed(int(state[0]) | int(state[1]) << 32)
+        neg = corrupt(positives[lo:lo + chunk], k, num_entities, gen)  # the whole chunk
+        parts.append(neg[max(start - lo, 0):stop - lo])
+    return torch.cat(parts)
 
 
 def rank_share(batch_size: int, group=None) -> slice:
@@ -356,10 +427,10 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         losses = []
         perm = torch.randperm(data.train.shape[0], generator=gen)
         for idx in perm.split(batch_size):
-            pos = data.train[idx]
-            neg = corrupt(pos, num_negatives, data.num_entities, gen)
+            batch = data.train[idx]
             share = rank_share(len(idx))
-            pos, neg = pos[share], neg[share]
+            pos = batch[share]
+            neg = draw_negatives(batch, num_negatives, data.num_entities, seed, steps, share)
             # the rank's mean, weighted so that the group's mean is the minibatch's
             weight = world * pos.shape[0] / len(idx)
 
