@@ -159,20 +159,29 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         """Write the proposal into every parameter with a gradient; returns (params, their old
         values, total predicted change)."""
         params, old, predicted = [], [], 0.0
-        for group in self.param_groups:
-            for p in group["params"]:
-                g = grads.get(p)
-                if g is None:
-                    continue
-                geometry = p.manifold.geometry
-                jvec = (geometry.jk if self.column else geometry.j).like(p)
-                new, pred = self._update(p, self._oriented(p.detach()), self._oriented(g), jvec,
-                                         rules[p].sigma, group["theta"], plan)
-                params.append(p)
-                old.append(p.detach().clone())
-                p.copy_(self._oriented(new))
-                predicted += pred
+        try:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    g = grads.get(p)
+                    if g is None:
+                        continue
+                    geometry = p.manifold.geometry
+                    jvec = (geometry.jk if self.column else geometry.j).like(p)
+                    new, pred = self._update(p, self._oriented(p.detach()), self._oriented(g),
+                                             jvec, rules[p].sigma, group["theta"], plan)
+                    params.append(p)
+                    old.append(p.detach().clone())
+                    p.copy_(self._oriented(new))
+                    predicted += pred
+        except NonFiniteError:
+            self._restore(params, old)
+            raise
         return params, old, predicted
+
+    @staticmethod
+    def _restore(params, old) -> None:
+        for p, o in zip(params, old, strict=True):
+            p.copy_(o)
 
     @torch.no_grad()
     def step(self, closure):
@@ -199,13 +208,11 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                 if all([r.accepts(f0, f1, predicted) for r in checked]):
                     break
             except NonFiniteError as err:
-                for p, o in zip(params, old, strict=True):
-                    p.copy_(o)
+                self._restore(params, old)
                 raise FloatingPointError(f"{type(self).__name__}: {err} at step "
                                          f"{self.steps_taken}; the parameters are those "
                                          "before the step") from err
-            for p, o in zip(params, old, strict=True):  # rejected: σ doubled, propose again
-                p.copy_(o)
+            self._restore(params, old)  # rejected: σ doubled, propose again
         for p, rule in rules.items():
             if rule.checked:
                 self.state[p].update(rule.state_dict())
@@ -369,12 +376,10 @@ class VRJJOBCD(JJOBCD):
                     p.copy_(c)
             g_est = {p: self.state[p]["g_est"] + g_new[p] - g_old[p] for p in params}
         current = {p: p.detach().clone() for p in params}
-        try:
+        try:  # (_propose restores the parameters on failure)
             self._propose(g_est, {p: self._rule(group, p) for group in self.param_groups
                                   for p in group["params"]}, {})
         except NonFiniteError as err:
-            for p in params:
-                p.copy_(current[p])
             raise FloatingPointError(f"{type(self).__name__}: {err} at step "
                                      f"{self.steps_taken}; the parameters are those before "
                                      "the step") from err
