@@ -1,10 +1,9 @@
 """JOBCD as torch optimizers over geoopt ``ManifoldParameter``\\ s on J-manifolds.
 
 Every matrix of a (batched) parameter is updated in each ``step``: ``JJOBCD`` applies one random
-perfect matching of the rows per matrix (:func:`orthoplug.solvers.jobcd.jacobi_step`),
-``GSJOBCD`` the next pair of its :class:`~orthoplug.solvers.jobcd.PairQueue` per matrix. All
-pairs of all matrices are solved in one batched exact call
-(:func:`orthoplug.solvers.jobcd.update_pairs`). Rows of different matrices are disjoint
+perfect matching of the rows per matrix, ``GSJOBCD`` the next pair of the matrix's
+:class:`~orthoplug.solvers.jobcd.PairQueue`. All pairs of all matrices are solved in one batched
+exact call (:func:`orthoplug.solvers.jobcd.jacobi_step`). Rows of different matrices are disjoint
 coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever σ bounds
 the Lipschitz constant of the whole loss.
 
@@ -49,13 +48,7 @@ from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.oracles import NonFiniteError, all_finite
 from orthoplug.solvers.jjacobi import ColumnJacobi
-from orthoplug.solvers.jobcd import (
-    SIDES,
-    PageSchedule,
-    PairQueue,
-    jacobi_step,
-    update_pairs,
-)
+from orthoplug.solvers.jobcd import SIDES, PageSchedule, PairQueue, jacobi_step
 from orthoplug.solvers.steps import SigmaBacktracking
 
 from ._torch import OrthoplugOptimizer
@@ -261,12 +254,7 @@ class GSJOBCD(_JOBCDOptimizer):
         return plan
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):
-        batch, (n, k) = x.shape[:-2], x.shape[-2:]
-        xb, gb = x.reshape(-1, n, k), g.reshape(-1, n, k)
-        pairs = plan[p]  # (nb, 1, 2)
-        bidx = torch.arange(xb.shape[0], device=x.device)[:, None, None]
-        new, predicted = update_pairs(xb, gb[bidx, pairs], pairs, jvec, sigma, theta)
-        return new.reshape(*batch, n, k), predicted
+        return jacobi_step(x, g, jvec, sigma, theta, pairs=plan[p])  # plan: (nb, 1, 2)
 
     def _extra_state(self):
         saved = dict(self._saved_queues)

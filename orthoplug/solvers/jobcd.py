@@ -190,18 +190,20 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
 
 
 def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: float,
-                theta: float, generator: torch.Generator) -> tuple[torch.Tensor, float]:
+                theta: float, generator: torch.Generator | None = None,
+                pairs: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
     """One J-JOBCD update of every matrix in ``x`` (*batch, n, k) from the gradient ``g``.
 
-    Each matrix gets its own random matching (:func:`random_matching`, one generator call for
-    all); all pairs are solved in one batched call (:func:`update_pairs`). Returns the new
-    point and the predicted change.
+    Each matrix gets its own random matching (:func:`random_matching`, one ``generator`` call
+    for all), or the given disjoint ``pairs`` (nb, m, 2) of each of its nb matrices (GS-JOBCD's
+    torch optimizer: one queued pair per matrix); all pairs are solved in one batched call
+    (:func:`update_pairs`). Returns the new point and the predicted change.
     """
     batch, (n, k) = x.shape[:-2], x.shape[-2:]
     xb, gb = x.reshape(-1, n, k), g.reshape(-1, n, k)
-    nb = xb.shape[0]
-    pairs = random_matching(n, generator, x.device, (nb,))  # (nb, m, 2)
-    bidx = torch.arange(nb, device=x.device)[:, None, None]
+    if pairs is None:
+        pairs = random_matching(n, generator, x.device, (xb.shape[0],))  # (nb, m, 2)
+    bidx = torch.arange(xb.shape[0], device=x.device)[:, None, None]
     new, predicted = update_pairs(xb, gb[bidx, pairs], pairs, jvec, sigma, theta)
     return new.reshape(*batch, n, k), predicted
 
