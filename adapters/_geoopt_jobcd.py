@@ -1,7 +1,7 @@
 """JOBCD as torch optimizers over geoopt ``ManifoldParameter``\\ s on J-manifolds.
 
 Every matrix of a (batched) parameter is updated in each ``step``: ``JJOBCD`` applies one random
-perfect matching of the rows per matrix, ``GSJOBCD`` the next pair of the matrix's
+perfect matching of the rows per matrix, ``GSJOBCD`` one pair per matrix from the parameter's
 :class:`~orthoplug.solvers.jobcd.PairQueue`. All pairs of all matrices are solved in one batched
 exact call (:func:`orthoplug.solvers.jobcd.jacobi_step`). Rows of different matrices are disjoint
 coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever σ bounds
@@ -221,36 +221,34 @@ class JJOBCD(_JOBCDOptimizer):
 
 
 class GSJOBCD(_JOBCDOptimizer):
-    """GS-JOBCD: the next pair of every matrix's :class:`~orthoplug.solvers.jobcd.PairQueue`
-    (uniform random pairs, drawn as the core solver draws them) per step."""
+    """GS-JOBCD: per step, one pair of every matrix from the parameter's
+    :class:`~orthoplug.solvers.jobcd.PairQueue` (uniform random pairs, drawn as the core solver
+    draws them: the same pairs for a single matrix)."""
 
     def __init__(self, params, **kwargs):
         self._queues: dict = {}
         self._saved_queues: dict = {}
         super().__init__(params, **kwargs)
 
-    def _queues_of(self, p) -> list[PairQueue]:
-        """The pair queue of every matrix of ``p`` (made on first use, or from a loaded state)."""
-        queues = self._queues.get(p)
-        if queues is None:
+    def _queue_of(self, p) -> PairQueue:
+        """The pair queue of ``p``, one pair per matrix per entry (made on first use, or from a
+        loaded state)."""
+        queue = self._queues.get(p)
+        if queue is None:
             x = self._oriented(p.detach())
-            count = x[..., 0, 0].numel()
-            queues = [PairQueue("random", x.shape[-2], p.device) for _ in range(count)]
+            queue = PairQueue("random", x.shape[-2], p.device, matrices=x[..., 0, 0].numel())
             key = next(k for k, q in _indexed(self.param_groups) if q is p)
-            for queue, state in zip(queues, self._saved_queues.pop(key, ()), strict=False):
-                queue.load_state_dict(state)
-            self._queues[p] = queues
-        return queues
+            if key in self._saved_queues:
+                queue.load_state_dict(self._saved_queues.pop(key))
+            self._queues[p] = queue
+        return queue
 
     def _plan(self, grads):
         plan = {}
         for p in grads:
-            generator = self.generator(p.device)
-            rows = []
-            for queue in self._queues_of(p):
-                queue.ensure(generator)
-                rows.append(queue.take()[0])
-            plan[p] = torch.stack([torch.as_tensor(r) for r in rows]).to(p.device)[:, None]
+            queue = self._queue_of(p)
+            queue.ensure(self.generator(p.device))
+            plan[p] = torch.as_tensor(queue.next_rows()).to(p.device).reshape(-1, 1, 2)
         return plan
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):
@@ -260,7 +258,7 @@ class GSJOBCD(_JOBCDOptimizer):
         saved = dict(self._saved_queues)
         for key, p in _indexed(self.param_groups):
             if p in self._queues:
-                saved[key] = [q.state_dict() for q in self._queues[p]]
+                saved[key] = self._queues[p].state_dict()
         return {"pair_queues": saved}
 
     def _load_extra_state(self, state):
