@@ -1,10 +1,9 @@
 """JOBCD as torch optimizers over geoopt ``ManifoldParameter``\\ s on J-manifolds.
 
 Every matrix of a (batched) parameter is updated in each ``step``: ``JJOBCD`` applies one random
-perfect matching of the rows per matrix (:func:`orthoplug.solvers.jobcd.jacobi_step`),
-``GSJOBCD`` the next pair of its :class:`~orthoplug.solvers.jobcd.PairQueue` per matrix. All
-pairs of all matrices are solved in one batched exact call
-(:func:`orthoplug.solvers.jobcd.update_pairs`). Rows of different matrices are disjoint
+perfect matching of the rows per matrix, ``GSJOBCD`` one pair per matrix from the parameter's
+:class:`~orthoplug.solvers.jobcd.PairQueue`. All pairs of all matrices are solved in one batched
+exact call (:func:`orthoplug.solvers.jobcd.jacobi_step`). Rows of different matrices are disjoint
 coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever σ bounds
 the Lipschitz constant of the whole loss.
 
@@ -49,13 +48,7 @@ from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.oracles import NonFiniteError, all_finite
 from orthoplug.solvers.jjacobi import ColumnJacobi
-from orthoplug.solvers.jobcd import (
-    SIDES,
-    PageSchedule,
-    PairQueue,
-    jacobi_step,
-    update_pairs,
-)
+from orthoplug.solvers.jobcd import SIDES, PageSchedule, PairQueue, jacobi_step
 from orthoplug.solvers.steps import SigmaBacktracking
 
 from ._torch import OrthoplugOptimizer
@@ -159,20 +152,29 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         """Write the proposal into every parameter with a gradient; returns (params, their old
         values, total predicted change)."""
         params, old, predicted = [], [], 0.0
-        for group in self.param_groups:
-            for p in group["params"]:
-                g = grads.get(p)
-                if g is None:
-                    continue
-                geometry = p.manifold.geometry
-                jvec = (geometry.jk if self.column else geometry.j).like(p)
-                new, pred = self._update(p, self._oriented(p.detach()), self._oriented(g), jvec,
-                                         rules[p].sigma, group["theta"], plan)
-                params.append(p)
-                old.append(p.detach().clone())
-                p.copy_(self._oriented(new))
-                predicted += pred
+        try:
+            for group in self.param_groups:
+                for p in group["params"]:
+                    g = grads.get(p)
+                    if g is None:
+                        continue
+                    geometry = p.manifold.geometry
+                    jvec = (geometry.jk if self.column else geometry.j).like(p)
+                    new, pred = self._update(p, self._oriented(p.detach()), self._oriented(g),
+                                             jvec, rules[p].sigma, group["theta"], plan)
+                    params.append(p)
+                    old.append(p.detach().clone())
+                    p.copy_(self._oriented(new))
+                    predicted += pred
+        except NonFiniteError:
+            self._restore(params, old)
+            raise
         return params, old, predicted
+
+    @staticmethod
+    def _restore(params, old) -> None:
+        for p, o in zip(params, old, strict=True):
+            p.copy_(o)
 
     @torch.no_grad()
     def step(self, closure):
@@ -199,13 +201,11 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                 if all([r.accepts(f0, f1, predicted) for r in checked]):
                     break
             except NonFiniteError as err:
-                for p, o in zip(params, old, strict=True):
-                    p.copy_(o)
+                self._restore(params, old)
                 raise FloatingPointError(f"{type(self).__name__}: {err} at step "
                                          f"{self.steps_taken}; the parameters are those "
                                          "before the step") from err
-            for p, o in zip(params, old, strict=True):  # rejected: σ doubled, propose again
-                p.copy_(o)
+            self._restore(params, old)  # rejected: σ doubled, propose again
         for p, rule in rules.items():
             if rule.checked:
                 self.state[p].update(rule.state_dict())
@@ -221,51 +221,44 @@ class JJOBCD(_JOBCDOptimizer):
 
 
 class GSJOBCD(_JOBCDOptimizer):
-    """GS-JOBCD: the next pair of every matrix's :class:`~orthoplug.solvers.jobcd.PairQueue`
-    (uniform random pairs, drawn as the core solver draws them) per step."""
+    """GS-JOBCD: per step, one pair of every matrix from the parameter's
+    :class:`~orthoplug.solvers.jobcd.PairQueue` (uniform random pairs, drawn as the core solver
+    draws them: the same pairs for a single matrix)."""
 
     def __init__(self, params, **kwargs):
         self._queues: dict = {}
         self._saved_queues: dict = {}
         super().__init__(params, **kwargs)
 
-    def _queues_of(self, p) -> list[PairQueue]:
-        """The pair queue of every matrix of ``p`` (made on first use, or from a loaded state)."""
-        queues = self._queues.get(p)
-        if queues is None:
+    def _queue_of(self, p) -> PairQueue:
+        """The pair queue of ``p``, one pair per matrix per entry (made on first use, or from a
+        loaded state)."""
+        queue = self._queues.get(p)
+        if queue is None:
             x = self._oriented(p.detach())
-            count = x[..., 0, 0].numel()
-            queues = [PairQueue("random", x.shape[-2], p.device) for _ in range(count)]
+            queue = PairQueue("random", x.shape[-2], p.device, matrices=x[..., 0, 0].numel())
             key = next(k for k, q in _indexed(self.param_groups) if q is p)
-            for queue, state in zip(queues, self._saved_queues.pop(key, ()), strict=False):
-                queue.load_state_dict(state)
-            self._queues[p] = queues
-        return queues
+            if key in self._saved_queues:
+                queue.load_state_dict(self._saved_queues.pop(key))
+            self._queues[p] = queue
+        return queue
 
     def _plan(self, grads):
         plan = {}
         for p in grads:
-            generator = self.generator(p.device)
-            rows = []
-            for queue in self._queues_of(p):
-                queue.ensure(generator)
-                rows.append(queue.take()[0])
-            plan[p] = torch.stack([torch.as_tensor(r) for r in rows]).to(p.device)[:, None]
+            queue = self._queue_of(p)
+            queue.ensure(self.generator(p.device))
+            plan[p] = torch.as_tensor(queue.next_rows()).to(p.device).reshape(-1, 1, 2)
         return plan
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):
-        batch, (n, k) = x.shape[:-2], x.shape[-2:]
-        xb, gb = x.reshape(-1, n, k), g.reshape(-1, n, k)
-        pairs = plan[p]  # (nb, 1, 2)
-        bidx = torch.arange(xb.shape[0], device=x.device)[:, None, None]
-        new, predicted = update_pairs(xb, gb[bidx, pairs], pairs, jvec, sigma, theta)
-        return new.reshape(*batch, n, k), predicted
+        return jacobi_step(x, g, jvec, sigma, theta, pairs=plan[p])  # plan: (nb, 1, 2)
 
     def _extra_state(self):
         saved = dict(self._saved_queues)
         for key, p in _indexed(self.param_groups):
             if p in self._queues:
-                saved[key] = [q.state_dict() for q in self._queues[p]]
+                saved[key] = self._queues[p].state_dict()
         return {"pair_queues": saved}
 
     def _load_extra_state(self, state):
@@ -369,12 +362,10 @@ class VRJJOBCD(JJOBCD):
                     p.copy_(c)
             g_est = {p: self.state[p]["g_est"] + g_new[p] - g_old[p] for p in params}
         current = {p: p.detach().clone() for p in params}
-        try:
+        try:  # (_propose restores the parameters on failure)
             self._propose(g_est, {p: self._rule(group, p) for group in self.param_groups
                                   for p in group["params"]}, {})
         except NonFiniteError as err:
-            for p in params:
-                p.copy_(current[p])
             raise FloatingPointError(f"{type(self).__name__}: {err} at step "
                                      f"{self.steps_taken}; the parameters are those before "
                                      "the step") from err

@@ -295,3 +295,28 @@ def test_nan_mid_run_names_the_cause_and_keeps_the_last_good_parameters(name, wh
     with pytest.raises(FloatingPointError, match=f"non-finite {what}.*at step 4"):
         opt.step(closure)
     assert torch.equal(x.detach(), good)
+
+
+def test_vr_nan_at_the_previous_point_restores_the_current_parameters():
+    """The PAGE difference step evaluates the closure at the previous point too (the parameters
+    swapped in): a NaN there leaves the parameters at the current point, not the previous."""
+    x = _param(_x0(3))
+    opt = go.VRJJOBCD([x], num_components=M, sigma=L_SUM, seed=SEED, batch_size=20,
+                      small_batch=5, reset_probability=0.0)  # every later step a difference
+    calls = []
+
+    def closure(idx):
+        calls.append(opt.steps_taken)
+        opt.zero_grad()
+        loss = _sum_value(x, idx)
+        if calls.count(4) == 2:  # the second call of step 4: at the previous point
+            loss = loss * float("nan")
+        loss.backward()
+        return loss
+
+    for _ in range(4):
+        opt.step(closure)
+    good = x.detach().clone()
+    with pytest.raises(FloatingPointError, match="non-finite loss.*at step 4"):
+        opt.step(closure)
+    assert calls.count(4) == 2 and torch.equal(x.detach(), good)

@@ -190,18 +190,20 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
 
 
 def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: float,
-                theta: float, generator: torch.Generator) -> tuple[torch.Tensor, float]:
+                theta: float, generator: torch.Generator | None = None,
+                pairs: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
     """One J-JOBCD update of every matrix in ``x`` (*batch, n, k) from the gradient ``g``.
 
-    Each matrix gets its own random matching (:func:`random_matching`, one generator call for
-    all); all pairs are solved in one batched call (:func:`update_pairs`). Returns the new
-    point and the predicted change.
+    Each matrix gets its own random matching (:func:`random_matching`, one ``generator`` call
+    for all), or the given disjoint ``pairs`` (nb, m, 2) of each of its nb matrices (GS-JOBCD's
+    torch optimizer: one queued pair per matrix); all pairs are solved in one batched call
+    (:func:`update_pairs`). Returns the new point and the predicted change.
     """
     batch, (n, k) = x.shape[:-2], x.shape[-2:]
     xb, gb = x.reshape(-1, n, k), g.reshape(-1, n, k)
-    nb = xb.shape[0]
-    pairs = random_matching(n, generator, x.device, (nb,))  # (nb, m, 2)
-    bidx = torch.arange(nb, device=x.device)[:, None, None]
+    if pairs is None:
+        pairs = random_matching(n, generator, x.device, (xb.shape[0],))  # (nb, m, 2)
+    bidx = torch.arange(xb.shape[0], device=x.device)[:, None, None]
     new, predicted = update_pairs(xb, gb[bidx, pairs], pairs, jvec, sigma, theta)
     return new.reshape(*batch, n, k), predicted
 
@@ -210,18 +212,24 @@ class PairQueue:
     """GS-JOBCD's pair order: a queue of row pairs and a cursor (both front-ends use it).
 
     ``"random"``: uniform pairs with replacement, ``i ≠ j``, drawn :data:`PAIR_BATCH` ×
-    ``candidates`` at a time (:func:`random_pairs`, one generator call per batch);
-    ``"cyclic"``: ``(0, 1), (0, 2), …, (n−2, n−1)``, repeated (no draws).
+    ``candidates`` × ``matrices`` at a time (:func:`random_pairs`, one generator call per
+    batch); ``"cyclic"``: ``(0, 1), (0, 2), …, (n−2, n−1)``, repeated (no draws).
 
     Args:
         order: ``"random"``, ``"cyclic"`` or ``"greedy"`` (random, ``candidates`` per step).
         n: rows to pair.
         device: device of the pairs.
         candidates: pairs consumed per iteration.
+        matrices: matrices paired at once (the torch optimizer's batched parameters): each
+            entry of the queue is then ``(matrices, 2)``, one pair per matrix (random order
+            only).
     """
 
-    def __init__(self, order: str, n: int, device, candidates: int = 1):
+    def __init__(self, order: str, n: int, device, candidates: int = 1, matrices: int = 1):
         self.cyclic, self.n, self.device, self.candidates = order == "cyclic", n, device, candidates
+        if matrices > 1 and self.cyclic:
+            raise ValueError("a cyclic pair queue pairs one matrix")
+        self.matrices = matrices
         self.rows = np.empty((0, 2), dtype=np.int64)
         self.list = None
         self.cursor = 0
@@ -229,33 +237,39 @@ class PairQueue:
             self._set(torch.triu_indices(n, n, 1, device=device).T)
 
     def _set(self, pairs: torch.Tensor) -> None:
+        if self.matrices > 1:
+            pairs = pairs.reshape(-1, self.matrices, 2)
         self.rows = host_array(pairs.contiguous())  # NumPy on the CPU (the kernels read it)
         self.list = None  # Python ints for the per-pair path, made on first use
         self.cursor = 0
 
     @property
     def count(self) -> int:
-        """Pairs in the queue (used or not)."""
+        """Entries in the queue (used or not)."""
         return self.rows.shape[0]
 
     def ensure(self, generator: torch.Generator) -> None:
-        """Make at least ``candidates`` pairs available: past the end, random pairs are drawn
+        """Make at least ``candidates`` entries available: past the end, random pairs are drawn
         anew and cyclic ones start over."""
         if self.cursor + self.candidates > self.count:
             if self.cyclic:
                 self.cursor = 0
             else:
-                self._set(random_pairs(self.n, PAIR_BATCH * self.candidates, generator,
-                                       self.device))
+                self._set(random_pairs(self.n, PAIR_BATCH * self.candidates * self.matrices,
+                                       generator, self.device))
 
-    def take(self) -> tuple[Any, int, int]:
-        """The next pair: its index row (NumPy or tensor) and ``(i, j)`` as ints."""
-        if self.list is None:
-            self.list = self.rows.tolist()
+    def next_rows(self):
+        """The next entry (NumPy or tensor: ``(2,)``, or ``(matrices, 2)``)."""
         k = self.cursor
         self.cursor = k + 1
-        i, j = self.list[k]
-        return self.rows[k], i, j
+        return self.rows[k]
+
+    def take(self) -> tuple[Any, int, int]:
+        """The next pair of one matrix: its index row and ``(i, j)`` as ints."""
+        if self.list is None:
+            self.list = self.rows.tolist()
+        i, j = self.list[self.cursor]
+        return self.next_rows(), i, j
 
     def state_dict(self) -> dict:
         """The queued pairs and the cursor."""
