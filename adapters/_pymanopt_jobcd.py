@@ -16,11 +16,14 @@ _J_GEOMETRIES = (JOrthogonalGeometry, IndefiniteStiefelGeometry)
 class GSJOBCD(SolverOptimizer):
     """GS-JOBCD as a pymanopt optimizer.
 
-    Options (see :class:`orthoplug.solvers.jobcd.GSJOBCD`): ``theta``, ``sigma``,
-    ``side="auto"|"row"|"column"``, ``pairs="random"|"cyclic"|"greedy"``,
+    Options (see :class:`orthoplug.solvers.jobcd.GSJOBCD`): ``theta``, ``sigma``, ``sigma0``,
+    ``sigma_shrink``, ``side="auto"|"row"|"column"``, ``pairs="random"|"cyclic"|"greedy"``,
     ``curvature="exact"|"scalar"``, ``jacobi_tol``, ``max_boost``, ``same_sign``, ``candidates``.
     For the quadratic fast path pass ``run(problem, oracle=QuadraticOracle(C, D, scale))``; on
     square O(J) with ``D = None`` that runs column J-Jacobi sweeps (one sweep per iteration).
+    With ``curvature="scalar"`` and the same ``side``, ``sigma``/``sigma0``, ``theta`` and
+    ``seed`` it takes the same steps as the torch
+    :class:`orthoplug.adapters.geoopt.GSJOBCD` (one iteration per ``step``).
     """
 
     solver_class = jobcd.GSJOBCD
@@ -30,8 +33,9 @@ class GSJOBCD(SolverOptimizer):
 class JJOBCD(SolverOptimizer):
     """J-JOBCD (Jacobi, ⌊n/2⌋ pairs per iteration) for pymanopt.
 
-    Options: ``theta``, ``sigma``, ``side="row"|"column"`` (see
-    :class:`orthoplug.solvers.jobcd.JJOBCD`).
+    Options: ``theta``, ``sigma``, ``sigma0``, ``sigma_shrink``, ``side="row"|"column"`` (see
+    :class:`orthoplug.solvers.jobcd.JJOBCD`); the same options and ``seed`` give the steps of
+    the torch :class:`orthoplug.adapters.geoopt.JJOBCD`.
     """
 
     solver_class = jobcd.JJOBCD

@@ -102,17 +102,21 @@ def _jobcd_step_us(n: int, k: int, seed: int,
     # the per-pair path (one Python step per pair: the path before the kernel, still the one of
     # other devices and dtypes) on the same problem, same kind of pairs
     solver = GSJOBCD(side="row", seed=seed)
-    solver.setup(tracker, geo, gen)
-    solver.compiled = False
+    run = solver.start(QuadraticOracle(torch.from_numpy(c)), torch.from_numpy(x0.copy()), geo)
+    run.compiled = False
     m_py = 64
 
+    def reset_run():
+        np.copyto(run.tracker.xa, x0)
+        np.copyto(run.tracker.ya, y0)
+
     def py_steps():
-        reset()
+        reset_run()
         for _ in range(m_py):
-            solver.step(tracker, geo, gen)
+            solver.step(run)
 
     py_steps()
-    py_us = (best_us(py_steps, repeat=3) - best_us(reset)) / m_py
+    py_us = (best_us(py_steps, repeat=3) - best_us(reset_run)) / m_py
     return step_us, py_us, m
 
 

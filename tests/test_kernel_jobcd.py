@@ -222,11 +222,11 @@ def test_compiled_rcd_sweep_matches_torch_rounds(n):
     sweeps = 5
     res = RCD(step_size=0.05, seed=2, max_iterations=sweeps).run(oracle, x0, geo)
     solver = RCD(step_size=0.05)
-    solver.setup(oracle.track(x0), geo, None)
+    run = solver.start(oracle, x0, geo)
     gen = torch.Generator().manual_seed(2)
     x = x0
     for _ in range(sweeps):  # the run draws one relabelling per sweep from its generator
-        rounds = torch.randperm(n, generator=gen)[solver.schedule]
+        rounds = torch.randperm(n, generator=gen)[run.rounds]
         x = _rcd_reference_sweep(x, oracle.gradient(x), rounds, 0.05)
     torch.testing.assert_close(res.point, x, rtol=0, atol=1e-12)
     assert res.violation < 1e-13
