@@ -40,6 +40,8 @@ steps.
 
 from __future__ import annotations
 
+import math
+
 import geoopt
 import numpy as np
 import torch
@@ -148,10 +150,10 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         """Draws fixed for all proposals of one step (override; default none)."""
         return {}
 
-    def _propose(self, grads, rules, plan) -> tuple[list, list, float]:
-        """Write the proposal into every parameter with a gradient; returns (params, their old
-        values, total predicted change)."""
-        params, old, predicted = [], [], 0.0
+    def _propose(self, grads, rules, plan) -> tuple[dict, float]:
+        """Write the proposal into every parameter with a gradient; returns ({parameter: old
+        value}, total predicted change)."""
+        old, predicted = {}, 0.0
         try:
             for group in self.param_groups:
                 for p in group["params"]:
@@ -162,19 +164,13 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                     jvec = (geometry.jk if self.column else geometry.j).like(p)
                     new, pred = self._update(p, self._oriented(p.detach()), self._oriented(g),
                                              jvec, rules[p].sigma, group["theta"], plan)
-                    params.append(p)
-                    old.append(p.detach().clone())
+                    old[p] = p.detach().clone()
                     p.copy_(self._oriented(new))
                     predicted += pred
         except NonFiniteError:
-            self._restore(params, old)
+            self._restore(old)
             raise
-        return params, old, predicted
-
-    @staticmethod
-    def _restore(params, old) -> None:
-        for p, o in zip(params, old, strict=True):
-            p.copy_(o)
+        return old, predicted
 
     @torch.no_grad()
     def step(self, closure):
@@ -189,23 +185,9 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         grads = self._grads()
         rules = {p: self._rule(group, p) for group in self.param_groups
                  for p in group["params"]}
-        checked = [r for r in rules.values() if r.checked]
         plan = self._plan(grads)
-        while True:
-            params, old = [], []
-            try:
-                params, old, predicted = self._propose(grads, rules, plan)
-                if not checked:
-                    break
-                _, f1 = self._evaluate(closure)  # a non-finite trial loss is a rejection
-                if all([r.accepts(f0, f1, predicted) for r in checked]):
-                    break
-            except NonFiniteError as err:
-                self._restore(params, old)
-                raise FloatingPointError(f"{type(self).__name__}: {err} at step "
-                                         f"{self.steps_taken}; the parameters are those "
-                                         "before the step") from err
-            self._restore(params, old)  # rejected: σ doubled, propose again
+        self._majoriser_step(closure, f0, rules.values(),
+                             lambda: self._propose(grads, rules, plan))
         for p, rule in rules.items():
             if rule.checked:
                 self.state[p].update(rule.state_dict())
@@ -362,13 +344,10 @@ class VRJJOBCD(JJOBCD):
                     p.copy_(c)
             g_est = {p: self.state[p]["g_est"] + g_new[p] - g_old[p] for p in params}
         current = {p: p.detach().clone() for p in params}
-        try:  # (_propose restores the parameters on failure)
-            self._propose(g_est, {p: self._rule(group, p) for group in self.param_groups
-                                  for p in group["params"]}, {})
-        except NonFiniteError as err:
-            raise FloatingPointError(f"{type(self).__name__}: {err} at step "
-                                     f"{self.steps_taken}; the parameters are those before "
-                                     "the step") from err
+        rules = {p: self._rule(group, p) for group in self.param_groups for p in group["params"]}
+        # σ is fixed (unchecked rules): one proposal, no loss at the new point
+        self._majoriser_step(closure, math.nan, rules.values(),
+                             lambda: self._propose(g_est, rules, {}))
         for p in params:
             self.state[p]["g_est"], self.state[p]["x_prev"] = g_est[p], current[p]
         self._end_step()

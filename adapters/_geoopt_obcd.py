@@ -152,39 +152,26 @@ class OBCD(OrthoplugOptimizer):
                 z = x[bidx, pairs].reshape(-1, 2, r)
                 m = grads[p].reshape(-1, n, r)[bidx, pairs].reshape(-1, 2, r) @ z.mT
                 plans.append((group, p, x, bidx, pairs, z, m, self._rule(group, p)))
-        old = {p: x for _, p, x, *_ in plans}
-        while True:
-            predicted = 0.0
-            for group, p, x, bidx, pairs, z, m, rule in plans:
-                try:
-                    new, change = scalar_pair_step(z, m, rule.sigma, group["alpha"], self.h)
-                except FloatingPointError:
-                    self._restore(old)
-                    raise
-                out = x.clone()
-                out[bidx, pairs] = new.reshape(*pairs.shape, -1)
-                p.copy_(out.reshape(p.shape))
-                predicted += change
-            checked = [rule for *_, rule in plans if rule.checked]
-            if not checked:
-                break
-            _, f1 = self._evaluate(closure)  # a non-finite trial value is a rejection
+
+        def propose():
+            old, predicted = {}, 0.0
             try:
-                accepted = [rule.accepts(f0, f1, predicted) for rule in checked][0]
+                for group, p, x, bidx, pairs, z, m, rule in plans:
+                    new, change = scalar_pair_step(z, m, rule.sigma, group["alpha"], self.h)
+                    out = x.clone()
+                    out[bidx, pairs] = new.reshape(*pairs.shape, -1)
+                    old[p] = x
+                    p.copy_(out.reshape(p.shape))
+                    predicted += change
             except FloatingPointError:
                 self._restore(old)
                 raise
-            if accepted:
-                break
-            self._restore(old)
+            return old, predicted
+
+        self._majoriser_step(closure, f0, [rule for *_, rule in plans], propose)
         for _, p, *_, rule in plans:
             self.state[p]["sigma"] = rule.state_dict()
-        self.last_h = float(sum(float(self.h.value(p.detach()).sum()) for p in old))
+        self.last_h = float(sum(float(self.h.value(p.detach()).sum()) for _, p, *_ in plans))
         self._end_step()
         return loss
-
-    @staticmethod
-    def _restore(old: dict) -> None:
-        for p, x in old.items():
-            p.copy_(x.reshape(p.shape))
 

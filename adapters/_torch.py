@@ -19,6 +19,7 @@ step, which it takes from :mod:`orthoplug.solvers`:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -142,6 +143,44 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
                         f"parameters are those before the step")
                 out[p] = g
         return out
+
+    def _majoriser_step(self, closure, f0: float, rules: Iterable,
+                        propose: Callable[[], tuple[dict, float]]) -> None:
+        """Propose, test, retry: the one acceptance loop of the majoriser steps (JOBCD, OBCD).
+
+        ``propose()`` writes a proposal made with the rules' current σ into the parameters and
+        returns ``({parameter: its value before}, predicted change)``; if it fails part-way it
+        restores what it wrote and raises. Unless no rule is checked (fixed σ), the loss at the
+        proposal is compared by every checked
+        :class:`~orthoplug.solvers.steps.SigmaBacktracking` (the test of the core solvers;
+        a rejection doubles σ) and a rejected proposal is undone and made again.
+
+        Raises:
+            FloatingPointError: a non-finite proposal, or no acceptable step (the rule gives
+                up, naming the last trial loss): the parameters are those before the step.
+        """
+        checked = [rule for rule in rules if rule.checked]
+        while True:
+            old: dict = {}
+            try:
+                old, predicted = propose()
+                if not checked:
+                    return
+                _, f1 = self._evaluate(closure)  # a non-finite trial loss is a rejection
+                if all([rule.accepts(f0, f1, predicted) for rule in checked]):
+                    return
+            except FloatingPointError as err:  # (NonFiniteError included)
+                self._restore(old)
+                raise FloatingPointError(f"{type(self).__name__}: {err} at step "
+                                         f"{self.steps_taken}; the parameters are those "
+                                         "before the step") from err
+            self._restore(old)
+
+    @staticmethod
+    def _restore(old: dict) -> None:
+        """Write back ``{parameter: value}``."""
+        for p, value in old.items():
+            p.copy_(value.reshape(p.shape))
 
     def _end_step(self) -> None:
         self.steps_taken += 1
