@@ -15,14 +15,6 @@ from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _x0(n, p, seed=1):
     return qf(torch.randn(n, p, dtype=F64, generator=torch.Generator().manual_seed(seed)))
 

@@ -15,7 +15,6 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -52,14 +51,6 @@ EXPECTED_OUTPUT = {
     "rssm_dpcp.py": "principal angle",
     "ultrae_kg.py": "RiemannianAdam",
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 def _load(name: str):

@@ -33,14 +33,6 @@ D = make_spd(N, seed=3)
 L_F = float(QuadraticOracle(torch.from_numpy(C), torch.from_numpy(D)).lipschitz)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _x0(seed=0):
     return JOrthogonalGeometry(N, P).random_point(cond=3.0, generator=torch.Generator()
                                                   .manual_seed(seed))

@@ -27,14 +27,6 @@ COMPONENTS, BATCH = 40, 8
 QUARTIC = 0.2
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _gen(seed):
     return torch.Generator().manual_seed(seed)
 

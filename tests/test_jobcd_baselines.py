@@ -33,15 +33,6 @@ from orthoplug.solvers.jobcd import JJOBCD, VRJJOBCD
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Small dense ops on a shared 2-core machine run far faster on one thread."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def hevp():
     n = 20

@@ -34,14 +34,6 @@ from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _gen(seed):
     return torch.Generator().manual_seed(seed)
 

@@ -24,15 +24,6 @@ from orthoplug.solvers.rssm import RSSM, draw_block_pair
 from orthoplug.solvers.steps import StepSchedule
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small matrices: one BLAS thread is faster and timing-stable on a shared machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _gen(seed):
     return torch.Generator().manual_seed(seed)
 

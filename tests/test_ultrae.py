@@ -13,8 +13,6 @@ from orthoplug.problems import kg, ultrae
 from orthoplug.problems.kg import KGData, evaluate_ranking, load_kg, synthetic_kg
 from orthoplug.problems.ultrae import UltraE, corrupt, draw_negatives, train_ultrae
 
-torch.set_num_threads(1)
-
 SMALL = dict(dim=8, p=4, num_negatives=10, batch_size=32)
 
 

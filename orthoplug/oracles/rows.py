@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 import torch
 
-from .core import Oracle, Tracker, finite
+from .core import FunctionOracle, Oracle, Tracker, finite
 
 __all__ = ["RowGradientOracle", "RowGradientTracker", "StochasticOracle"]
 
 
 
 
-class RowGradientOracle(Oracle):
+class RowGradientOracle(FunctionOracle):
     """An oracle that can also return chosen rows of ∇F without the full gradient.
 
     Args:
@@ -29,15 +29,8 @@ class RowGradientOracle(Oracle):
 
     def __init__(self, value: Callable, gradient: Callable, gradient_rows: Callable, *,
                  lipschitz: float | None = None):
-        self._value, self._gradient, self._rows = value, gradient, gradient_rows
-        self.lipschitz = lipschitz
-
-    def value(self, x):
-        return finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
-
-    def gradient(self, x):
-        return finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
-                       "gradient")
+        super().__init__(value, gradient, lipschitz=lipschitz)
+        self._rows = gradient_rows
 
     def gradient_rows(self, x, rows):
         """Rows ``rows`` of ``∇f(X)``, from the row function (not checked for finiteness here)."""
