@@ -26,8 +26,7 @@ from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
 from .steps import SigmaBacktracking
 
-__all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature",
-           "NonFiniteError"]
+__all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
 
 _log = logging.getLogger("orthoplug")
 

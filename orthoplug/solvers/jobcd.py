@@ -192,7 +192,7 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
 def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: float,
                 theta: float, generator: torch.Generator | None = None,
                 pairs: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
-    """One J-JOBCD update of every matrix in ``x`` (*batch, n, k) from the gradient ``g``.
+    """One J-JOBCD update of every matrix in ``x`` ``(*batch, n, k)`` from the gradient ``g``.
 
     Each matrix gets its own random matching (:func:`random_matching`, one ``generator`` call
     for all), or the given disjoint ``pairs`` (nb, m, 2) of each of its nb matrices (GS-JOBCD's
