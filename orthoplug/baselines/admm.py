@@ -39,10 +39,10 @@ import math
 import torch
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
-from orthoplug.oracles import NonFiniteError, Oracle, finite
+from orthoplug.oracles import NonFiniteError, Oracle, estimate_lipschitz, finite
 from orthoplug.solvers.base import IterativeSolver, Run
 
-__all__ = ["ADMM", "PenaltySchedule", "admm_x_update", "admm_y_update", "estimate_lipschitz"]
+__all__ = ["ADMM", "PenaltySchedule", "admm_x_update", "admm_y_update"]
 
 #: the geometries of ``XᵀJ_nX = J_k`` (ADMM, UMCM and CSDM run on these only).
 J_GEOMETRIES = (JOrthogonalGeometry, IndefiniteStiefelGeometry)
@@ -103,27 +103,6 @@ class PenaltySchedule:
     def __repr__(self) -> str:
         return (f"PenaltySchedule(beta0={self.beta0:g}, every={self.every}, "
                 f"factor={self.factor:g}, max_beta={self.max_beta:g})")
-
-
-def estimate_lipschitz(oracle: Oracle, x: torch.Tensor, generator: torch.Generator | None = None,
-                       iterations: int = 20) -> float:
-    """Local estimate of ``L_f`` = ‖∇²f(X)‖₂ by power iteration on central differences of ∇f.
-
-    Exact (up to the power iteration) for quadratics; for other costs it is the curvature at
-    ``x`` only, not a global bound. Costs ``2·iterations`` gradient evaluations.
-    """
-    v = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
-    v = v / torch.linalg.norm(v)
-    scale = max(float(torch.linalg.norm(x)), 1.0)
-    lam = 0.0
-    for _ in range(iterations):
-        eps = 1e-5 * scale
-        hv = (oracle.gradient(x + eps * v) - oracle.gradient(x - eps * v)) / (2 * eps)
-        lam = float(torch.linalg.norm(hv))
-        if not (lam > 0 and math.isfinite(lam)):
-            break
-        v = hv / lam
-    return max(lam, 1e-12)
 
 
 def _spd_solve(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -192,7 +171,7 @@ class ADMM(IterativeSolver):
         run.jn, run.jk = run.geometry.j.like(x), run.geometry.jk.like(x)
         lip = self.lipschitz_user or run.oracle.lipschitz
         if lip is None:
-            lip = estimate_lipschitz(run.oracle, x, run.generator)
+            lip = estimate_lipschitz(run.tracker.gradient_at, x, run.generator)
         run.lip = float(lip)
         run.y = run.jn[:, None] * x
         run.z = torch.zeros(x.shape[-1], x.shape[-1], dtype=x.dtype, device=x.device)

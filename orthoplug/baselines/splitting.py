@@ -96,7 +96,7 @@ class SplittingSolver(IterativeSolver):
         return cost, float(torch.linalg.norm(run.x - run.y)), float(run.geometry.violation(x))
 
     def step(self, run: Run) -> None:
-        g = run.oracle.gradient(run.x)
+        g = run.tracker.gradient_at(run.x)
         self.iterate_splitting(run, g)
         if not (all_finite(run.x) and all_finite(run.y)):
             raise NonFiniteError(f"non-finite {self.name} iterate")

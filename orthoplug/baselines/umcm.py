@@ -149,7 +149,7 @@ class UMCM(IterativeSolver):
         if mode == "autograd":
             with torch.enable_grad():
                 xl = x.detach().clone().requires_grad_(True)
-                g = oracle.gradient(xl)
+                g = tracker.gradient_at(xl)
 
             def hvp(v):
                 return torch.autograd.grad(g, xl, grad_outputs=v.detach())[0]
@@ -160,7 +160,7 @@ class UMCM(IterativeSolver):
         def hvp(v):
             eps = 1e-6 * max(float(torch.linalg.norm(x)), 1.0) / max(
                 float(torch.linalg.norm(v)), 1e-300)
-            return (oracle.gradient(x + eps * v) - oracle.gradient(x - eps * v)) / (2 * eps)
+            return (tracker.gradient_at(x + eps * v) - tracker.gradient_at(x - eps * v)) / (2 * eps)
 
         return g, hvp
 

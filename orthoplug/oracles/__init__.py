@@ -30,6 +30,7 @@ from .core import QuadraticOracle as QuadraticOracle
 from .core import QuadraticTracker as QuadraticTracker
 from .core import Tracker as Tracker
 from .core import all_finite as all_finite
+from .core import estimate_lipschitz as estimate_lipschitz
 from .core import finite as finite
 from .core import host_array as host_array
 from .rows import RowGradientOracle as RowGradientOracle

@@ -39,6 +39,7 @@ class ColumnTracker(Tracker):
         if fn is None:
             return self.gradient()[..., cols]
         self.column_evaluations += int(cols.numel())
+        self.count_gradients(int(cols.numel()) / self.x.shape[-1])
         return finite(fn(self.x, cols), "subgradient")
 
     def set_columns(self, cols: torch.Tensor, new: torch.Tensor) -> None:
@@ -128,9 +129,13 @@ class CompositeTracker(ColumnTracker):
         return self.inner.x
 
     @property
-    def gradient_evaluations(self) -> int:  # type: ignore[override]
+    def gradient_evaluations(self) -> float:  # type: ignore[override]
         """Gradient evaluations of the smooth part (the one count every solver reports)."""
         return self.inner.gradient_evaluations
+
+    def count_gradients(self, amount: float) -> None:
+        """Count on the smooth part's tracker."""
+        self.inner.count_gradients(amount)
 
     def value(self):
         if self._value is None:

@@ -36,6 +36,7 @@ __all__ = [
     "host_array",
     "all_finite",
     "finite",
+    "estimate_lipschitz",
 ]
 
 
@@ -67,6 +68,28 @@ def finite(t: torch.Tensor, what: str) -> torch.Tensor:
     if not all_finite(t):
         raise NonFiniteError(f"non-finite {what}")
     return t
+
+
+def estimate_lipschitz(gradient: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor,
+                       generator: torch.Generator | None = None, iterations: int = 20) -> float:
+    """Local estimate of ``L_f`` = ‖∇²f(X)‖₂ by power iteration on central differences of ∇f.
+
+    Exact (up to the power iteration) for quadratics; for other costs it is the curvature at
+    ``x`` only, not a global bound. Costs ``2·iterations`` calls of ``gradient`` (an oracle's
+    ``gradient``, or a tracker's counted ``gradient_at``).
+    """
+    v = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
+    v = v / torch.linalg.norm(v)
+    scale = max(float(torch.linalg.norm(x)), 1.0)
+    lam = 0.0
+    for _ in range(iterations):
+        eps = 1e-5 * scale
+        hv = (gradient(x + eps * v) - gradient(x - eps * v)) / (2 * eps)
+        lam = float(torch.linalg.norm(hv))
+        if not (lam > 0 and math.isfinite(lam)):
+            break
+        v = hv / lam
+    return max(lam, 1e-12)
 
 
 class Oracle:
@@ -241,6 +264,14 @@ class Tracker:
 
     Solvers read ``x``, call :meth:`gradient_rows` / :meth:`gradient` / :meth:`value`, and
     write through :meth:`set_rows` (or :meth:`set_point`), which invalidates the caches.
+
+    **Gradient evaluations** (``gradient_evaluations``, the result's count for every solver)
+    are full-gradient equivalents obtained through the tracker: 1 per full gradient, at the
+    current point (:meth:`gradient`) or elsewhere (:meth:`gradient_at`); ``|idx|/N`` per
+    component mean of a finite sum (:meth:`component_gradient`); ``r/n`` per r rows and
+    ``c/p`` per c columns computed by an oracle's row or column function. Minibatch gradients
+    of a :class:`~orthoplug.oracles.rows.StochasticOracle` (no N) are counted as samples by the
+    solver instead. A solver obtains every gradient through its tracker.
     """
 
     def __init__(self, oracle: Oracle, x: torch.Tensor):
@@ -248,7 +279,22 @@ class Tracker:
         self.x = x.clone()
         self._value: torch.Tensor | None = None
         self._grad: torch.Tensor | None = None
-        self.gradient_evaluations = 0
+        self.gradient_evaluations: float = 0
+
+    def count_gradients(self, amount: float) -> None:
+        """Add ``amount`` full-gradient equivalents to ``gradient_evaluations``."""
+        self.gradient_evaluations += amount
+
+    def gradient_at(self, x: torch.Tensor) -> torch.Tensor:
+        """``∇f(x)`` at another point than the current one (counted, not cached)."""
+        self.count_gradients(1)
+        return self.oracle.gradient(x)
+
+    def component_gradient(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        """The mean gradient of the finite-sum components ``idx`` at ``x`` (counted as
+        ``|idx|/N``; the oracle must have the ``FiniteSum`` ability)."""
+        self.count_gradients(int(idx.numel()) / self.oracle.num_components)
+        return self.oracle.component_gradient(x, idx)
 
     def value(self) -> torch.Tensor:
         """``f`` at the current point (cached until the point changes)."""

@@ -47,6 +47,7 @@ class RowGradientTracker(Tracker):
     def gradient_rows(self, rows):
         if self._grad is not None:
             return self._grad[rows]
+        self.count_gradients(int(rows.numel()) / self.x.shape[-2])
         return self.oracle.gradient_rows(self.x, rows)
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.signature import Signature, make_signature
-from orthoplug.oracles import FiniteSumOracle
+from orthoplug.oracles import FiniteSumOracle, estimate_lipschitz
 from orthoplug.problems.spca import digits_data
 
 __all__ = ["HSPP", "make_hspp_data", "ultrahyperbolic_distance", "phi"]
@@ -227,14 +227,13 @@ class HSPP:
         group is unbounded). Use the start point (and, if known, points near the expected
         path); the safety factor covers the growth of the curvature along the path.
         """
-        from orthoplug.baselines.admm import estimate_lipschitz
-
         if isinstance(points, torch.Tensor):
             points = [points]
         if not safety >= 1:
             raise ValueError(f"safety must be >= 1, got {safety}")
         oracle = self.oracle()
-        best = max(estimate_lipschitz(oracle, x.detach(), generator, iterations) for x in points)
+        best = max(estimate_lipschitz(oracle.gradient, x.detach(), generator, iterations)
+                   for x in points)
         return safety * best
 
     def oracle(self, lipschitz: float | None = None) -> FiniteSumOracle:

@@ -72,7 +72,7 @@ class SolverResult:
     time: float
     gradient_norm: float
     violation: float
-    gradient_evaluations: int
+    gradient_evaluations: float
     history: dict[str, list] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     #: the lowest-cost evaluated point of methods that are not monotone (subgradient methods),
@@ -384,7 +384,7 @@ class ScalarCurvature:
         x = tracker.x
         e = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
         eps = 1e-4 * float(torch.linalg.norm(x)) / float(torch.linalg.norm(e))
-        g1 = tracker.oracle.gradient(x + eps * e)
+        g1 = tracker.gradient_at(x + eps * e)
         est = float(torch.linalg.norm(g1 - tracker.gradient())) / (eps * float(
             torch.linalg.norm(e)))
         return max(est, 1e-12)
@@ -398,7 +398,7 @@ class ScalarCurvature:
         if not gnorm > 0:
             return 1.0
         step = -(1e-4 * float(torch.linalg.norm(x)) / gnorm) * g
-        y = tracker.oracle.gradient(x + step) - g
+        y = tracker.gradient_at(x + step) - g
         return max(abs(float((step * y).sum())) / float((step * step).sum()), 1e-12)
 
     @staticmethod

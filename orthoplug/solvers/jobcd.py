@@ -703,15 +703,15 @@ class VRJJOBCD(_JOBCDBase):
         run.x_prev = None
 
     def step(self, run):
-        oracle, x = run.tracker.oracle, run.tracker.x
+        x = run.tracker.x
         if run.x_prev is not None:
             reset, idx = run.page.draw(run.generator)
             if reset:
-                run.g_est = oracle.component_gradient(x, idx)
+                run.g_est = run.tracker.component_gradient(x, idx)
                 run.component_gradients += idx.numel()
             else:
-                run.g_est = run.g_est + oracle.component_gradient(x, idx) \
-                    - oracle.component_gradient(run.x_prev, idx)
+                run.g_est = run.g_est + run.tracker.component_gradient(x, idx) \
+                    - run.tracker.component_gradient(run.x_prev, idx)
                 run.component_gradients += 2 * idx.numel()
         x_new, _ = self.pair_step(run, x, run.g_est)
         run.x_prev = x

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -141,7 +142,8 @@ def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
 
 
 def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
-               patience: int = 5, deadline: float | None = None
+               patience: int = 5, deadline: float | None = None,
+               gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
                ) -> tuple[torch.Tensor, float, int]:
     """Up to ``steps`` iterations ``X ← polar(prox_{t h}(X − t ∇f(X)))``, ``t = 1/L``; the best.
 
@@ -149,7 +151,8 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     projection; not a descent method, so the lowest-F iterate is kept). It stops after
     ``patience`` iterations without a new best, or at ``deadline`` (``time.perf_counter()``).
     Iterates where F is infinite (e.g. a negative entry under the nonnegativity indicator) are
-    never kept. Cost per iteration: one full gradient and an n × r SVD.
+    never kept. Cost per iteration: one full gradient (``gradient``, default the oracle's; a
+    run passes its tracker's counted ``gradient_at``) and an n × r SVD.
 
     Returns:
         ``(best point, its F, iterations done)``; the point is ``x`` itself if nothing was
@@ -164,11 +167,12 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     if not lip:
         raise ValueError("prox_polar needs an oracle with a Lipschitz constant (t = 1/L)")
     t = 1.0 / lip
+    gradient = oracle.gradient if gradient is None else gradient
     best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
     y, since, done = x, 0, 0
     while done < steps and since < patience and (deadline is None
                                                   or time.perf_counter() < deadline):
-        y = polar(h.prox(y - t * oracle.gradient(y), t))
+        y = polar(h.prox(y - t * gradient(y), t))
         done += 1
         fy = float(oracle.value(y)) + float(h.value(y))
         if math.isfinite(fy) and fy < best_f:
@@ -279,7 +283,7 @@ class SparseOBCD(OBCD):
             deadline = None if math.isinf(budget) else time.perf_counter() + budget
             x, fx, run.prox_done = prox_polar(x0 if best_x is None else best_x,
                                               tracker.oracle, self.h, self.prox_steps,
-                                              deadline=deadline)
+                                              deadline=deadline, gradient=tracker.gradient_at)
             if fx < best_f:
                 best_name, best_x, best_f = f"{best_name} + prox", x, fx
         if best_x is not None:

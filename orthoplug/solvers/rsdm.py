@@ -490,7 +490,7 @@ class StochasticRSDM(RSDM):
         if isinstance(oracle, FiniteSum):
             idx = torch.randperm(oracle.num_components, generator=run.generator,
                                  device=x.device)[: self.batch_size]
-            g = oracle.component_gradient(x, idx)
+            g = run.tracker.component_gradient(x, idx)
         else:
             g = oracle.sample_gradient(x, self.batch_size, run.generator)
         run.samples += self.batch_size
