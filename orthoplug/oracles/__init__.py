@@ -15,6 +15,7 @@ from .abilities import PairModel as PairModel
 from .abilities import Refreshable as Refreshable
 from .abilities import RowGradients as RowGradients
 from .abilities import StochasticGradients as StochasticGradients
+from .abilities import SubgradientTerm as SubgradientTerm
 from .abilities import require as require
 from .columns import ColumnOracle as ColumnOracle
 from .columns import ColumnTracker as ColumnTracker

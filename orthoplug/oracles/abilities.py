@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 __all__ = ["RowGradients", "ColumnGradients", "ColumnAccess", "PairModel", "Refreshable",
-           "FiniteSum", "StochasticGradients", "require"]
+           "FiniteSum", "StochasticGradients", "SubgradientTerm", "require"]
 
 
 @runtime_checkable
@@ -85,6 +85,18 @@ class StochasticGradients(Protocol):
     def sample_gradient(self, x: torch.Tensor, batch_size: int,
                         generator: torch.Generator) -> torch.Tensor:
         """A minibatch gradient of ``batch_size`` fresh samples."""
+
+
+@runtime_checkable
+class SubgradientTerm(Protocol):
+    """A nonsmooth term with a value and a subgradient (RSSM's ``h``; every term of
+    :mod:`orthoplug.nonsmooth` has both)."""
+
+    def value(self, x: torch.Tensor) -> torch.Tensor:
+        """``h(X)``."""
+
+    def subgradient(self, x: torch.Tensor) -> torch.Tensor:
+        """An element of ``∂h(X)``."""
 
 
 def require(obj, ability: type, who: str, what: str = "oracle") -> None:

@@ -9,6 +9,7 @@ import torch
 
 from orthoplug.geometry.stiefel_block import put_columns, take_columns
 
+from .abilities import SubgradientTerm
 from .core import FunctionOracle, Oracle, Tracker, finite
 
 __all__ = ["ColumnTracker", "ColumnOracle", "CompositeOracle", "CompositeTracker",
@@ -87,7 +88,7 @@ class CompositeOracle(Oracle):
     """
 
     def __init__(self, smooth: Oracle, nonsmooth):
-        if not (hasattr(nonsmooth, "value") and hasattr(nonsmooth, "subgradient")):
+        if not isinstance(nonsmooth, SubgradientTerm):
             raise ValueError("nonsmooth must have value(X) and subgradient(X) (e.g. "
                              "orthoplug.nonsmooth.L1)")
         self.smooth, self.nonsmooth = smooth, nonsmooth

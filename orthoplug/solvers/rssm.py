@@ -65,6 +65,7 @@ from orthoplug.oracles import (
     CompositeOracle,
     NonFiniteError,
     Oracle,
+    SubgradientTerm,
     all_finite,
     partial_subgradient,
     write_columns,
@@ -200,7 +201,7 @@ class SubgradientSolver(IterativeSolver):
         SubgradientSteps.make_rule(1.0 if step_size == "auto" else step_size, schedule,
                                    self.default_decay if decay is None else decay,
                                    **self.rule_options)  # validate now
-        if h is not None and not (hasattr(h, "value") and hasattr(h, "subgradient")):
+        if h is not None and not isinstance(h, SubgradientTerm):
             raise ValueError("h must have value(X) and subgradient(X) (e.g. "
                              "orthoplug.nonsmooth.L1)")
         self.h = h
