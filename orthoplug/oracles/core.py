@@ -57,7 +57,7 @@ class NonFiniteError(FloatingPointError):
 def all_finite(t: torch.Tensor) -> bool:
     """Whether every entry is finite: one reduction (a NaN or ±inf makes the sum non-finite;
     the exact check runs only then, so finite entries whose sum overflows still pass)."""
-    if math.isfinite(float(t.sum())):
+    if math.isfinite(float(t.detach().sum())):
         return True
     return bool(torch.isfinite(t).all())
 
