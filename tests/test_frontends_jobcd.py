@@ -55,12 +55,13 @@ def _param(x0):
     return geoopt.ManifoldParameter(x0.clone(), manifold=go.JOrthogonal(N, P))
 
 
-def _closure(opt, x, nan_at=None, nan_grad=False):
-    c, d = torch.from_numpy(C), torch.from_numpy(D)
+def _loss_closure(opt, x, loss_of, nan_at=None, nan_grad=False):
+    """``closure(*args)`` computing ``loss_of(*args)`` and its gradient; at step ``nan_at`` the
+    loss (or, with ``nan_grad``, one gradient entry) is made NaN."""
 
-    def closure():
+    def closure(*args):
         opt.zero_grad()
-        loss = torch.trace(x.mT @ c @ x @ d)
+        loss = loss_of(*args)
         if nan_at is not None and opt.steps_taken == nan_at and not nan_grad:
             loss = loss * float("nan")
         loss.backward()
@@ -69,6 +70,11 @@ def _closure(opt, x, nan_at=None, nan_grad=False):
         return loss
 
     return closure
+
+
+def _closure(opt, x, nan_at=None, nan_grad=False):
+    c, d = torch.from_numpy(C), torch.from_numpy(D)
+    return _loss_closure(opt, x, lambda: torch.trace(x.mT @ c @ x @ d), nan_at, nan_grad)
 
 
 # f = (1/M) Σ_i ‖a_iᵀ X‖² = tr(XᵀCX), C = AᵀA/M: the finite sum of VR-J-JOBCD
@@ -86,17 +92,7 @@ def _sum_grad(x, idx):
 
 
 def _vr_closure(opt, x, nan_at=None, nan_grad=False):
-    def closure(idx):
-        opt.zero_grad()
-        loss = _sum_value(x, idx)
-        if nan_at is not None and opt.steps_taken == nan_at and not nan_grad:
-            loss = loss * float("nan")
-        loss.backward()
-        if nan_at is not None and opt.steps_taken == nan_at and nan_grad:
-            x.grad[0, 0] = float("nan")
-        return loss
-
-    return closure
+    return _loss_closure(opt, x, lambda idx: _sum_value(x, idx), nan_at, nan_grad)
 
 
 VR_OPTIONS = dict(batch_size=20, small_batch=5, reset_probability=0.3)
