@@ -24,9 +24,9 @@ from orthoplug.baselines.rcd import RCD
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels.jobcd import gs_pairs
-from orthoplug.oracles import QuadraticOracle
+from orthoplug.oracles import NonFiniteError, QuadraticOracle
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
-from orthoplug.solvers.jobcd import GSJOBCD, PAIR_BATCH, random_pairs
+from orthoplug.solvers.jobcd import GSJOBCD, PAIR_BATCH, random_matching, random_pairs, update_pairs
 from orthoplug.subproblems.jorth2 import solve_jorth2x2
 
 THETA = 1e-6
@@ -232,13 +232,67 @@ def test_compiled_rcd_sweep_matches_torch_rounds(n):
     assert res.violation < 1e-13
 
 
+def _reference_jacobi(x, g_rows, pairs, j, sigma, theta):
+    """J-JOBCD's step from the formulas: per pair ``M = G_B Zᵀ``, ``ς = σ‖Z‖₂² + θ``
+    (``np.linalg.norm`` ord 2), the batched torch solve of ``P = M − ςI``, ``X[B] = V Z``; the
+    predicted change."""
+    out, predicted = x.copy(), 0.0
+    for b in range(x.shape[0]):
+        for t, (i, k) in enumerate(pairs[b]):
+            z = x[b, [i, k]]
+            m = g_rows[b, t] @ z.T
+            rho = np.linalg.norm(z, 2) ** 2
+            s = sigma * rho + theta
+            p = torch.from_numpy((m - s * np.eye(2))[None])
+            v = solve_jorth2x2(torch.tensor([[j[i], j[k]]]), p,
+                               s=torch.tensor([s], dtype=torch.float64))[0].numpy()
+            w = v - np.eye(2)
+            predicted += float(np.sum(w * m) + 0.5 * sigma * rho * np.sum(w * w))
+            out[b, [i, k]] = v @ z
+    return out, predicted
+
+
+@pytest.mark.parametrize("k", [4, 9])
+def test_jacobi_kernel_against_the_formulas(k):
+    """J-JOBCD's compiled step (CPU float64 :func:`update_pairs`) equals the formulas solved by the
+    batched torch solver, rows and predicted change (1e-12), for mixed and same-sign pairs of two
+    matrices at once, rectangular and square (float32 takes the batched torch path: 1e-4); a row
+    so large that ‖Z‖₂² overflows raises
+    NonFiniteError naming the curvature and leaves X unchanged."""
+    rng = np.random.default_rng(k)
+    n, nb = 9, 2
+    j = _unsorted(n, k)
+    x = rng.standard_normal((nb, n, k))
+    g = rng.standard_normal((nb, n, k))
+    pairs = random_matching(n, torch.Generator().manual_seed(k), batch=(nb,))
+    bidx = np.arange(nb)[:, None, None]
+    g_rows = g[bidx, pairs.numpy()]
+    for sigma, theta in ((0.7, 1e-6), (3.0, 0.5)):
+        new, predicted = update_pairs(torch.from_numpy(x), torch.from_numpy(g_rows), pairs,
+                                      torch.from_numpy(j), sigma, theta)
+        ref, ref_pred = _reference_jacobi(x, g_rows, pairs.numpy(), j, sigma, theta)
+        np.testing.assert_allclose(new.numpy(), ref, rtol=1e-12, atol=1e-12)
+        assert abs(predicted - ref_pred) <= 1e-12 * max(1.0, abs(ref_pred))
+        assert predicted < 0.0
+        new32, pred32 = update_pairs(torch.from_numpy(x).float(), torch.from_numpy(g_rows).float(),
+                                     pairs, torch.from_numpy(j), sigma, theta)  # torch path
+        assert new32.dtype == torch.float32
+        np.testing.assert_allclose(new32.numpy(), ref, rtol=1e-4, atol=1e-4)
+        assert abs(pred32 - ref_pred) <= 1e-4 * max(1.0, abs(ref_pred))
+    big = x.copy()
+    big[0, pairs[0, 0, 0]] = 1e200
+    with pytest.raises(NonFiniteError, match="non-finite block curvature"):
+        update_pairs(torch.from_numpy(big), torch.from_numpy(g_rows), pairs, torch.from_numpy(j),
+                     1.0, 1e-6)
+
+
 _TINY_RUNS = textwrap.dedent("""
     import torch
     from orthoplug.baselines.rcd import RCD
     from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry
     from orthoplug.geometry.stiefel import StiefelGeometry
     from orthoplug.problems.hevp import make_spd
-    from orthoplug.solvers.jobcd import GSJOBCD
+    from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
     from orthoplug.oracles import QuadraticOracle
 
     def tiny_runs():
@@ -255,13 +309,16 @@ _TINY_RUNS = textwrap.dedent("""
             QuadraticOracle(torch.from_numpy(make_spd(6, seed=2))),
             torch.eye(6, 2, dtype=torch.float64), StiefelGeometry(6, 2))
         out["rcd"] = res.point.tolist()
+        res = JJOBCD(seed=0, max_iterations=40).run(oracle, x0, geo)
+        out["jjobcd"], out["jjobcd-cost"] = res.point.tolist(), res.cost
         return out
 """)
 
 
 def test_kernels_run_unjitted_with_the_same_results():
     """``NUMBA_DISABLE_JIT=1`` runs the kernels' source as Python (a subprocess, tiny cases): the
-    GS-JOBCD runs (random, greedy) and an RCD run give the compiled results of this process."""
+    GS-JOBCD runs (random, greedy), a J-JOBCD run and an RCD run give the compiled results of this
+    process."""
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
     proc = subprocess.run(
         [sys.executable, "-c", _TINY_RUNS + "\nimport json\nprint(json.dumps(tiny_runs()))"],

@@ -24,6 +24,9 @@ Pair orders: step t uses the ``candidates`` consecutive pairs ``pairs[start + t�
 With one candidate that pair is taken (random and cyclic orders); with several, each candidate's
 exact model decrease ``⟨V − I, M⟩ + ½ vec(V − I)ᵀ Q vec(V − I)`` is computed and the best one is
 taken (the greedy, Gauss–Southwell-type order).
+
+:func:`jacobi_pairs` is J-JOBCD's step on CPU float64: disjoint row pairs of a batch of matrices,
+each with the scalar curvature ``ς = σ‖Z‖₂² + θ`` from the gradient rows given (any cost).
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ from numba import njit
 
 from .jorth2 import NEEDS_BATCHED, solve_jorth2
 
-__all__ = ["gs_pairs", "OK", "NONFINITE_CURVATURE", "NONFINITE_UPDATE", "NONFINITE_COST",
-           "NEEDS_BATCHED_PAIR"]
+__all__ = ["gs_pairs", "jacobi_pairs", "OK", "NONFINITE_CURVATURE", "NONFINITE_UPDATE",
+           "NONFINITE_COST", "NEEDS_BATCHED_PAIR"]
 
 #: every requested step was taken
 OK = 0
@@ -254,3 +257,63 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
         if status != OK:
             return t, f, status
     return steps, f, OK
+
+
+@njit(cache=True)
+def jacobi_pairs(x: np.ndarray, g_rows: np.ndarray, pairs: np.ndarray, jvec: np.ndarray,
+                 sigma: float, theta: float, out: np.ndarray) -> tuple[int, float]:
+    """The scalar-majoriser step of disjoint row pairs of every matrix, written into ``out``.
+
+    For pair ``B`` of matrix b with ``Z = X[B]``: ``M = G_B Zᵀ``, ``ς = σ‖Z‖₂² + θ`` (``‖Z‖₂²``
+    the larger eigenvalue of the 2×2 Gram ``Z Zᵀ``), the exact 2×2 step ``V`` of the model
+    ``(M, ς I₄)`` (:func:`~orthoplug.kernels.jorth2.solve_jorth2`; a scalar curvature always has
+    ``w± = 2ς > 0``, so no instance needs the batched solver), ``out[B] = V Z``.
+
+    Args:
+        x: (nb, n, k) float64, the matrices.
+        g_rows: (nb, m, 2, k) float64, the gradient's rows at the pairs.
+        pairs: (nb, m, 2) int64, row pairs, disjoint within each matrix.
+        jvec: (n,) float64 signature of the rows.
+        sigma: σ; theta: proximal weight θ.
+        out: (nb, n, k) float64, a copy of ``x``; receives the new rows.
+
+    Returns:
+        ``(status, predicted)``: :data:`OK`, or :data:`NONFINITE_CURVATURE` /
+        :data:`NONFINITE_UPDATE` (then ``out`` is partly written and must be discarded), and the
+        model change ``Σ ⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²_F``, ``W = V − I``.
+    """
+    nb, m, k = pairs.shape[0], pairs.shape[1], x.shape[2]
+    q = np.zeros((4, 4))
+    predicted = 0.0
+    for b in range(nb):
+        for t in range(m):
+            i, j = pairs[b, t, 0], pairs[b, t, 1]
+            ga = gc = gb = 0.0
+            m11 = m12 = m21 = m22 = 0.0
+            for col in range(k):
+                zi, zj = x[b, i, col], x[b, j, col]
+                gi, gj = g_rows[b, t, 0, col], g_rows[b, t, 1, col]
+                ga += zi * zi
+                gc += zj * zj
+                gb += zi * zj
+                m11 += gi * zi
+                m12 += gi * zj
+                m21 += gj * zi
+                m22 += gj * zj
+            rho = 0.5 * (ga + gc) + math.sqrt((0.5 * (ga - gc)) ** 2 + gb * gb)
+            curv = sigma * rho + theta
+            if not math.isfinite(curv):
+                return NONFINITE_CURVATURE, predicted
+            for r in range(4):
+                q[r, r] = curv
+            _, v11, v12, v21, v22 = _solve(q, jvec[i], jvec[j], m11, m12, m21, m22)
+            w11, w22 = v11 - 1.0, v22 - 1.0
+            predicted += (w11 * m11 + v12 * m12 + v21 * m21 + w22 * m22
+                          + 0.5 * sigma * rho * (w11 * w11 + v12 * v12 + v21 * v21 + w22 * w22))
+            for col in range(k):
+                zi, zj = x[b, i, col], x[b, j, col]
+                ni, nj = v11 * zi + v12 * zj, v21 * zi + v22 * zj
+                if not (math.isfinite(ni) and math.isfinite(nj)):
+                    return NONFINITE_UPDATE, predicted
+                out[b, i, col], out[b, j, col] = ni, nj
+    return OK, predicted

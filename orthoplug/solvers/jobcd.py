@@ -48,6 +48,7 @@ from orthoplug.kernels.jobcd import (
     NONFINITE_UPDATE,
     OK,
     gs_pairs,
+    jacobi_pairs,
 )
 from orthoplug.oracles import NonFiniteError, QuadraticTracker, host_array
 from orthoplug.oracles.abilities import FiniteSum, PairModel
@@ -63,6 +64,8 @@ __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PairQueue", "PageSchedule", "jacobi
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
 #: GS-JOBCD draws its random pairs this many at a time (one generator call per batch).
 PAIR_BATCH = 1024
+_JACOBI_ERRORS = {NONFINITE_CURVATURE: "non-finite block curvature",
+                  NONFINITE_UPDATE: "non-finite block update"}
 _KERNEL_ERRORS = {NONFINITE_CURVATURE: "non-finite block curvature",
                   NONFINITE_UPDATE: "non-finite row update", NONFINITE_COST: "non-finite cost"}
 
@@ -176,6 +179,16 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
     Raises:
         ~orthoplug.oracles.core.NonFiniteError: a block curvature or a new row is not finite.
     """
+    if x.device.type == "cpu" and x.dtype == torch.float64:  # the compiled loop
+        xc = x.detach().contiguous()
+        out = xc.clone()
+        status, predicted = jacobi_pairs(
+            xc.numpy(), g_rows.detach().to(torch.float64).contiguous().numpy(),
+            pairs.contiguous().numpy(), jvec.detach().to(torch.float64).contiguous().numpy(),
+            float(sigma), float(theta), out.numpy())
+        if status != OK:
+            raise NonFiniteError(_JACOBI_ERRORS[status])
+        return out, predicted
     nb, k = x.shape[0], x.shape[-1]
     bidx = torch.arange(nb, device=x.device)[:, None, None]
     z = x[bidx, pairs]  # (nb, m, 2, k)
