@@ -101,28 +101,25 @@ class PiecewiseAffine:
         return out
 
 
-def _check_lam(lam) -> float:
-    if isinstance(lam, bool) or not isinstance(lam, Real | np.floating | np.integer):
-        if torch.is_tensor(lam) and lam.numel() == 1:
-            lam = lam.item()
+def _check_param(value, name: str, *, positive: bool) -> float:
+    """``value`` as a finite float, ``≥ 0`` (or ``> 0`` when ``positive``); errors name ``name``."""
+    if isinstance(value, bool) or not isinstance(value, Real | np.floating | np.integer):
+        if torch.is_tensor(value) and value.numel() == 1:
+            value = value.item()
         else:
-            raise ValueError(f"lam must be a real number, got {lam!r}")
-    lam = float(lam)
-    if not math.isfinite(lam) or lam < 0.0:
-        raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
-    return lam
+            raise ValueError(f"{name} must be a real number, got {value!r}")
+    out = float(value)
+    if not math.isfinite(out) or out < 0.0 or (positive and out == 0.0):
+        raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {out!r}")
+    return out
+
+
+def _check_lam(lam) -> float:
+    return _check_param(lam, "lam", positive=False)
 
 
 def _check_tau(tau) -> float:
-    if isinstance(tau, bool) or not isinstance(tau, Real | np.floating | np.integer):
-        if torch.is_tensor(tau) and tau.numel() == 1:
-            tau = tau.item()
-        else:
-            raise ValueError(f"tau must be a real number, got {tau!r}")
-    tau = float(tau)
-    if not math.isfinite(tau) or tau <= 0.0:
-        raise ValueError(f"tau must be finite and > 0, got {tau!r}")
-    return tau
+    return _check_param(tau, "tau", positive=True)
 
 
 def _as_float_tensor(X) -> torch.Tensor:
