@@ -29,12 +29,14 @@ import math
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import polar
+from orthoplug.kernels.obcd import column_pairs
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.oracles import host_array
-from orthoplug.subproblems.o2 import SNAP, solve_o2
+from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2
 
 from .jobcd import random_matching, random_pairs
 from .obcd import OBCD
@@ -79,6 +81,11 @@ def column_rotations(x: torch.Tensor, h: SeparableTerm, generator: torch.Generat
     x = x.clone()
     if isinstance(h, Zero):
         return x
+    if x.dtype == torch.float64 and x.device.type == "cpu":  # the compiled sweep, in place
+        xa = x.contiguous().numpy()
+        for _ in range(sweeps):
+            _column_sweep(xa, np.empty((0, xa.shape[1])), h, generator)
+        return torch.from_numpy(xa)
     for _ in range(sweeps):
         pairs = random_matching(x.shape[1], generator, x.device)  # (m, 2)
         w = x.mT[pairs]  # (m, 2, n)
@@ -88,6 +95,17 @@ def column_rotations(x: torch.Tensor, h: SeparableTerm, generator: torch.Generat
         new[new.abs() < SNAP] = 0.0
         x.mT[pairs.reshape(-1)] = new.reshape(-1, x.shape[0])
     return x
+
+
+def _column_sweep(xa: np.ndarray, ya: np.ndarray, h: SeparableTerm,
+                  generator: torch.Generator) -> float:
+    """One compiled sweep (:func:`~orthoplug.kernels.obcd.column_pairs`) over a random
+    matching of the columns of the float64 array ``xa``, in place (``ya = C xa`` rotated too,
+    unless it has no rows); returns the predicted decrease of h."""
+    pairs = host_array(random_matching(xa.shape[1], generator, torch.device("cpu")))
+    tab = _tables(h)
+    return column_pairs(xa, ya, np.ascontiguousarray(pairs, dtype=np.int64), tab.th, tab.g,
+                        tab.k, tab.inf, tab.pval, tab.knot, tab.h0, tab.shared, tab.continuous)
 
 
 def nonneg_rounding(x: torch.Tensor) -> torch.Tensor:
@@ -203,8 +221,13 @@ class SparseOBCD(OBCD):
             one sweep per n pair steps when f is column-invariant, else 0.
         start_sweeps: column sweeps applied to each start candidate before comparing them.
         prox_steps: :func:`prox_polar` iterations from the chosen start (0: none); kept only if
-            they lower F, and cut off at ``prox_fraction`` of ``max_time``.
-        prox_fraction: the share of the time budget the prox phase may use, in (0, 1].
+            they lower F, and cut off at ``prox_fraction`` of ``max_time``. ``"auto"``
+            (default): 1000 when h is finite and continuous (ℓ1, capped ℓ1), else 0 — the polar
+            factor of a thresholded matrix is dense, so for ℓ0 the phase trades a sparse start
+            for a dense one that pair steps cannot thin out in time, and under the
+            nonnegativity indicator its iterates are infeasible.
+        prox_fraction: the share of the time budget the prox phase may use, in (0, 1] (default
+            0.5).
         **kwargs: :class:`~orthoplug.solvers.obcd.OBCD` options except ``k`` and
             ``working_set`` (pairs are this class's choice).
 
@@ -219,7 +242,7 @@ class SparseOBCD(OBCD):
 
     def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 10,
-                 prox_steps: int = 100, prox_fraction: float = 0.25, **kwargs):
+                 prox_steps: int | str = "auto", prox_fraction: float = 0.5, **kwargs):
         for key in ("k", "working_set"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2 and its own pairs; {key}= is not "
@@ -235,8 +258,10 @@ class SparseOBCD(OBCD):
                              f"{column_every!r}")
         if start_sweeps < 0:
             raise ValueError(f"start_sweeps must be >= 0, got {start_sweeps}")
+        if prox_steps == "auto":
+            prox_steps = 1000 if self.h.piecewise.continuous else 0
         if not (isinstance(prox_steps, int) and prox_steps >= 0):
-            raise ValueError(f"prox_steps must be an integer >= 0, got {prox_steps!r}")
+            raise ValueError(f"prox_steps must be 'auto' or an integer >= 0, got {prox_steps!r}")
         if not 0 < prox_fraction <= 1:
             raise ValueError(f"prox_fraction must lie in (0, 1], got {prox_fraction}")
         self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
@@ -296,9 +321,14 @@ class SparseOBCD(OBCD):
             self._choose_start(run)
 
     def _sweep_if_due(self, run) -> None:
-        """A column sweep after every ``column_every`` pair steps (kept if it lowers h)."""
+        """A column sweep after every ``column_every`` pair steps (kept if it lowers h); on the
+        compiled path in place on the tracker's ``X`` and ``CX`` (f is unchanged)."""
         if run.column_every and run.count % run.column_every == 0:
             tracker = run.tracker
+            if run.kernel:
+                _column_sweep(tracker.xa, tracker.ya, self.h, run.generator)
+                run.column_sweeps_done += 1
+                return
             before = float(self.h.value(tracker.x))
             x = column_rotations(tracker.x, self.h, run.generator)
             if float(self.h.value(x)) < before:
