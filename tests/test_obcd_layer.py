@@ -125,6 +125,17 @@ def test_start_candidates_closed_forms():
         assert float(StiefelGeometry(10, 3).violation(x)) < 1e-12
 
 
+def test_pca_start_by_lanczos_matches_eigh():
+    # n > max(200, 4 r): the PCA start comes from eigsh; same f optimum and subspace as eigh
+    a = np.random.default_rng(5).standard_normal((300, 240))
+    prob = spca.l1_spca(spca.covariance(a), 4, 0.01)
+    pca = start_candidates(prob.oracle, 4)["pca"]
+    assert prob.f(pca) == pytest.approx(prob.pca_value(), abs=1e-12)
+    assert float(StiefelGeometry(240, 4).violation(pca)) < 1e-12
+    ref = torch.linalg.eigh(prob.c)[1][:, -4:]
+    assert torch.allclose(pca @ pca.mT, ref @ ref.mT, atol=1e-8)
+
+
 def test_column_invariance_detection():
     c = torch.eye(5, dtype=DT)
     assert column_invariant(QuadraticOracle(c))

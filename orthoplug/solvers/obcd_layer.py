@@ -31,6 +31,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from scipy.sparse.linalg import eigsh
 
 from orthoplug.geometry.stiefel import polar
 from orthoplug.kernels.obcd import column_pairs
@@ -142,7 +143,9 @@ def nonneg_rounding(x: torch.Tensor) -> torch.Tensor:
 def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
     """Data-driven starts for ``f = s·tr(XᵀCX)`` on St(n, r): ``"diagonal"`` (the unit vectors
     of the r entries of ``s·diag(C)`` that are lowest) and ``"pca"`` (the r eigenvectors of
-    ``s·C`` with the lowest eigenvalues: the minimiser of f alone).
+    ``s·C`` with the lowest eigenvalues: the minimiser of f alone). For ``n > max(200, 4r)``
+    the r eigenvectors come from Lanczos (``scipy.sparse.linalg.eigsh``, fixed start vector,
+    full precision) rather than a full ``eigh``: 3–12× less time at n = 768–1000, r = 20.
 
     Raises:
         ValueError: the oracle is not a quadratic oracle (no ``C`` to read).
@@ -155,8 +158,14 @@ def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
     diag = torch.zeros(n, r, dtype=c.dtype, device=c.device)
     idx = torch.argsort(torch.diagonal(c))[:r]
     diag[idx, torch.arange(r, device=c.device)] = 1.0
-    _, vecs = torch.linalg.eigh(c)
-    return {"diagonal": diag, "pca": vecs[:, :r].contiguous()}
+    if n > max(200, 4 * r):
+        ca = c.detach().cpu().numpy()
+        v0 = np.random.default_rng(0).standard_normal(n)
+        _, vecs = eigsh(ca, k=r, which="SA", v0=v0)  # ascending, as eigh
+        pca = torch.from_numpy(np.ascontiguousarray(vecs)).to(dtype=c.dtype, device=c.device)
+    else:
+        pca = torch.linalg.eigh(c)[1][:, :r].contiguous()
+    return {"diagonal": diag, "pca": pca}
 
 
 def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
