@@ -228,7 +228,10 @@ class SparseOBCD(OBCD):
         candidates: random pairs scored per pair step (1: OBCD's uniform pairs).
         column_every: pair steps between two column sweeps (0: none); ``"auto"`` (default):
             one sweep per n pair steps when f is column-invariant, else 0.
-        start_sweeps: column sweeps applied to each start candidate before comparing them.
+        start_sweeps: column sweeps applied to each start candidate before comparing them
+            (default 1: on dense n = 1000 columns a sweep costs tens of ms; in the issue #19
+            runs one sweep reached the competitors' objective sooner than 3 or 10, with final F
+            within 1 % of theirs).
         prox_steps: :func:`prox_polar` iterations from the chosen start (0: none); kept only if
             they lower F, and cut off at ``prox_fraction`` of ``max_time``. ``"auto"``
             (default): 1000 when h is finite and continuous (ℓ1, capped ℓ1), else 0 — the polar
@@ -250,7 +253,7 @@ class SparseOBCD(OBCD):
     start_names = ("diagonal", "pca")
 
     def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
-                 candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 10,
+                 candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
                  prox_steps: int | str = "auto", prox_fraction: float = 0.5, **kwargs):
         for key in ("k", "working_set"):
             if key in kwargs:
