@@ -9,7 +9,9 @@ which also moves f. This layer adds, without touching OBCD's step:
   to ``X[:, (a, b)] Rᵀ`` with ``R = argmin_{R ∈ O(2)} h(R X[:, (a, b)]ᵀ)``: the exact O(2)
   search of :func:`~orthoplug.subproblems.o2.solve_o2` with ``P = 0`` and no curvature. f is
   unchanged, h never increases (``R = I`` on ties), feasibility is kept exactly (an orthogonal
-  map of two columns);
+  map of two columns). On float64 CPU tensors the sweep is compiled
+  (:func:`~orthoplug.kernels.obcd.column_pairs`, one search per pair; SparseOBCD's pair loop
+  runs it in place on the tracker's X and CX);
 * :func:`start_candidates` — ``I(n, r)`` on the r largest ``|s| C_ii`` (the form of every ℓ0
   optimum once λ is large) and the PCA solution (top-r eigenvectors of ``−s C``, the h = 0
   optimum), for the nonnegativity indicator rounded by :func:`nonneg_rounding`;

@@ -23,9 +23,10 @@ Methods, each under the same wall-clock limit:
   paper's OBCD-R(id)); ``OBCD-Jacobi`` — n/2 disjoint pairs per iteration;
 * ``OBCD-sparse`` (:class:`~orthoplug.solvers.obcd_layer.SparseOBCD`, not in the paper) — from
   the shared random start: the lowest-F of that start and the diagonal and PCA starts (after
-  exact column-pair rotations, which leave f unchanged), a short polar-prox phase kept only if
-  it lowers F, then OBCD's exact pair steps on the best of 16 sampled pairs, with a column
-  sweep every n pair steps;
+  an exact column-pair rotation sweep, which leaves f unchanged), for continuous h (ℓ1) a
+  polar-prox phase of up to half the budget kept only if it lowers F, then OBCD's exact pair
+  steps on the best of 16 sampled pairs in the compiled loop, with a compiled column sweep
+  every n pair steps;
 * ``ManPG`` (:mod:`orthoplug.baselines.manpg`, t = 1/L) from the shared random start (on NN-PCA
   a random 0/1-column partition, feasible); on ℓ0 it uses the hard-threshold prox (a heuristic:
   ManPG's theory needs a convex, Lipschitz h) and on NN-PCA the projection ``max(0, ·)`` (the
