@@ -29,7 +29,7 @@ from orthoplug.baselines.manpg import ManPG
 from orthoplug.baselines.psm import PSM
 from orthoplug.baselines.radmm import RADMM
 from orthoplug.bench.runner import warm_up_kernels
-from orthoplug.bench.suites.obcd import spca_datasets, spca_lambda
+from orthoplug.bench.suites.obcd import spca_datasets, spca_lambda, warm_up_column_sweep
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
@@ -99,9 +99,7 @@ def warm_up() -> None:
     """Compile (or load from numba's cache) the kernels before any timed run: the suite's
     kernels and SparseOBCD's compiled column sweep."""
     warm_up_kernels()
-    prob = spca.l1_spca(spca.covariance(spca.gaussian_data(8, 6)), 2, 0.01)
-    SparseOBCD(prob.h, seed=0, max_iterations=2, prox_steps=1).run(
-        prob.oracle, prob.initial_point("random"), StiefelGeometry(prob.n, prob.r))
+    warm_up_column_sweep()
 
 
 def main(argv=None):
