@@ -14,6 +14,7 @@ from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd_layer import (
     SparseOBCD,
+    _column_sweep,
     column_invariant,
     column_rotations,
     pair_scores,
@@ -75,6 +76,36 @@ def test_column_rotations_keep_f_and_feasibility_and_never_raise_h(kind):
         x = new
 
 
+@pytest.mark.parametrize("h", [L1(0.3), L0(0.05)])
+def test_compiled_column_sweep_keeps_cx_and_f_and_reports_the_decrease(h):
+    # column_pairs rotates X and Y = C X in place: Y stays C X, f is unchanged and the returned
+    # total is the decrease of h (both searches count entries below SNAP as 0 for l0)
+    prob = _problem("l1", n=9, r=4)
+    c = prob.c.numpy()
+    gen = torch.Generator().manual_seed(1)
+    x = prob.initial_point("random", 2).numpy().copy()
+    for _ in range(3):
+        y = c @ x
+        f0, h0 = float((x * y).sum()), float(h.value(torch.from_numpy(x)))
+        total = _column_sweep(x, y, h, gen)
+        h1 = float(h.value(torch.from_numpy(x)))
+        assert np.allclose(y, c @ x, atol=1e-13)
+        assert float((x * (c @ x)).sum()) == pytest.approx(f0, abs=1e-13)
+        assert total >= 0.0 and h0 - h1 == pytest.approx(total, abs=1e-10)
+        assert np.allclose(x.T @ x, np.eye(4), atol=1e-13)
+
+
+@pytest.mark.parametrize("h", [L1(0.3), L0(0.05)])
+def test_column_rotations_off_the_compiled_path_match_brute_force(h):
+    # float32 tensors take the batched torch search; same answer up to float32 rounding
+    gen = torch.Generator().manual_seed(4)
+    for trial in range(3):
+        x = torch.linalg.qr(torch.randn(7, 2, dtype=DT, generator=gen))[0]
+        out = column_rotations(x.float(), h, gen)
+        assert out.dtype == torch.float32
+        assert float(h.value(out.double())) <= _brute_pair(x.mT, h) + 1e-4, trial
+
+
 def test_column_rotations_errors():
     gen = torch.Generator().manual_seed(0)
     with pytest.raises(ValueError, match="r >= 2"):
@@ -92,6 +123,17 @@ def test_start_candidates_closed_forms():
     assert prob.f(diag) == pytest.approx(-float(top), abs=1e-12)
     for x in (pca, diag):
         assert float(StiefelGeometry(10, 3).violation(x)) < 1e-12
+
+
+def test_pca_start_by_lanczos_matches_eigh():
+    # n > max(200, 4 r): the PCA start comes from eigsh; same f optimum and subspace as eigh
+    a = np.random.default_rng(5).standard_normal((300, 240))
+    prob = spca.l1_spca(spca.covariance(a), 4, 0.01)
+    pca = start_candidates(prob.oracle, 4)["pca"]
+    assert prob.f(pca) == pytest.approx(prob.pca_value(), abs=1e-12)
+    assert float(StiefelGeometry(240, 4).violation(pca)) < 1e-12
+    ref = torch.linalg.eigh(prob.c)[1][:, -4:]
+    assert torch.allclose(pca @ pca.mT, ref @ ref.mT, atol=1e-8)
 
 
 def test_column_invariance_detection():
@@ -154,6 +196,15 @@ def test_sparse_obcd_start_beats_identity_on_dominant_diagonal():
     assert res.cost <= big.objective(start_candidates(big.oracle, 3)["diagonal"]) + 1e-12
 
 
+def test_sparse_obcd_prox_phase_auto_only_for_continuous_h():
+    for kind, expect_prox in (("l1", True), ("l0", False), ("nonneg", False)):
+        prob = _problem(kind, n=10, r=3)
+        res = SparseOBCD(prob.h, seed=0, max_iterations=5).run(
+            prob.oracle, prob.initial_point("random", 0), StiefelGeometry(10, 3))
+        assert (res.info["prox_steps"] > 0) == expect_prox, kind
+        assert res.cost <= prob.objective(prob.initial_point("random", 0)) + 1e-12
+
+
 def test_sparse_obcd_errors():
     prob = _problem("l1")
     with pytest.raises(ValueError, match="unknown start"):
@@ -162,6 +213,8 @@ def test_sparse_obcd_errors():
         SparseOBCD(prob.h, candidates=0)
     with pytest.raises(ValueError, match="own pairs"):
         SparseOBCD(prob.h, working_set="jacobi")
+    with pytest.raises(ValueError, match="prox_steps"):
+        SparseOBCD(prob.h, prox_steps="some")
     with pytest.raises(ValueError, match="prox_fraction"):
         SparseOBCD(prob.h, prox_fraction=0.0)
     weighted = QuadraticOracle(prob.c, torch.diag(torch.arange(1.0, 5.0, dtype=DT)),

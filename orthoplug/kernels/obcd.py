@@ -200,3 +200,52 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
             X[j, c] = U[1, c]
         fval[0] = value
     return steps, OK
+
+
+@njit(cache=True)
+def column_pairs(X, Y, pairs, th, g, kk, inf, pval, knot, h0, shared, continuous):
+    """Exact column-pair rotations ``X[:, (a, b)] <- X[:, (a, b)] V^T`` minimising ``h``, in place.
+
+    For each pair ``(a, b)`` of ``pairs`` in order, ``V`` is the global minimiser over O(2) of
+    ``h(V W)``, ``W = X[:, (a, b)]^T`` (:func:`orthoplug.kernels.o2.o2_search` with ``P = 0``,
+    ``Q = 0``; ``V = I`` on ties), and the new columns' entries below
+    :data:`~orthoplug.kernels.o2.SNAP` in modulus are set to 0. ``XX^T`` is unchanged, so is
+    ``f = s tr(X^T C X)``; ``Y = C X`` (skipped when ``Y`` has no rows) gets the same rotation.
+
+    Args:
+        X: (n, r) float64, C-contiguous; Y: (n, r) or (0, r).
+        pairs: (m, 2) int64 column pairs (distinct columns in each).
+        th, g, kk, inf, pval, knot, h0, shared, continuous: the term's tables.
+
+    Returns:
+        The total decrease of ``h`` predicted by the searches (``>= 0``; ``inf`` if ``h`` was
+        infinite before a move).
+    """
+    n = X.shape[0]
+    W = np.empty((2, n))
+    P = np.zeros((2, 2))
+    Q = np.zeros((4, 4))
+    V = np.empty((2, 2))
+    total = 0.0
+    for t in range(pairs.shape[0]):
+        a = pairs[t, 0]
+        b = pairs[t, 1]
+        for i in range(n):
+            W[0, i] = X[i, a]
+            W[1, i] = X[i, b]
+        dec = o2_search(P, W, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V)
+        if dec <= 0.0:
+            continue
+        total += dec
+        for i in range(n):
+            u0 = V[0, 0] * W[0, i] + V[0, 1] * W[1, i]
+            u1 = V[1, 0] * W[0, i] + V[1, 1] * W[1, i]
+            X[i, a] = 0.0 if abs(u0) < SNAP else u0
+            X[i, b] = 0.0 if abs(u1) < SNAP else u1
+        if Y.shape[0] > 0:
+            for i in range(n):
+                y0 = Y[i, a]
+                y1 = Y[i, b]
+                Y[i, a] = V[0, 0] * y0 + V[0, 1] * y1
+                Y[i, b] = V[1, 0] * y0 + V[1, 1] * y1
+    return total
