@@ -148,6 +148,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--rsubgrad-schedules", type=str, default=None,
                         help="RSubGrad's step rules (default: --schedules); speed-ups are "
                              "relative to RSubGrad with the first")
+    parser.add_argument("--pairs", type=str, default="uniform",
+                        help="comma-separated RSSM pair rules: uniform (the paper's), matching")
     parser.add_argument("--target", type=float, default=1e-6)
     parser.add_argument("--max-epochs", type=int, default=800)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
@@ -174,14 +176,17 @@ def main(argv=None) -> dict:
     schedules = args.schedules.split(",")
     base_schedules = (args.rsubgrad_schedules or args.schedules).split(",")
 
-    def label(ell, schedule):
+    def label(ell, schedule, pairs="uniform"):
         name = "RSubGrad" if ell is None else f"RSSM-{ell}"
-        return name if schedule == "geometric" else f"{name}/{schedule}"
+        name = name if schedule == "geometric" else f"{name}/{schedule}"
+        return name if pairs == "uniform" else f"{name}/{pairs}"
 
-    runs = ([(None, sched) for sched in base_schedules]
-            + [(ell, sched) for sched in schedules for ell in ells])
-    methods = [(label(ell, sched), dpcp_solver(ell, args.decay, args.seed, schedule=sched),
-                epoch_length(ell)) for ell, sched in runs]
+    runs = ([(None, sched, {}) for sched in base_schedules]
+            + [(ell, sched, {"pairs": pairs}) for sched in schedules for ell in ells
+               for pairs in args.pairs.split(",")])
+    methods = [(label(ell, sched, **opts),
+                dpcp_solver(ell, args.decay, args.seed, schedule=sched, **opts),
+                epoch_length(ell)) for ell, sched, opts in runs]
     warm_up()
     for name, solver, per_epoch in methods:
         res = time_to_target(solver, prob.oracle(), x0, geo, prob, iters_per_check=per_epoch,
@@ -214,7 +219,7 @@ def main(argv=None) -> dict:
     out = {"config": {"n": n, "d": d, "c": c, "m": int(prob.data.shape[1]),
                       "outliers": prob.num_outliers, "decay_per_epoch": args.decay,
                       "init": args.init, "schedules": schedules,
-                      "rsubgrad_schedules": base_schedules,
+                      "rsubgrad_schedules": base_schedules, "pairs": args.pairs.split(","),
                       "target": args.target, "threads": args.threads, "seed": args.seed,
                       "torch": torch.__version__, "machine": platform.machine(),
                       "processor": platform.processor()},
