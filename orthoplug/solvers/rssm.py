@@ -337,8 +337,9 @@ class RSSM(SubgradientSolver):
             uniform pairs) or ``"matching"`` (a random perfect matching of the blocks, its
             ``⌊ℓ/2⌋`` pairs used one per iteration, then a fresh matching: every block moves
             once per epoch; each pair is still uniform on its own; outside the paper). On
-            DPCP with Polyak steps ``"matching"`` needed fewer epochs (docs/results.md,
-            ``benchmarks/rssm_dpcp.py --pairs``). The geoopt optimizer draws uniform pairs.
+            DPCP with Polyak steps and ℓ = 4 it needed 10–30% fewer epochs, with no gain at
+            ℓ = 10 (docs/results.md, ``benchmarks/rssm_dpcp.py --pairs``). The geoopt optimizer
+            draws uniform pairs.
         h, return_best: see :class:`SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
             ``seed``, ``eval_every`` — default ``max(10, ℓ(ℓ−1)/2)`` iterations).
