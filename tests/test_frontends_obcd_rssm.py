@@ -174,6 +174,25 @@ def test_rssm_pymanopt_and_geoopt_take_the_same_steps(schedule):
     assert float(np.abs(x.detach().numpy() - res.point).max()) <= 1e-10
 
 
+@pytest.mark.parametrize("schedule", ["diminishing", "polyak"])
+def test_rssm_compiled_dpcp_oracle_and_geoopt_take_the_same_steps(schedule):
+    """The core solver on the DPCP oracle (float64 CPU: the compiled column pass) and the torch
+    front-end on an autograd closure move through the same points."""
+    x0, steps = _DPCP.random_point(3), 60
+    opts = dict(num_blocks=3, schedule=schedule, decay=0.97, patience=1)
+    oracle = _DPCP.oracle()
+    res = RSSM(step_size=0.05, max_iterations=steps, seed=8, **opts).run(
+        oracle, x0, StiefelGeometry(16, 6))
+    assert oracle.track(x0).compiled
+    x = geoopt.ManifoldParameter(x0.clone(), manifold=geoopt.EuclideanStiefel())
+    opt = go.RSSM([x], lr=0.05, seed=8, **opts)
+    closure = _closure(opt, x, _dpcp_torch)
+    for _ in range(steps):
+        opt.step(closure)
+    assert float(torch.linalg.norm(x.detach() - x0)) > 1e-2
+    assert float((x.detach() - res.point).abs().max()) <= 1e-10
+
+
 @pytest.mark.parametrize("schedule", ["diminishing", "polyak", "geometric-restart"])
 def test_rssm_state_dict_resume_is_exact(schedule):
     x0 = _DPCP.random_point(4)

@@ -20,7 +20,7 @@ from orthoplug.problems.nonsmooth_problems import (
     dpcp_instance,
     principal_angle,
 )
-from orthoplug.solvers.rssm import RSSM, draw_block_pair
+from orthoplug.solvers.rssm import RSSM, draw_block_pair, matching_pairs
 from orthoplug.solvers.steps import StepSchedule
 
 
@@ -100,6 +100,52 @@ def test_uniform_pairs():
     assert max(abs(c / 20_000 - 0.1) for c in counts.values()) < 0.01
 
 
+@pytest.mark.parametrize("ell", [4, 5])
+def test_matching_pairs_are_disjoint_and_each_uniform(ell):
+    """A matching's ⌊ℓ/2⌋ pairs are disjoint; each pair alone is uniform over the ℓ(ℓ−1)/2."""
+    gen = _gen(6)
+    counts, draws = {}, 6000
+    for _ in range(draws):
+        pairs = matching_pairs(ell, gen)
+        assert len(pairs) == ell // 2
+        flat = [b for pair in pairs for b in pair]
+        assert len(set(flat)) == len(flat) and all(i < j for i, j in pairs)
+        for pair in pairs:
+            counts[pair] = counts.get(pair, 0) + 1
+    total, npairs = draws * (ell // 2), ell * (ell - 1) // 2
+    assert len(counts) == npairs
+    assert max(abs(c / total - 1 / npairs) for c in counts.values()) < 0.015
+
+
+def test_matching_rule_moves_every_block_once_per_epoch():
+    n, p = 20, 8
+    a = torch.randn(n, p, dtype=torch.float64, generator=_gen(2))
+    oracle = _l1_distance_oracle(a)
+    moved = []
+    oracle.track = lambda x: _RecordingTracker(oracle, x, moved)
+    res = RSSM(num_blocks=4, pairs="matching", step_size=0.1, max_iterations=40, seed=3).run(
+        oracle, _point(n, p, 4), StiefelGeometry(n, p))
+    assert res.info["pairs"] == "matching" and len(moved) == 40
+    for epoch in range(20):  # ℓ/2 = 2 iterations per epoch: all 8 columns, each once
+        cols = moved[2 * epoch] + moved[2 * epoch + 1]
+        assert sorted(cols) == list(range(p))
+    assert len({tuple(c) for c in moved}) > 2  # not a fixed cycle
+    with pytest.raises(ValueError, match="pairs"):
+        RSSM(pairs="cyclic")
+
+
+class _RecordingTracker(ColumnTracker):
+    """Records the columns of every write."""
+
+    def __init__(self, oracle, x, log):
+        super().__init__(oracle, x)
+        self.log = log
+
+    def set_columns(self, cols, new):
+        self.log.append(sorted(cols.tolist()))
+        super().set_columns(cols, new)
+
+
 # ---------------------------------------------------------------------------------------------
 # DPCP (robust subspace recovery)
 # ---------------------------------------------------------------------------------------------
@@ -119,6 +165,17 @@ def test_dpcp_recovers_orthogonal_complement(seed):
     assert res.violation <= 1e-13
     # sharpness: the cost at the solution is the cost of the true complement
     assert abs(res.cost - float(prob.oracle().value(prob.normals))) < 1e-6
+
+
+def test_dpcp_matching_pairs_recover_with_polyak():
+    """The matching pair rule with Polyak steps recovers S^⊥ from a random start."""
+    prob = dpcp_instance(60, 40, 300, outlier_ratio=0.5, seed=1)
+    x0 = prob.random_point(101)
+    res = RSSM(num_blocks=4, pairs="matching", schedule="polyak", max_iterations=1400,
+               seed=1).run(prob.oracle(), x0, StiefelGeometry(60, 20))
+    assert prob.principal_angle(x0) > 0.5
+    assert prob.principal_angle(res.point) <= 1e-6
+    assert res.violation <= 1e-13
 
 
 def test_dpcp_entrywise_objective_and_rsubgrad_also_recover():

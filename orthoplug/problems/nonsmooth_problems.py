@@ -43,10 +43,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import qf
 from orthoplug.geometry.stiefel_block import put_columns, take_columns
+from orthoplug.kernels.dpcp import dpcp_block_pass
 from orthoplug.oracles import (
     ColumnTracker,
     CompositeOracle,
@@ -98,6 +100,9 @@ class DPCPOracle(Oracle):
     Args:
         data: ``Y`` with the points as columns.
         objective: ``"l12"`` (``(1/m)Σ_j ‖Xᵀy_j‖₂``, default) or ``"l1"`` (``(1/m)‖YᵀX‖₁``).
+        compiled: let the tracker of a float64 CPU point take its column subgradients and cache
+            updates from the compiled pass :func:`~orthoplug.kernels.dpcp.dpcp_block_pass`
+            (default True; False: torch products only, e.g. as a reference).
 
     Subgradient rule (depends only on X): ``(1/m) Y W`` with ``W = rows of YᵀX normalised`` (zero
     rows give 0) for ``"l12"``, ``W = sign(YᵀX)`` (``sign(0) = 0``) for ``"l1"``.
@@ -105,20 +110,29 @@ class DPCPOracle(Oracle):
 
     objectives = ("l12", "l1")
 
-    def __init__(self, data: torch.Tensor, objective: str = "l12"):
+    def __init__(self, data: torch.Tensor, objective: str = "l12", *, compiled: bool = True):
         if objective not in self.objectives:
             raise ValueError(f"objective must be one of {self.objectives}, got {objective!r}")
         data = torch.as_tensor(data)
         if data.ndim != 2:
             raise ValueError(f"data must be an n × m matrix, got shape {tuple(data.shape)}")
-        self.y, self.objective = data, objective
+        self.data, self.y, self.objective = data, data, objective
         self.m = data.shape[1]
+        self.compiled = bool(compiled)
+        self._yt = None
         self.lipschitz = None  # nonsmooth: no gradient Lipschitz constant
 
     def _y(self, x):
         if self.y.dtype != x.dtype or self.y.device != x.device:
-            self.y = self.y.to(dtype=x.dtype, device=x.device)
+            self.y = self.data.to(dtype=x.dtype, device=x.device)  # from the original data
         return self.y
+
+    def data_rows(self) -> np.ndarray:
+        """``Yᵀ`` as a C-order float64 NumPy array (the compiled pass's layout; made once)."""
+        if self._yt is None:
+            self._yt = np.ascontiguousarray(
+                self.data.detach().to("cpu", torch.float64).numpy().T)
+        return self._yt
 
     @staticmethod
     def row_norms(z: torch.Tensor, keepdim: bool = False) -> torch.Tensor:
@@ -170,24 +184,53 @@ class DPCPOracle(Oracle):
 
 
 class DPCPTracker(ColumnTracker):
-    """Caches ``Z = YᵀX`` (m × c); a column update refreshes ``Z[:, C]`` in ``O(n m |C|)``."""
+    """Caches ``Z = YᵀX`` (m × c); a column update refreshes ``Z[:, C]`` in ``O(n m |C|)``.
+
+    On a float64 CPU point (and ``oracle.compiled``) the refresh is deferred: ``set_columns``
+    records the columns, and the next ``gradient_columns`` (or ``value``, ``gradient``) refreshes
+    them, computes the value and the wanted subgradient columns in one compiled pass over the
+    data (:func:`~orthoplug.kernels.dpcp.dpcp_block_pass`); ``Z`` is then kept in C order.
+    Elsewhere ``Z[:, C]`` is refreshed at once by torch products.
+    """
 
     def __init__(self, oracle: DPCPOracle, x: torch.Tensor):
         super().__init__(oracle, x)
         self.refresh()
 
     def refresh(self) -> None:
-        self.z = self.oracle.z_of(self.oracle._y(self.x), self.x)  # column-major
+        """Recompute ``Z = YᵀX`` and drop the cached value and subgradient."""
+        self.compiled = (self.oracle.compiled and self.x.dtype == torch.float64
+                         and self.x.device.type == "cpu")
+        z = self.oracle.z_of(self.oracle._y(self.x), self.x)  # column-major
+        self.z = z.contiguous() if self.compiled else z
+        self._stale = None  # columns of Z not yet refreshed (compiled path)
         self._value = None
         self._grad = None
 
+    def _compiled_pass(self, cols: torch.Tensor) -> torch.Tensor:
+        """Refresh the stale columns of Z, set the value, return ``∂f(X)[:, cols]``."""
+        stale = self._stale if self._stale is not None else cols[:0]
+        self._stale = None
+        xct = np.ascontiguousarray(take_columns(self.x, stale).mT.numpy())
+        g = np.empty((cols.numel(), self.x.shape[-2]))
+        value = dpcp_block_pass(self.oracle.data_rows(), self.z.numpy(), xct,
+                                stale.numpy().astype(np.int64), cols.numpy().astype(np.int64),
+                                g, self.oracle.objective == "l12")
+        self._value = finite(torch.tensor(value, dtype=self.x.dtype), "cost")
+        return torch.from_numpy(g).mT
+
     def value(self):
         if self._value is None:
-            self._value = finite(self.oracle.value_from_z(self.z), "cost")
+            if self._stale is not None:
+                self._compiled_pass(self._stale[:0])
+            else:
+                self._value = finite(self.oracle.value_from_z(self.z), "cost")
         return self._value
 
     def gradient(self):
         if self._grad is None:
+            if self._stale is not None:
+                self._compiled_pass(self._stale[:0])
             o = self.oracle
             self._grad = finite(o.g_of(o._y(self.x), o.weights(self.z)), "subgradient")
             self.gradient_evaluations += 1
@@ -198,11 +241,20 @@ class DPCPTracker(ColumnTracker):
             return take_columns(self._grad, cols)
         o = self.oracle
         self.column_evaluations += int(cols.numel())
+        self.count_gradients(int(cols.numel()) / self.x.shape[-1])
+        if self.compiled:
+            return finite(self._compiled_pass(cols), "subgradient")
         return finite(o.g_of(o._y(self.x), o.weights(self.z, cols)), "subgradient")
 
     def set_columns(self, cols, new):
-        put_columns(self.x, cols, new)
-        put_columns(self.z, cols, self.oracle.z_of(self.oracle._y(new), new))
+        if self.compiled:
+            if self._stale is not None:  # two writes in a row: refresh the first columns now
+                self._compiled_pass(cols[:0])
+            put_columns(self.x, cols, new)
+            self._stale = cols
+        else:
+            put_columns(self.x, cols, new)
+            put_columns(self.z, cols, self.oracle.z_of(self.oracle._y(new), new))
         self._value = None
         self._grad = None
 
