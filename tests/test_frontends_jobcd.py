@@ -125,6 +125,12 @@ CASES = {  # (pymanopt options, geoopt options); σ fixed or backtracking from t
     "J backtracking": ("JJOBCD", dict(sigma0=0.5), dict(sigma0=0.5)),
     "J adaptive column": ("JJOBCD", dict(sigma0=1.0, sigma_shrink=0.5, side="column"),
                           dict(sigma0=1.0, sigma_shrink=0.5, side="column")),
+    "J fit, all matchings": ("JJOBCD", dict(sigma0=1.0, sigma_rule="fit", matchings="all"),
+                             dict(sigma0=1.0, sigma_rule="fit", matchings="all")),
+    "J fit column, 3 matchings": ("JJOBCD", dict(sigma0=1.0, sigma_rule="fit", matchings=3,
+                                                 side="column"),
+                                  dict(sigma0=1.0, sigma_rule="fit", matchings=3,
+                                       side="column")),
 }
 
 
