@@ -56,7 +56,7 @@ from orthoplug.solvers.jobcd import (
     PageSchedule,
     PairQueue,
     jacobi_step,
-    max_matchings,
+    resolve_matchings,
 )
 from orthoplug.solvers.steps import SigmaBacktracking, SigmaFit
 
@@ -105,8 +105,11 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         seed: seed of the pair draws (``None``: random, the same on every rank).
         side: ``"row"`` or ``"column"`` (square matrices).
         sigma_shrink: adaptive σ when < 1 (without a fixed ``sigma``).
-        sigma_rule: ``"backtracking"`` (default; with ``sigma_shrink``) or ``"fit"``
-            (:class:`~orthoplug.solvers.steps.SigmaFit`, without a fixed ``sigma``).
+        sigma_rule: ``"backtracking"`` (default, with ``sigma_shrink``), ``"fit"``
+            (:class:`~orthoplug.solvers.steps.SigmaFit`, without a fixed ``sigma``) or
+            ``"auto"`` (``"fit"`` without a fixed ``sigma`` when ``sigma_shrink == 1``), as the
+            core solvers' option. The default differs from the core solvers' (``"auto"``): a
+            closure may compute a minibatch loss, whose noise the refit would follow.
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
         average_gradients: average the gradients over the group after each closure call.
@@ -122,7 +125,7 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
             raise ValueError(f"sigma_shrink must be in (0, 1] and < 1 only without a fixed "
                              f"sigma, got {sigma_shrink} with sigma={sigma}")
-        if sigma_rule not in SIGMA_RULES or (sigma_rule != "backtracking" and sigma is not None):
+        if sigma_rule not in SIGMA_RULES or (sigma_rule == "fit" and sigma is not None):
             raise ValueError(f"sigma_rule must be one of {SIGMA_RULES} ('fit' only without a "
                              f"fixed sigma), got {sigma_rule!r} with sigma={sigma}")
         if not theta > 0:
@@ -146,7 +149,8 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         if group["sigma"] is not None:
             return SigmaBacktracking(group["sigma"], checked=False)
         rule = (SigmaFit(group["sigma0"], max_rejections=self.max_backtracks)
-                if self.sigma_rule == "fit" else
+                if self.sigma_rule == "fit" or (self.sigma_rule == "auto"
+                                                and self.sigma_shrink == 1.0) else
                 SigmaBacktracking(group["sigma0"], shrink=self.sigma_shrink,
                                   max_rejections=self.max_backtracks))
         if "sigma" in self.state[p]:
@@ -213,15 +217,17 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
 class JJOBCD(_JOBCDOptimizer):
     """J-JOBCD: one random perfect matching of the rows of every matrix per step.
 
-    ``matchings`` (default 1; an int or ``"all"``): rounds of a random round robin per step,
-    pair after pair on the step's gradient, as the core solver's option of that name (without a
-    fixed ``sigma``: the steps must be checked).
+    ``matchings`` (default 1; an int, ``"all"`` or ``"auto"``: all without a fixed ``sigma``,
+    else 1): rounds of a random round robin per step, pair after pair on the step's gradient, as
+    the core solver's option of that name (more than one needs checked steps: no fixed
+    ``sigma``). The core solver's default is ``"auto"``; here one matching stays the default,
+    since a closure may compute a minibatch loss and gradient.
     """
 
     def __init__(self, params, *, matchings: int | str = 1, **kwargs):
-        if not (matchings == "all" or (isinstance(matchings, int) and matchings >= 1)):
-            raise ValueError(f"matchings must be an int >= 1 or 'all', got {matchings!r}")
-        if matchings != 1 and kwargs.get("sigma") is not None:
+        if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
+            raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
+        if matchings not in (1, "auto") and kwargs.get("sigma") is not None:
             raise ValueError("matchings > 1 needs checked steps (no fixed sigma): a σ ≥ L_f "
                              "majorises one matching on a stale gradient, not several")
         self.matchings = matchings
@@ -229,7 +235,8 @@ class JJOBCD(_JOBCDOptimizer):
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):
         n = x.shape[-2]
-        rounds = max_matchings(n) if self.matchings == "all" else self.matchings
+        fixed = next(g["sigma"] for g in self.param_groups if any(q is p for q in g["params"]))
+        rounds = resolve_matchings(self.matchings, n, checked=fixed is None)
         return jacobi_step(x, g, jvec, sigma, theta, self.generator(p.device),
                            matchings=rounds)
 

@@ -107,7 +107,7 @@ def _hspp(m=24, n=6):
     JJOBCD(sigma_rule="fit", matchings="all", seed=0, max_iterations=25, eval_every=1),
     JJOBCD(sigma_rule="fit", matchings=2, side="column", seed=0, max_iterations=25,
            eval_every=1),
-    JJOBCD(sigma_rule="fit", seed=0, max_iterations=25, eval_every=1),
+    JJOBCD(sigma_rule="fit", matchings=1, seed=0, max_iterations=25, eval_every=1),
     GSJOBCD(sigma_rule="fit", curvature="scalar", seed=0, max_iterations=25, eval_every=1)],
     ids=["J all rows", "J 2 columns", "J one matching", "GS scalar"])
 def test_fitted_sigma_keeps_the_cost_non_increasing_at_every_evaluation(solver):
@@ -149,5 +149,6 @@ def test_matchings_and_sigma_rule_are_validated():
     with pytest.raises(ValueError, match="sigma_rule must be"):
         go.JJOBCD([param], sigma_rule="fit", sigma=1.0)
     oracle = FunctionOracle(lambda x: (x * x).sum(), lambda x: 2 * x)
-    assert JJOBCD(matchings="all", sigma_rule="fit", max_iterations=2).run(
-        oracle, x0, geo).info["matchings"] == "all"
+    for matchings in ("all", "auto"):  # auto: all pairs, since the steps are checked
+        assert JJOBCD(matchings=matchings, max_iterations=2).run(
+            oracle, x0, geo).info["matchings"] == max_matchings(6)

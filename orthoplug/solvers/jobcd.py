@@ -56,9 +56,11 @@ from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 
 from .base import IterativeSolver, ScalarCurvature
 from .jjacobi import ColumnJacobi
+from .steps import SigmaFit
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PairQueue", "PageSchedule", "jacobi_step",
-           "random_matching", "random_pairs", "update_pairs", "round_robin", "max_matchings"]
+           "random_matching", "random_pairs", "update_pairs", "round_robin", "max_matchings",
+           "resolve_matchings"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
 #: GS-JOBCD draws its random pairs this many at a time (one generator call per batch).
@@ -192,6 +194,14 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
 def max_matchings(n: int) -> int:
     """Matchings of a round robin of ``n`` rows (every pair once): ``n − 1``, or ``n`` for odd n."""
     return n - 1 + n % 2
+
+
+def resolve_matchings(matchings: int | str, n: int, checked: bool) -> int:
+    """J-JOBCD's matchings per gradient for ``n`` rows: ``"all"`` is :func:`max_matchings`,
+    ``"auto"`` that when the steps are ``checked`` (else 1), an int itself."""
+    if matchings == "all" or (matchings == "auto" and checked):
+        return max_matchings(n)
+    return 1 if matchings == "auto" else int(matchings)
 
 
 def round_robin(perm: np.ndarray, matchings: int) -> np.ndarray:
@@ -379,7 +389,7 @@ class PageSchedule:
 
 SIDES = ("row", "column")
 #: σ rules of the scalar majoriser (:attr:`~orthoplug.solvers.base.ScalarCurvature.sigma_rule`)
-SIGMA_RULES = ("backtracking", "fit")
+SIGMA_RULES = ("auto", "backtracking", "fit")
 
 
 class _JOBCDBase(ScalarCurvature, IterativeSolver):
@@ -387,7 +397,7 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
 
     def __init__(self, *, theta: float = 1e-6, sigma: float | None = None,
                  sigma0: float | None = None, side: str = "row", sigma_shrink: float = 1.0,
-                 sigma_rule: str = "backtracking", **kwargs):
+                 sigma_rule: str = "auto", **kwargs):
         super().__init__(**kwargs)
         if side not in self.sides:
             raise ValueError(f"side must be one of {self.sides}, got {side!r}")
@@ -455,7 +465,9 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
                 "backtracks": run.curvature.backtracks if run is not None else 0,
                 "final_sigma": run.curvature.sigma if run is not None else None,
                 "side": "column" if run is not None and run.column else "row",
-                "sigma_shrink": self.sigma_shrink, "sigma_rule": self.sigma_rule}
+                "sigma_shrink": self.sigma_shrink,
+                "sigma_rule": self.sigma_rule if run is None else
+                ("fit" if isinstance(run.curvature, SigmaFit) else "backtracking")}
 
 
 class GSJOBCD(_JOBCDBase):
@@ -501,11 +513,13 @@ class GSJOBCD(_JOBCDBase):
             on rejection): every step is checked, σ shrinks by this factor after accepted steps
             and doubles on rejections; starts from a Barzilai–Borwein curvature when no σ is
             known (:class:`~orthoplug.solvers.base.ScalarCurvature`). Also for J-JOBCD.
-        sigma_rule: ``"backtracking"`` (default; σ as above) or ``"fit"``
+        sigma_rule: ``"auto"`` (default), ``"backtracking"`` (σ as above) or ``"fit"``
             (:class:`~orthoplug.solvers.steps.SigmaFit`: every step checked, accepted when it
             achieves half the predicted decrease, σ refitted from the ratio of actual to
-            predicted decrease; monotone; Barzilai–Borwein start without a known σ). Also for
-            J-JOBCD.
+            predicted decrease; monotone; Barzilai–Borwein start without a known σ).
+            ``"auto"`` is ``"fit"`` when no σ is known (``sigma=`` or the oracle's Lipschitz
+            constant) and ``sigma_shrink == 1``, else ``"backtracking"``: a known σ stays fixed
+            and unchecked. Also for J-JOBCD.
         jacobi_tol, max_boost, same_sign, candidates: options of the column J-Jacobi sweeps
             (:class:`~orthoplug.solvers.jjacobi.ColumnJacobi`: ``tol``, ``max_boost``,
             ``same_sign``, ``candidates``).
@@ -712,32 +726,34 @@ class JJOBCD(_JOBCDBase):
     ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change when σ ≥ L_f; ``side`` is
     ``"row"`` (default) or ``"column"``: a matching of the columns, square X only), and
 
-    * ``matchings``: matchings per gradient evaluation (default 1, the paper's J-JOBCD). With
-      more, each iteration applies that many rounds of a random round robin of the rows (or
-      columns), pair after pair, each pair minimising the scalar model of f linearised at the
-      iteration's point (:mod:`orthoplug.kernels.sweep`); ``"all"`` takes every pair once
-      (:func:`max_matchings` rounds). One gradient then moves all ``n(n − 1)/2`` pairs instead
-      of ``⌊n/2⌋``, which pays off when the gradient dominates the cost (HSPP: see
-      ``docs/results.md``). The steps must be checked (``sigma_rule="fit"``,
+    * ``matchings``: matchings per gradient evaluation: 1 (the paper's J-JOBCD), an int,
+      ``"all"`` or ``"auto"`` (default: ``"all"`` when the steps are checked — no known σ, or
+      adaptive σ —, else 1). With more than one, each iteration applies that many rounds of a
+      random round robin of the rows (or columns), pair after pair, each pair minimising the
+      scalar model of f linearised at the iteration's point (:mod:`orthoplug.kernels.sweep`);
+      ``"all"`` takes every pair once (:func:`max_matchings` rounds). One gradient then moves
+      all ``n(n − 1)/2`` pairs instead of ``⌊n/2⌋``, which pays off when the gradient dominates
+      the cost (HSPP: see ``docs/results.md``). The steps must be checked (``sigma_rule="fit"``,
       ``sigma_shrink < 1``, or no known σ): the predicted change bounds the true one only for
       σ ≥ matchings·L_f. Compiled on float64 host copies of X and ∇f (any device).
 
     Per-iteration cost: one full gradient, ⌊n/2⌋ exact 2×2 subproblems in one batched call and
-    ``O(nk)`` for the row updates, plus cost evaluations while σ is being estimated.
+    ``O(nk)`` for the row updates (with more matchings: ``O(k)`` per pair, compiled, and two
+    host copies), plus cost evaluations of the checked steps.
     """
 
     name = "J-JOBCD"
 
-    def __init__(self, *, matchings: int | str = 1, **kwargs):
+    def __init__(self, *, matchings: int | str = "auto", **kwargs):
         super().__init__(**kwargs)
-        if not (matchings == "all" or (isinstance(matchings, int) and matchings >= 1)):
-            raise ValueError(f"matchings must be an int >= 1 or 'all', got {matchings!r}")
+        if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
+            raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
         self.matchings = matchings
 
     def setup(self, run):
         super().setup(run)
         n = run.tracker.x.shape[-1 if run.column else -2]
-        run.matchings = max_matchings(n) if self.matchings == "all" else self.matchings
+        run.matchings = resolve_matchings(self.matchings, n, run.curvature.checked)
         if run.matchings > max_matchings(n):
             raise ValueError(f"{self.name}: matchings={run.matchings} exceeds the "
                              f"{max_matchings(n)} rounds of a round robin of n = {n}")
@@ -755,7 +771,8 @@ class JJOBCD(_JOBCDBase):
         self._step_checked(run, lambda x: self.pair_step(run, x, g, run.matchings))
 
     def info(self, run=None):
-        return {**super().info(run), "matchings": self.matchings}
+        return {**super().info(run),
+                "matchings": self.matchings if run is None else run.matchings}
 
 
 class VRJJOBCD(_JOBCDBase):
@@ -785,7 +802,7 @@ class VRJJOBCD(_JOBCDBase):
     def prepare(self, oracle, x0, geometry):
         if not isinstance(oracle, FiniteSum):
             raise ValueError("VR-J-JOBCD needs a FiniteSumOracle (f = (1/N) Σ f_i)")
-        if self.sigma_shrink < 1 or self.sigma_rule != "backtracking":
+        if self.sigma_shrink < 1 or self.sigma_rule == "fit":
             raise ValueError("VR-J-JOBCD cannot adapt σ (sigma_shrink < 1 or sigma_rule="
                              "'fit'): checking a step needs full cost values, which the "
                              "estimator avoids")
