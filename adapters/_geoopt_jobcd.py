@@ -50,8 +50,15 @@ from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.oracles import NonFiniteError, all_finite
 from orthoplug.solvers.jjacobi import ColumnJacobi
-from orthoplug.solvers.jobcd import SIDES, PageSchedule, PairQueue, jacobi_step
-from orthoplug.solvers.steps import SigmaBacktracking
+from orthoplug.solvers.jobcd import (
+    SIDES,
+    SIGMA_RULES,
+    PageSchedule,
+    PairQueue,
+    jacobi_step,
+    resolve_matchings,
+)
+from orthoplug.solvers.steps import SigmaBacktracking, SigmaFit
 
 from ._torch import OrthoplugOptimizer
 
@@ -98,6 +105,11 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         seed: seed of the pair draws (``None``: random, the same on every rank).
         side: ``"row"`` or ``"column"`` (square matrices).
         sigma_shrink: adaptive σ when < 1 (without a fixed ``sigma``).
+        sigma_rule: ``"backtracking"`` (default, with ``sigma_shrink``), ``"fit"``
+            (:class:`~orthoplug.solvers.steps.SigmaFit`, without a fixed ``sigma``) or
+            ``"auto"`` (``"fit"`` without a fixed ``sigma`` when ``sigma_shrink == 1``), as the
+            core solvers' option. The default differs from the core solvers' (``"auto"``): a
+            closure may compute a minibatch loss, whose noise the refit would follow.
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
         average_gradients: average the gradients over the group after each closure call.
@@ -105,18 +117,22 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
 
     def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
                  sigma0: float = 1.0, max_backtracks: int = 60, seed: int | None = None,
-                 side: str = "row", sigma_shrink: float = 1.0, process_group=None,
+                 side: str = "row", sigma_shrink: float = 1.0,
+                 sigma_rule: str = "backtracking", process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         if sigma is not None and not sigma > 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
         if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
             raise ValueError(f"sigma_shrink must be in (0, 1] and < 1 only without a fixed "
                              f"sigma, got {sigma_shrink} with sigma={sigma}")
+        if sigma_rule not in SIGMA_RULES or (sigma_rule == "fit" and sigma is not None):
+            raise ValueError(f"sigma_rule must be one of {SIGMA_RULES} ('fit' only without a "
+                             f"fixed sigma), got {sigma_rule!r} with sigma={sigma}")
         if not theta > 0:
             raise ValueError(f"theta must be > 0, got {theta}")
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-        self.sigma_shrink = float(sigma_shrink)
+        self.sigma_shrink, self.sigma_rule = float(sigma_shrink), sigma_rule
         super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0), seed=seed,
                          process_group=process_group, replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
@@ -132,8 +148,11 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         ``sigma0`` continued from the parameter's state."""
         if group["sigma"] is not None:
             return SigmaBacktracking(group["sigma"], checked=False)
-        rule = SigmaBacktracking(group["sigma0"], shrink=self.sigma_shrink,
-                                 max_rejections=self.max_backtracks)
+        rule = (SigmaFit(group["sigma0"], max_rejections=self.max_backtracks)
+                if self.sigma_rule == "fit" or (self.sigma_rule == "auto"
+                                                and self.sigma_shrink == 1.0) else
+                SigmaBacktracking(group["sigma0"], shrink=self.sigma_shrink,
+                                  max_rejections=self.max_backtracks))
         if "sigma" in self.state[p]:
             rule.load_state_dict(self.state[p])
         return rule
@@ -196,10 +215,30 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
 
 
 class JJOBCD(_JOBCDOptimizer):
-    """J-JOBCD: one random perfect matching of the rows of every matrix per step."""
+    """J-JOBCD: one random perfect matching of the rows of every matrix per step.
+
+    ``matchings`` (default 1; an int, ``"all"`` or ``"auto"``: all without a fixed ``sigma``,
+    else 1): rounds of a random round robin per step, pair after pair on the step's gradient, as
+    the core solver's option of that name (more than one needs checked steps: no fixed
+    ``sigma``). The core solver's default is ``"auto"``; here one matching stays the default,
+    since a closure may compute a minibatch loss and gradient.
+    """
+
+    def __init__(self, params, *, matchings: int | str = 1, **kwargs):
+        if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
+            raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
+        if matchings not in (1, "auto") and kwargs.get("sigma") is not None:
+            raise ValueError("matchings > 1 needs checked steps (no fixed sigma): a σ ≥ L_f "
+                             "majorises one matching on a stale gradient, not several")
+        self.matchings = matchings
+        super().__init__(params, **kwargs)
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):
-        return jacobi_step(x, g, jvec, sigma, theta, self.generator(p.device))
+        n = x.shape[-2]
+        fixed = next(g["sigma"] for g in self.param_groups if any(q is p for q in g["params"]))
+        rounds = resolve_matchings(self.matchings, n, checked=fixed is None)
+        return jacobi_step(x, g, jvec, sigma, theta, self.generator(p.device),
+                           matchings=rounds)
 
 
 class GSJOBCD(_JOBCDOptimizer):

@@ -24,7 +24,7 @@ import torch
 from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
-from .steps import SigmaBacktracking
+from .steps import SigmaBacktracking, SigmaFit
 
 __all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
 
@@ -365,17 +365,36 @@ class ScalarCurvature:
 
     max_backtracks = 200
     sigma_shrink = 1.0
+    #: ``"backtracking"`` (:class:`~orthoplug.solvers.steps.SigmaBacktracking`, adaptive with
+    #: ``sigma_shrink < 1``), ``"fit"`` (:class:`~orthoplug.solvers.steps.SigmaFit`: σ refitted
+    #: from every step's actual-to-predicted decrease, always checked and adaptive) or
+    #: ``"auto"``: ``"fit"`` when no σ is known and ``sigma_shrink == 1``, else
+    #: ``"backtracking"`` (a known σ stays fixed and unchecked)
+    sigma_rule = "backtracking"
+
+    def resolved_sigma_rule(self, known: float | None) -> str:
+        """:attr:`sigma_rule` with ``"auto"`` resolved for a run whose known σ is ``known``."""
+        if self.sigma_rule == "auto":
+            return "fit" if known is None and self.sigma_shrink == 1.0 else "backtracking"
+        return self.sigma_rule
+
+    def make_sigma_rule(self, sigma: float, *, checked: bool = True,
+                        known: float | None = None) -> SigmaBacktracking:
+        """The run's σ rule (:meth:`resolved_sigma_rule` for ``known``) starting from ``sigma``."""
+        if self.resolved_sigma_rule(known) == "fit":
+            return SigmaFit(sigma, max_rejections=self.max_backtracks)
+        return SigmaBacktracking(sigma, checked=checked, shrink=self.sigma_shrink,
+                                 max_rejections=self.max_backtracks)
 
     def init_sigma(self, run: Run, known: float | None) -> SigmaBacktracking:
         """Set ``run.curvature`` from ``known`` σ (or an estimate) and return it."""
-        adaptive = self.sigma_shrink < 1.0
+        adaptive = self.sigma_shrink < 1.0 or self.resolved_sigma_rule(known) == "fit"
         sigma = known
         if known is None:
             sigma = (self.estimate_bb(run.tracker) if adaptive
                      else self.estimate_lipschitz(run.tracker, run.generator))
-        run.curvature = SigmaBacktracking(sigma, checked=known is None or adaptive,
-                                          shrink=self.sigma_shrink,
-                                          max_rejections=self.max_backtracks)
+        run.curvature = self.make_sigma_rule(sigma, checked=known is None or adaptive,
+                                             known=known)
         return run.curvature
 
     @staticmethod

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.kernels import sweep as _sweep
 from orthoplug.kernels.jobcd import (
     NEEDS_BATCHED_PAIR,
     NONFINITE_COST,
@@ -56,10 +57,11 @@ from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 
 from .base import IterativeSolver, ScalarCurvature
 from .jjacobi import ColumnJacobi
-from .steps import SigmaBacktracking
+from .steps import SigmaFit
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PairQueue", "PageSchedule", "jacobi_step",
-           "random_matching", "random_pairs", "update_pairs"]
+           "random_matching", "random_pairs", "update_pairs", "round_robin", "max_matchings",
+           "resolve_matchings"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
 #: GS-JOBCD draws its random pairs this many at a time (one generator call per batch).
@@ -202,18 +204,85 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
     return out, _model_change(v, mf, zf, sigma)
 
 
+def max_matchings(n: int) -> int:
+    """Matchings of a round robin of ``n`` rows (every pair once): ``n − 1``, or ``n`` for odd n."""
+    return n - 1 + n % 2
+
+
+def resolve_matchings(matchings: int | str, n: int, checked: bool) -> int:
+    """J-JOBCD's matchings per gradient for ``n`` rows: ``"all"`` is :func:`max_matchings`,
+    ``"auto"`` that when the steps are ``checked`` (else 1), an int itself."""
+    if matchings == "all" or (matchings == "auto" and checked):
+        return max_matchings(n)
+    return 1 if matchings == "auto" else int(matchings)
+
+
+def round_robin(perm: np.ndarray, matchings: int) -> np.ndarray:
+    """The first ``matchings`` rounds of the circle-method round robin on the labels ``perm``.
+
+    ``perm`` (nb, n) relabels the rows of each of nb matrices; round r pairs the positions
+    ``(p_r(t), p_r(m − 1 − t))`` with ``p_r(0) = 0``, ``p_r(t) = 1 + (t − 1 + r) mod (m − 1)``,
+    ``m = n`` rounded up to even (for odd n the pair with the extra label m − 1 is dropped, so one
+    row idles per round). Within a round the pairs are disjoint; :func:`max_matchings` rounds
+    contain every pair exactly once. Returns (nb, matchings·⌊n/2⌋, 2) int64, round by round.
+    """
+    nb, n = perm.shape
+    if not 1 <= matchings <= max_matchings(n):
+        raise ValueError(f"matchings must be in [1, {max_matchings(n)}] for n = {n}, "
+                         f"got {matchings}")
+    m = n + n % 2
+    r = np.arange(matchings)[:, None]
+    t = np.arange(m)[None, :]
+    pos = np.where(t == 0, 0, 1 + (t - 1 + r) % (m - 1))  # (matchings, m)
+    pairs = np.stack((pos[:, : m // 2], pos[:, ::-1][:, : m // 2]), axis=-1)  # (R, m/2, 2)
+    if n % 2:
+        keep = (pairs < n).all(axis=-1)  # one pair per round holds the extra label
+        pairs = pairs[keep].reshape(matchings, m // 2 - 1, 2)
+    labels = pairs.reshape(-1, 2)
+    return np.ascontiguousarray(perm[:, labels].astype(np.int64))
+
+
+def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: float,
+                theta: float, generator: torch.Generator,
+                matchings: int) -> tuple[torch.Tensor, float]:
+    """``matchings`` rounds of a random round robin on every matrix of ``xb`` (nb, n, k), in
+    sequence on the stale gradient ``gb``: the compiled :func:`~orthoplug.kernels.sweep.
+    linear_sweep` on float64 host copies (one relabeling draw per matrix)."""
+    nb, n, _ = xb.shape
+    keys = torch.rand(nb, n, generator=generator, device=generator.device)
+    pairs = round_robin(host_array(keys.argsort(dim=-1)), matchings)
+    xa = np.array(host_array(xb.detach()), dtype=np.float64, order="C")
+    ga = np.ascontiguousarray(host_array(gb.detach()), dtype=np.float64)
+    status, predicted = _sweep.linear_sweep(xa, ga, host_array(jvec).astype(np.float64), pairs,
+                                            float(sigma), float(theta))
+    if status == _sweep.NONFINITE_CURVATURE:
+        raise NonFiniteError("non-finite block curvature")
+    if status != _sweep.OK:
+        raise NonFiniteError("non-finite block update")
+    return torch.from_numpy(xa).to(dtype=xb.dtype, device=xb.device), predicted
+
+
 def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: float,
                 theta: float, generator: torch.Generator | None = None,
-                pairs: torch.Tensor | None = None) -> tuple[torch.Tensor, float]:
+                pairs: torch.Tensor | None = None,
+                matchings: int = 1) -> tuple[torch.Tensor, float]:
     """One J-JOBCD update of every matrix in ``x`` ``(*batch, n, k)`` from the gradient ``g``.
 
     Each matrix gets its own random matching (:func:`random_matching`, one ``generator`` call
     for all), or the given disjoint ``pairs`` (nb, m, 2) of each of its nb matrices (GS-JOBCD's
     torch optimizer: one queued pair per matrix); all pairs are solved in one batched call
-    (:func:`update_pairs`). Returns the new point and the predicted change.
+    (:func:`update_pairs`). With ``matchings > 1`` each matrix instead gets that many rounds of
+    a random round robin (:func:`round_robin`; :func:`max_matchings` rounds: every pair once),
+    applied one pair after the other on the stale gradient ``g``
+    (:mod:`orthoplug.kernels.sweep`; the predicted change then bounds the true one only for
+    σ ≥ matchings·L_f, so the caller must check the step). Returns the new point and the
+    predicted change.
     """
     batch, (n, k) = x.shape[:-2], x.shape[-2:]
     xb, gb = x.reshape(-1, n, k), g.reshape(-1, n, k)
+    if matchings > 1:
+        new, predicted = _sweep_step(xb, gb, jvec, sigma, theta, generator, matchings)
+        return new.reshape(*batch, n, k), predicted
     if pairs is None:
         pairs = random_matching(n, generator, x.device, (xb.shape[0],))  # (nb, m, 2)
     bidx = torch.arange(xb.shape[0], device=x.device)[:, None, None]
@@ -332,6 +401,8 @@ class PageSchedule:
 
 
 SIDES = ("row", "column")
+#: σ rules of the scalar majoriser (:attr:`~orthoplug.solvers.base.ScalarCurvature.sigma_rule`)
+SIGMA_RULES = ("auto", "backtracking", "fit")
 
 
 class _JOBCDBase(ScalarCurvature, IterativeSolver):
@@ -339,13 +410,15 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
 
     def __init__(self, *, theta: float = 1e-6, sigma: float | None = None,
                  sigma0: float | None = None, side: str = "row", sigma_shrink: float = 1.0,
-                 **kwargs):
+                 sigma_rule: str = "auto", **kwargs):
         super().__init__(**kwargs)
         if side not in self.sides:
             raise ValueError(f"side must be one of {self.sides}, got {side!r}")
         if not 0 < sigma_shrink <= 1:
             raise ValueError(f"sigma_shrink must be in (0, 1], got {sigma_shrink}")
-        self.side, self.sigma_shrink = side, float(sigma_shrink)
+        if sigma_rule not in SIGMA_RULES:
+            raise ValueError(f"sigma_rule must be one of {SIGMA_RULES}, got {sigma_rule!r}")
+        self.side, self.sigma_shrink, self.sigma_rule = side, float(sigma_shrink), sigma_rule
         if not theta > 0:
             raise ValueError(f"theta must be > 0 (it makes the subproblem coercive), got {theta}")
         if sigma is not None and not sigma > 0:
@@ -365,8 +438,7 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
         run.jvec = (run.geometry.jk if run.column else run.geometry.j).like(run.tracker.x)
         known = self.sigma_user or run.tracker.oracle.lipschitz
         if known is None and self.sigma0 is not None:  # backtracking from the user's start
-            run.curvature = SigmaBacktracking(self.sigma0, shrink=self.sigma_shrink,
-                                              max_rejections=self.max_backtracks)
+            run.curvature = self.make_sigma_rule(self.sigma0)
         else:
             self.init_sigma(run, known)
 
@@ -385,10 +457,11 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
         view; column side), so that column pairs of X are row pairs of ``oriented(X)``."""
         return t.mT if run.column else t
 
-    def pair_step(self, run, x, g):
+    def pair_step(self, run, x, g, matchings: int = 1):
         """:func:`jacobi_step` on the run's side (``X`` and ``∇f`` transposed for columns)."""
         new, predicted = jacobi_step(self.oriented(run, x), self.oriented(run, g), run.jvec,
-                                     run.curvature.sigma, self.theta, run.generator)
+                                     run.curvature.sigma, self.theta, run.generator,
+                                     matchings=matchings)
         return (new.mT.contiguous() if run.column else new), predicted
 
     def _step_checked(self, run, make_step):
@@ -405,7 +478,9 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
                 "backtracks": run.curvature.backtracks if run is not None else 0,
                 "final_sigma": run.curvature.sigma if run is not None else None,
                 "side": "column" if run is not None and run.column else "row",
-                "sigma_shrink": self.sigma_shrink}
+                "sigma_shrink": self.sigma_shrink,
+                "sigma_rule": self.sigma_rule if run is None else
+                ("fit" if isinstance(run.curvature, SigmaFit) else "backtracking")}
 
 
 class GSJOBCD(_JOBCDBase):
@@ -451,6 +526,13 @@ class GSJOBCD(_JOBCDBase):
             on rejection): every step is checked, σ shrinks by this factor after accepted steps
             and doubles on rejections; starts from a Barzilai–Borwein curvature when no σ is
             known (:class:`~orthoplug.solvers.base.ScalarCurvature`). Also for J-JOBCD.
+        sigma_rule: ``"auto"`` (default), ``"backtracking"`` (σ as above) or ``"fit"``
+            (:class:`~orthoplug.solvers.steps.SigmaFit`: every step checked, accepted when it
+            achieves half the predicted decrease, σ refitted from the ratio of actual to
+            predicted decrease; monotone; Barzilai–Borwein start without a known σ).
+            ``"auto"`` is ``"fit"`` when no σ is known (``sigma=`` or the oracle's Lipschitz
+            constant) and ``sigma_shrink == 1``, else ``"backtracking"``: a known σ stays fixed
+            and unchecked. Also for J-JOBCD.
         jacobi_tol, max_boost, same_sign, candidates: options of the column J-Jacobi sweeps
             (:class:`~orthoplug.solvers.jjacobi.ColumnJacobi`: ``tol``, ``max_boost``,
             ``same_sign``, ``candidates``).
@@ -655,13 +737,43 @@ class JJOBCD(_JOBCDBase):
 
     Args: as :class:`GSJOBCD` (without ``pairs``/``curvature``: the curvature is always scalar,
     ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change when σ ≥ L_f; ``side`` is
-    ``"row"`` (default) or ``"column"``: a matching of the columns, square X only).
+    ``"row"`` (default) or ``"column"``: a matching of the columns, square X only), and
+
+    * ``matchings``: matchings per gradient evaluation: 1 (the paper's J-JOBCD), an int,
+      ``"all"`` or ``"auto"`` (default: ``"all"`` when the steps are checked — no known σ, or
+      adaptive σ —, else 1). With more than one, each iteration applies that many rounds of a
+      random round robin of the rows (or columns), pair after pair, each pair minimising the
+      scalar model of f linearised at the iteration's point (:mod:`orthoplug.kernels.sweep`);
+      ``"all"`` takes every pair once (:func:`max_matchings` rounds). One gradient then moves
+      all ``n(n − 1)/2`` pairs instead of ``⌊n/2⌋``, which pays off when the gradient dominates
+      the cost (HSPP: see ``docs/results.md``). The steps must be checked (``sigma_rule="fit"``,
+      ``sigma_shrink < 1``, or no known σ): the predicted change bounds the true one only for
+      σ ≥ matchings·L_f. Compiled on float64 host copies of X and ∇f (any device).
 
     Per-iteration cost: one full gradient, ⌊n/2⌋ exact 2×2 subproblems in one batched call and
-    ``O(nk)`` for the row updates, plus cost evaluations while σ is being estimated.
+    ``O(nk)`` for the row updates (with more matchings: ``O(k)`` per pair, compiled, and two
+    host copies), plus cost evaluations of the checked steps.
     """
 
     name = "J-JOBCD"
+
+    def __init__(self, *, matchings: int | str = "auto", **kwargs):
+        super().__init__(**kwargs)
+        if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
+            raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
+        self.matchings = matchings
+
+    def setup(self, run):
+        super().setup(run)
+        n = run.tracker.x.shape[-1 if run.column else -2]
+        run.matchings = resolve_matchings(self.matchings, n, run.curvature.checked)
+        if run.matchings > max_matchings(n):
+            raise ValueError(f"{self.name}: matchings={run.matchings} exceeds the "
+                             f"{max_matchings(n)} rounds of a round robin of n = {n}")
+        if run.matchings > 1 and not run.curvature.checked:
+            raise ValueError(f"{self.name}: matchings > 1 needs checked steps (sigma_rule='fit' "
+                             "or sigma_shrink < 1, or no known σ): a known σ ≥ L_f majorises "
+                             "one matching on a stale gradient, not several")
 
     def default_eval_every(self, run):
         """1: one iteration already updates every row."""
@@ -669,7 +781,11 @@ class JJOBCD(_JOBCDBase):
 
     def step(self, run):
         g = run.tracker.gradient()
-        self._step_checked(run, lambda x: self.pair_step(run, x, g))
+        self._step_checked(run, lambda x: self.pair_step(run, x, g, run.matchings))
+
+    def info(self, run=None):
+        return {**super().info(run),
+                "matchings": self.matchings if run is None else run.matchings}
 
 
 class VRJJOBCD(_JOBCDBase):
@@ -699,9 +815,10 @@ class VRJJOBCD(_JOBCDBase):
     def prepare(self, oracle, x0, geometry):
         if not isinstance(oracle, FiniteSum):
             raise ValueError("VR-J-JOBCD needs a FiniteSumOracle (f = (1/N) Σ f_i)")
-        if self.sigma_shrink < 1:
-            raise ValueError("VR-J-JOBCD cannot adapt σ (sigma_shrink < 1): checking a step "
-                             "needs full cost values, which the estimator avoids")
+        if self.sigma_shrink < 1 or self.sigma_rule == "fit":
+            raise ValueError("VR-J-JOBCD cannot adapt σ (sigma_shrink < 1 or sigma_rule="
+                             "'fit'): checking a step needs full cost values, which the "
+                             "estimator avoids")
         return super().prepare(oracle, x0, geometry)
 
     def setup(self, run):

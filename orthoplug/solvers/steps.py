@@ -15,7 +15,7 @@ import torch
 from orthoplug.oracles import NonFiniteError
 
 __all__ = ["SigmaBacktracking", "StepSchedule", "PolyakStep", "RestartedGeometric",
-           "SubgradientSteps", "ArmijoBacktracking", "DecaySchedule", "StallWatch"]
+           "SubgradientSteps", "ArmijoBacktracking", "DecaySchedule", "StallWatch", "SigmaFit"]
 
 
 class SigmaBacktracking:
@@ -535,3 +535,59 @@ class StallWatch:
         """Restore a state from :meth:`state_dict`."""
         self.seen = [tuple(s) for s in state["seen"]]
         self.warned = bool(state["warned"])
+
+
+class SigmaFit(SigmaBacktracking):
+    """Adaptive σ of a scalar majoriser, refitted from each step's ratio of actual to predicted
+    decrease (a trust-region-type rule that stays monotone).
+
+    With ``ρ = (f(X) − f(X⁺)) / (−predicted)``, a step is accepted iff ``ρ ≥ fraction`` (so
+    ``f(X⁺) ≤ f(X) + fraction·predicted ≤ f(X)``: accepted steps never increase f; up to
+    ``1e-12`` relative, and a step that predicts no change is accepted iff f did not rise). Along
+    a step of a quadratic model, ``ρ = 2 − L/σ`` where L is the curvature met, so σ is set to
+    that fit, ``σ ← σ·(2 − ρ)``: clipped to ``[min_factor, 2 − fraction]`` after an acceptance,
+    to ``[2, 10]`` after a rejection (×2 when ``f(X⁺)`` is not finite), and rounded to a power
+    of ``2^(1/4)`` (so rounding noise in f does not reach σ). σ never falls below
+    ``1e-12`` times its start, and as σ grows the steps shrink until ``ρ → 2``, so a rejection
+    streak ends unless f is not finite near X (then, after ``max_rejections``, the error of
+    :class:`SigmaBacktracking`).
+
+    Args:
+        sigma: the initial σ (> 0).
+        fraction: the share of the predicted decrease a step must achieve, in (0, 1].
+        min_factor: the largest shrink of σ after one step, in (0, 1].
+        max_rejections: consecutive rejections before giving up.
+    """
+
+    def __init__(self, sigma: float, *, fraction: float = 0.5, min_factor: float = 0.1,
+                 max_rejections: int = 200):
+        super().__init__(sigma, max_rejections=max_rejections)
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+        if not 0 < min_factor <= 1:
+            raise ValueError(f"min_factor must be in (0, 1], got {min_factor}")
+        self.fraction, self.min_factor = float(fraction), float(min_factor)
+
+    def accepts(self, f0: float, f1: float, predicted: float) -> bool:
+        """Test ``f(X⁺) = f1`` against ``f(X) = f0`` and the model's change; refit σ."""
+        tol = 1e-12 * max(1.0, abs(f0))
+        if f1 <= f0 + self.fraction * predicted + tol:
+            if predicted < 0:
+                rho = (f0 - f1) / -predicted
+                factor = min(max(2.0 - rho, self.min_factor), 2.0 - self.fraction)
+                self.sigma = max(self.sigma * self._grid(factor), self.floor)
+            self.rejections = 0
+            return True
+        factor = 2.0
+        if math.isfinite(f1) and predicted < 0:
+            factor = min(max(2.0 - (f0 - f1) / -predicted, 2.0), 10.0)
+        # f1 > f0 + fraction·predicted ≥ f0 + predicted: the parent's test rejects too; it
+        # doubles σ (σ·factor in all), counts the rejection and gives up after a long streak
+        self.sigma *= self._grid(factor) / 2.0
+        return super().accepts(f0, f1, predicted)
+
+    @staticmethod
+    def _grid(factor: float) -> float:
+        """``factor`` rounded to a power of ``2^(1/4)``: the last bits of f (which differ between
+        front-ends and platforms) then cannot change σ, so equal inputs give equal iterates."""
+        return 2.0 ** (round(4.0 * math.log2(factor)) / 4.0)
