@@ -12,7 +12,7 @@ import torch
 
 from orthoplug.adapters import geoopt as go
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
-from orthoplug.kernels.sweep import OK, linear_sweep
+from orthoplug.kernels.jobcd import OK, linear_sweep
 from orthoplug.oracles import FiniteSumOracle, FunctionOracle
 from orthoplug.problems.hspp import HSPP, make_hspp_data
 from orthoplug.solvers.jobcd import (

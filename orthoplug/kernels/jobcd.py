@@ -27,6 +27,20 @@ taken (the greedy, Gauss–Southwell-type order).
 
 :func:`jacobi_pairs` is J-JOBCD's step on CPU float64: disjoint row pairs of a batch of matrices,
 each with the scalar curvature ``ς = σ‖Z‖₂² + θ`` from the gradient rows given (any cost).
+
+:func:`linear_sweep` is J-JOBCD with several matchings per gradient (``matchings > 1``,
+:func:`orthoplug.solvers.jobcd.jacobi_step`): the pairs of each matrix are applied one after the
+other, every pair minimising the model of ``f`` linearised at the point ``X₀`` where the gradient
+``G = ∇f(X₀)`` was taken,
+
+    ⟨G, X⁺ − X₀⟩ + Σ_t σ‖Z_t‖₂²/2 ‖W_t‖²_F,   W_t = V_t − I,  Z_t = X_t[B_t] (the rows when
+    pair t is solved),
+
+so pair ``B`` sees ``M = G[B] Z_tᵀ`` (current rows, stale gradient rows). Since the rows of one
+matching are disjoint, ``‖X⁺ − X₀‖²_F ≤ R Σ_t ‖Z_t‖₂² ‖W_t‖²`` for R matchings, so the predicted
+change bounds ``f(X⁺) − f(X₀)`` once σ ≥ R·L_f; the solver checks every such step against the
+true cost instead (σ adaptive), which keeps it monotone. One matching of it is
+:func:`jacobi_pairs`.
 """
 
 from __future__ import annotations
@@ -38,8 +52,8 @@ from numba import njit
 
 from .jorth2 import NEEDS_BATCHED, solve_jorth2
 
-__all__ = ["gs_pairs", "jacobi_pairs", "OK", "NONFINITE_CURVATURE", "NONFINITE_UPDATE",
-           "NONFINITE_COST", "NEEDS_BATCHED_PAIR"]
+__all__ = ["gs_pairs", "jacobi_pairs", "linear_sweep", "OK", "NONFINITE_CURVATURE",
+           "NONFINITE_UPDATE", "NONFINITE_COST", "NEEDS_BATCHED_PAIR"]
 
 #: every requested step was taken
 OK = 0
@@ -260,60 +274,104 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
 
 
 @njit(cache=True)
-def jacobi_pairs(x: np.ndarray, g_rows: np.ndarray, pairs: np.ndarray, jvec: np.ndarray,
-                 sigma: float, theta: float, out: np.ndarray) -> tuple[int, float]:
-    """The scalar-majoriser step of disjoint row pairs of every matrix, written into ``out``.
+def _scalar_pair(x, b, i, j, gi, gj, j1, j2, sigma, theta, q) -> tuple[int, float]:
+    """One scalar-majoriser pair step in place on rows ``i, j`` of matrix ``b`` of ``x``.
 
-    For pair ``B`` of matrix b with ``Z = X[B]``: ``M = G_B Zᵀ``, ``ς = σ‖Z‖₂² + θ`` (``‖Z‖₂²``
-    the larger eigenvalue of the 2×2 Gram ``Z Zᵀ``), the exact 2×2 step ``V`` of the model
-    ``(M, ς I₄)`` (:func:`~orthoplug.kernels.jorth2.solve_jorth2`; a scalar curvature always has
-    ``w± = 2ς > 0``, so no instance needs the batched solver), ``out[B] = V Z``.
+    ``gi, gj`` are the gradient rows, ``M = G_B Zᵀ`` with ``Z = X[B]``, ``ς = σ‖Z‖₂² + θ``
+    (``‖Z‖₂²`` the larger eigenvalue of the 2×2 Gram ``Z Zᵀ``), and ``V`` is the exact 2×2 step of
+    the model ``(M, ς I₄)`` (:func:`~orthoplug.kernels.jorth2.solve_jorth2`; a scalar curvature has
+    ``w± = 2ς > 0``, so no instance needs the batched solver: such a pair would be left as is).
+    Nothing is written unless every new entry is finite. Returns the status and the model change
+    ``⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²_F``, ``W = V − I``.
+    """
+    k = x.shape[2]
+    m11 = m12 = m21 = m22 = 0.0
+    aa = ab = cc = 0.0
+    for col in range(k):
+        zi, zj = x[b, i, col], x[b, j, col]
+        m11 += gi[col] * zi
+        m12 += gi[col] * zj
+        m21 += gj[col] * zi
+        m22 += gj[col] * zj
+        aa += zi * zi
+        ab += zi * zj
+        cc += zj * zj
+    rho = 0.5 * (aa + cc) + math.sqrt((0.5 * (aa - cc)) ** 2 + ab * ab)
+    curv = sigma * rho + theta
+    if not math.isfinite(curv):
+        return NONFINITE_CURVATURE, 0.0
+    for r in range(4):
+        q[r, r] = curv
+    status, v11, v12, v21, v22 = _solve(q, j1, j2, m11, m12, m21, m22)
+    if status == NEEDS_BATCHED or (v11 == 1.0 and v12 == 0.0 and v21 == 0.0 and v22 == 1.0):
+        return OK, 0.0
+    for col in range(k):
+        zi, zj = x[b, i, col], x[b, j, col]
+        if not (math.isfinite(v11 * zi + v12 * zj) and math.isfinite(v21 * zi + v22 * zj)):
+            return NONFINITE_UPDATE, 0.0
+    for col in range(k):
+        zi, zj = x[b, i, col], x[b, j, col]
+        x[b, i, col] = v11 * zi + v12 * zj
+        x[b, j, col] = v21 * zi + v22 * zj
+    w11, w22 = v11 - 1.0, v22 - 1.0
+    return OK, (w11 * m11 + v12 * m12 + v21 * m21 + w22 * m22
+                + 0.5 * sigma * rho * (w11 * w11 + v12 * v12 + v21 * v21 + w22 * w22))
+
+
+@njit(cache=True)
+def jacobi_pairs(x: np.ndarray, g_rows: np.ndarray, pairs: np.ndarray, jvec: np.ndarray,
+                 sigma: float, theta: float) -> tuple[int, float]:
+    """J-JOBCD's step: the scalar-majoriser step of disjoint row pairs of every matrix, in place.
 
     Args:
-        x: (nb, n, k) float64, the matrices.
+        x: (nb, n, k) float64, C-contiguous, the matrices; their pair rows are overwritten.
         g_rows: (nb, m, 2, k) float64, the gradient's rows at the pairs.
         pairs: (nb, m, 2) int64, row pairs, disjoint within each matrix.
         jvec: (n,) float64 signature of the rows.
-        sigma: σ; theta: proximal weight θ.
-        out: (nb, n, k) float64, a copy of ``x``; receives the new rows.
+        sigma: σ; theta: proximal weight θ (in the solve, not in the prediction).
 
     Returns:
         ``(status, predicted)``: :data:`OK`, or :data:`NONFINITE_CURVATURE` /
-        :data:`NONFINITE_UPDATE` (then ``out`` is partly written and must be discarded), and the
-        model change ``Σ ⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²_F``, ``W = V − I``.
+        :data:`NONFINITE_UPDATE` (the pairs before it are written: discard ``x``), and the
+        summed model change of the pairs (:func:`_scalar_pair`).
     """
-    nb, m, k = pairs.shape[0], pairs.shape[1], x.shape[2]
     q = np.zeros((4, 4))
     predicted = 0.0
-    for b in range(nb):
-        for t in range(m):
+    for b in range(pairs.shape[0]):
+        for t in range(pairs.shape[1]):
             i, j = pairs[b, t, 0], pairs[b, t, 1]
-            ga = gc = gb = 0.0
-            m11 = m12 = m21 = m22 = 0.0
-            for col in range(k):
-                zi, zj = x[b, i, col], x[b, j, col]
-                gi, gj = g_rows[b, t, 0, col], g_rows[b, t, 1, col]
-                ga += zi * zi
-                gc += zj * zj
-                gb += zi * zj
-                m11 += gi * zi
-                m12 += gi * zj
-                m21 += gj * zi
-                m22 += gj * zj
-            rho = 0.5 * (ga + gc) + math.sqrt((0.5 * (ga - gc)) ** 2 + gb * gb)
-            curv = sigma * rho + theta
-            if not math.isfinite(curv):
-                return NONFINITE_CURVATURE, predicted
-            for r in range(4):
-                q[r, r] = curv
-            _, v11, v12, v21, v22 = _solve(q, jvec[i], jvec[j], m11, m12, m21, m22)
-            w11, w22 = v11 - 1.0, v22 - 1.0
-            predicted += (w11 * m11 + v12 * m12 + v21 * m21 + w22 * m22
-                          + 0.5 * sigma * rho * (w11 * w11 + v12 * v12 + v21 * v21 + w22 * w22))
-            for col in range(k):
-                zi, zj = x[b, i, col], x[b, j, col]
-                ni, nj = v11 * zi + v12 * zj, v21 * zi + v22 * zj
-                if not (math.isfinite(ni) and math.isfinite(nj)):
-                    return NONFINITE_UPDATE, predicted
-                out[b, i, col], out[b, j, col] = ni, nj
+            status, change = _scalar_pair(x, b, i, j, g_rows[b, t, 0], g_rows[b, t, 1], jvec[i],
+                                          jvec[j], sigma, theta, q)
+            if status != OK:
+                return status, predicted
+            predicted += change
+    return OK, predicted
+
+
+@njit(cache=True)
+def linear_sweep(x: np.ndarray, g: np.ndarray, jvec: np.ndarray, pairs: np.ndarray,
+                 sigma: float, theta: float) -> tuple[int, float]:
+    """J-JOBCD with several matchings per gradient: pair steps in the given order, in place, on
+    the stale gradient (see the module docstring).
+
+    Args:
+        x: (nb, n, k) float64, C-contiguous; rows of each matrix are updated in place.
+        g: (nb, n, k) float64, the gradient taken at the sweep's start point.
+        jvec: (n,) float64 signature of the rows.
+        pairs: (nb, P, 2) int64 row pairs of each matrix, processed in this order.
+        sigma: σ; theta: proximal weight θ (in the solve, not in the prediction).
+
+    Returns:
+        ``(status, predicted)`` as :func:`jacobi_pairs`.
+    """
+    q = np.zeros((4, 4))
+    predicted = 0.0
+    for b in range(pairs.shape[0]):
+        for t in range(pairs.shape[1]):
+            i, j = pairs[b, t, 0], pairs[b, t, 1]
+            status, change = _scalar_pair(x, b, i, j, g[b, i], g[b, j], jvec[i], jvec[j], sigma,
+                                          theta, q)
+            if status != OK:
+                return status, predicted
+            predicted += change
     return OK, predicted

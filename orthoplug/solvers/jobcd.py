@@ -41,7 +41,6 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
-from orthoplug.kernels import sweep as _sweep
 from orthoplug.kernels.jobcd import (
     NEEDS_BATCHED_PAIR,
     NONFINITE_COST,
@@ -50,6 +49,7 @@ from orthoplug.kernels.jobcd import (
     OK,
     gs_pairs,
     jacobi_pairs,
+    linear_sweep,
 )
 from orthoplug.oracles import NonFiniteError, QuadraticTracker, host_array
 from orthoplug.oracles.abilities import FiniteSum, PairModel
@@ -182,12 +182,11 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
         ~orthoplug.oracles.core.NonFiniteError: a block curvature or a new row is not finite.
     """
     if x.device.type == "cpu" and x.dtype == torch.float64:  # the compiled loop
-        xc = x.detach().contiguous()
-        out = xc.clone()
+        out = x.detach().clone(memory_format=torch.contiguous_format)
         status, predicted = jacobi_pairs(
-            xc.numpy(), g_rows.detach().to(torch.float64).contiguous().numpy(),
+            out.numpy(), g_rows.detach().to(torch.float64).contiguous().numpy(),
             pairs.contiguous().numpy(), jvec.detach().to(torch.float64).contiguous().numpy(),
-            float(sigma), float(theta), out.numpy())
+            float(sigma), float(theta))
         if status != OK:
             raise NonFiniteError(_JACOBI_ERRORS[status])
         return out, predicted
@@ -246,19 +245,17 @@ def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: f
                 theta: float, generator: torch.Generator,
                 matchings: int) -> tuple[torch.Tensor, float]:
     """``matchings`` rounds of a random round robin on every matrix of ``xb`` (nb, n, k), in
-    sequence on the stale gradient ``gb``: the compiled :func:`~orthoplug.kernels.sweep.
+    sequence on the stale gradient ``gb``: the compiled :func:`~orthoplug.kernels.jobcd.
     linear_sweep` on float64 host copies (one relabeling draw per matrix)."""
     nb, n, _ = xb.shape
     keys = torch.rand(nb, n, generator=generator, device=generator.device)
     pairs = round_robin(host_array(keys.argsort(dim=-1)), matchings)
     xa = np.array(host_array(xb.detach()), dtype=np.float64, order="C")
     ga = np.ascontiguousarray(host_array(gb.detach()), dtype=np.float64)
-    status, predicted = _sweep.linear_sweep(xa, ga, host_array(jvec).astype(np.float64), pairs,
-                                            float(sigma), float(theta))
-    if status == _sweep.NONFINITE_CURVATURE:
-        raise NonFiniteError("non-finite block curvature")
-    if status != _sweep.OK:
-        raise NonFiniteError("non-finite block update")
+    status, predicted = linear_sweep(xa, ga, host_array(jvec).astype(np.float64), pairs,
+                                     float(sigma), float(theta))
+    if status != OK:
+        raise NonFiniteError(_JACOBI_ERRORS[status])
     return torch.from_numpy(xa).to(dtype=xb.dtype, device=xb.device), predicted
 
 
@@ -274,9 +271,9 @@ def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: flo
     (:func:`update_pairs`). With ``matchings > 1`` each matrix instead gets that many rounds of
     a random round robin (:func:`round_robin`; :func:`max_matchings` rounds: every pair once),
     applied one pair after the other on the stale gradient ``g``
-    (:mod:`orthoplug.kernels.sweep`; the predicted change then bounds the true one only for
-    σ ≥ matchings·L_f, so the caller must check the step). Returns the new point and the
-    predicted change.
+    (:func:`~orthoplug.kernels.jobcd.linear_sweep`; the predicted change then bounds the true
+    one only for σ ≥ matchings·L_f, so the caller must check the step). Returns the new point
+    and the predicted change.
     """
     batch, (n, k) = x.shape[:-2], x.shape[-2:]
     xb, gb = x.reshape(-1, n, k), g.reshape(-1, n, k)
@@ -743,7 +740,7 @@ class JJOBCD(_JOBCDBase):
       ``"all"`` or ``"auto"`` (default: ``"all"`` when the steps are checked — no known σ, or
       adaptive σ —, else 1). With more than one, each iteration applies that many rounds of a
       random round robin of the rows (or columns), pair after pair, each pair minimising the
-      scalar model of f linearised at the iteration's point (:mod:`orthoplug.kernels.sweep`);
+      scalar model of f linearised at the iteration's point (:mod:`orthoplug.kernels.jobcd`);
       ``"all"`` takes every pair once (:func:`max_matchings` rounds). One gradient then moves
       all ``n(n − 1)/2`` pairs instead of ``⌊n/2⌋``, which pays off when the gradient dominates
       the cost (HSPP: see ``docs/results.md``). The steps must be checked (``sigma_rule="fit"``,
