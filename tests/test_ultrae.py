@@ -234,6 +234,22 @@ def test_other_relation_optimizers_run(synth, name):
     assert res.violation <= (1e-10 if name == "GSJOBCD" else 1e-8)
 
 
+def test_sigma0_sets_the_step_scale(synth):
+    """JOBCD's step is about ∇/σ: starting the backtracking at a huge σ₀ (always accepted)
+    moves the relations ~σ₀-times less than the default σ₀, for the same first gradient."""
+    start = UltraE(30, 4, 8, 4, generator=torch.Generator().manual_seed(0)).relation.detach()
+    moved = {}
+    for sigma0 in (ultrae.DEFAULT_SIGMA0, 1e4):
+        res = train_ultrae(synth, relation_optimizer="JJOBCD", epochs=1, batch_size=120,
+                           seed=0, evaluate=False, sigma0=sigma0,
+                           **{k: v for k, v in SMALL.items() if k != "batch_size"})
+        assert res.steps == 1 and res.violation <= 1e-10
+        moved[sigma0] = float((res.model.relation.detach() - start).norm())
+    assert 0 < moved[1e4] < 1e-3 * moved[ultrae.DEFAULT_SIGMA0]
+    with pytest.raises(ValueError, match="sigma0"):
+        train_ultrae(synth, sigma0=0.0)
+
+
 def test_deterministic_under_seed(synth, trained):
     again = train_ultrae(synth, relation_optimizer="JJOBCD", epochs=30, eval_every=10, seed=0,
                          **SMALL)

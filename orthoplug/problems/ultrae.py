@@ -88,13 +88,20 @@ from orthoplug.problems.hspp import phi, ultrahyperbolic_distance
 from orthoplug.problems.kg import KGData, evaluate_ranking
 
 __all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "draw_negatives", "rank_share",
-           "RELATION_OPTIMIZERS", "NEGATIVE_CHUNK", "LOSS_CHUNK_ENTRIES"]
+           "RELATION_OPTIMIZERS", "NEGATIVE_CHUNK", "LOSS_CHUNK_ENTRIES", "DEFAULT_SIGMA0"]
 
 RELATION_OPTIMIZERS = ("JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam")
 
 #: Entries of the largest tensor :meth:`UltraE.loss` builds at once (16 MiB in float64): it
 #: scores the triples of that many / (n·max(k, n)) positives at a time.
 LOSS_CHUNK_ENTRIES = 2**21
+
+#: Initial σ of the JOBCD relation optimisers' σ backtracking (:func:`train_ultrae`). From the
+#: optimisers' own default 1, σ never left 1 on Nations, Kinships and UMLS (no rejected step in
+#: 15 epochs), so the relations moved slowly; a σ that also shrinks after accepted steps passes
+#: the minibatch check at σ ≈ 0.01–0.03, where the model collapses (Kinships: validation MRR
+#: 0.29 → 0.05). See the UltraE section of docs/results.md for the measurements behind 0.1.
+DEFAULT_SIGMA0 = 0.1
 
 #: Positives per chunk of a minibatch whose negatives :func:`draw_negatives` draws from one
 #: generator. Fixed, so that the negatives do not depend on the number of ranks.
@@ -322,11 +329,11 @@ class UltraEResult:
     model: UltraE = field(repr=False)
 
 
-def _relation_optimizer(name: str, model: UltraE, lr: float, sigma: float | None, seed: int,
-                        replica_check_every: int | None):
+def _relation_optimizer(name: str, model: UltraE, lr: float, sigma: float | None,
+                        sigma0: float, seed: int, replica_check_every: int | None):
     # under DDP the gradients arrive averaged: the optimizer need not average them again
-    options = dict(sigma=sigma, seed=seed, replica_check_every=replica_check_every,
-                   average_gradients=False)
+    options = dict(sigma=sigma, sigma0=sigma0, seed=seed,
+                   replica_check_every=replica_check_every, average_gradients=False)
     if name == "JJOBCD":
         return JJOBCD([model.relation], **options)
     if name == "GSJOBCD":
@@ -338,8 +345,9 @@ def _relation_optimizer(name: str, model: UltraE, lr: float, sigma: float | None
 
 def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: int = 50,
                  batch_size: int = 128, num_negatives: int = 50, entity_lr: float = 5e-2,
-                 relation_lr: float = 5e-2, sigma: float | None = None, dim: int = 36,
-                 p: int = 18, alpha: float = 1.0, margin: float = 5.0,
+                 relation_lr: float = 5e-2, sigma: float | None = None,
+                 sigma0: float = DEFAULT_SIGMA0, dim: int = 36, p: int = 18,
+                 alpha: float = 1.0, margin: float = 5.0,
                  init_scale: float = 0.1, relation_cond: float = 1.0,
                  time_limit: float | None = None, seed: int = 0,
                  eval_every: int = 1, dtype: torch.dtype = torch.float64,
@@ -358,7 +366,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         relation_lr (float): Learning rate of ``RiemannianSGD`` / ``RiemannianAdam`` (unused by
             JOBCD).
         sigma (float, optional): Fixed σ of the JOBCD optimisers; ``None`` (default) uses their
-            adaptive σ with a descent check (one extra loss evaluation per step).
+            σ backtracking with a descent check (one extra loss evaluation per step).
+        sigma0 (float): Initial σ of that backtracking (doubled on each rejected step).
         dim, p, alpha, margin (int, int, float, float): ``n``, ``p``, ``α``, ``δ`` of the model.
         init_scale (float): Standard deviation of the initial free entity vectors.
         relation_cond (float): Condition number (≥ 1) of the random initial relation matrices.
@@ -390,6 +399,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
             raise ValueError(f"{name} must be >= 1, got {value}")
     if not entity_lr > 0 or not relation_lr > 0:
         raise ValueError(f"learning rates must be > 0, got {entity_lr} and {relation_lr}")
+    if not sigma0 > 0:
+        raise ValueError(f"sigma0 must be > 0, got {sigma0}")
 
     gen = torch.Generator().manual_seed(seed)
     model = UltraE(data.num_entities, data.num_relations, dim, p, alpha=alpha, margin=margin,
@@ -409,7 +420,7 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         loss_module = DistributedDataParallel(_ScaledLoss(model), **{no_sync: False})
     else:
         world, loss_module = 1, _ScaledLoss(model)
-    rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, seed,
+    rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, sigma0, seed,
                                   replica_check_every)
     ent_opt = torch.optim.Adam([model.entity, model.bias], lr=entity_lr)
     known = data.all_triples

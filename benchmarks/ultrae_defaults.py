@@ -1,0 +1,61 @@
+r"""UltraE relation optimisers at equal epochs: test MRR and training seconds per seed.
+
+Each run is :func:`orthoplug.problems.ultrae.train_ultrae` with its defaults (n = 36, p = 18,
+k = 50 negatives, batch 128, entities by Adam at 5e-2) and one relation optimiser, given as
+``NAME`` or ``NAME,option=value,...`` (e.g. ``JJOBCD,sigma0=1`` for the σ backtracking from the
+optimisers' own σ₀ = 1, ``JJOBCD,sigma=0.1`` for a fixed σ, ``RiemannianAdam,relation_lr=0.01``;
+``None`` is read as Python's None). One thread, one process, runs one after another.
+
+    python benchmarks/ultrae_defaults.py --dataset kinships --epochs 15 --seeds 0 1 \
+        --methods JJOBCD RiemannianSGD RiemannianAdam --out rows.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+
+def _parse(spec: str) -> tuple[str, dict]:
+    name, *pairs = spec.split(",")
+    options = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        options[key] = None if value == "None" else float(value)
+    return name, options
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="nations")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--methods", nargs="+",
+                        default=["JJOBCD", "RiemannianSGD", "RiemannianAdam"])
+    parser.add_argument("--out", help="append one JSON line per run here")
+    args = parser.parse_args(argv)
+    import torch
+
+    from orthoplug.problems.kg import load_kg
+    from orthoplug.problems.ultrae import train_ultrae
+
+    torch.set_num_threads(1)
+    data = load_kg(args.dataset)
+    for seed in args.seeds:
+        for spec in args.methods:
+            name, options = _parse(spec)
+            res = train_ultrae(data, relation_optimizer=name, epochs=args.epochs,
+                               eval_every=args.epochs, seed=seed, **options)
+            row = {"dataset": args.dataset, "method": spec, "seed": seed, "epochs": res.epochs,
+                   "steps": res.steps, "train_seconds": round(res.train_seconds, 2),
+                   "load_1min": round(os.getloadavg()[0], 2), "violation": res.violation,
+                   **{k: round(v, 4) for k, v in res.test.items()}}
+            print(json.dumps(row), flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()
