@@ -121,9 +121,10 @@ CASES = {  # (pymanopt options, geoopt options); σ fixed or backtracking from t
     "GS backtracking": ("GSJOBCD", dict(sigma0=1.0, side="row", curvature="scalar"),
                         dict(sigma0=1.0)),
     "GS column": ("GSJOBCD", dict(sigma0=1.0, side="column"), dict(sigma0=1.0, side="column")),
-    "J fixed sigma": ("JJOBCD", dict(sigma=L_F), dict(sigma=L_F)),
-    "J backtracking": ("JJOBCD", dict(sigma0=0.5), dict(sigma0=0.5)),
-    "J adaptive column": ("JJOBCD", dict(sigma0=1.0, sigma_shrink=0.5, side="column"),
+    "J fixed sigma": ("JJOBCD", dict(sigma=L_F, curvature="scalar"), dict(sigma=L_F)),
+    "J backtracking": ("JJOBCD", dict(sigma0=0.5, curvature="scalar"), dict(sigma0=0.5)),
+    "J adaptive column": ("JJOBCD", dict(sigma0=1.0, sigma_shrink=0.5, side="column",
+                                         curvature="scalar"),
                           dict(sigma0=1.0, sigma_shrink=0.5, side="column")),
 }
 
