@@ -23,8 +23,8 @@ the generic column step of GS-JOBCD (scalar majoriser on the columns of ``Xᵀ�
 
 **Second-order column model** (:class:`ColumnModel`, J-JOBCD's ``curvature="hessian"``). For a
 general f given only by value, gradient and Hessian-vector products, ``V ↦ f(X V)`` is modelled
-around ``V = I`` from one gradient and one Hessian-vector product in the direction X; rounds of
-disjoint column pairs (:func:`round_robin`) minimise the model pair by pair, which for
+around ``V = I`` from one gradient and one Hessian-vector product in the direction X; a sweep of
+rounds of disjoint column pairs (:func:`round_robin`) minimises the model pair by pair, which for
 ``f = tr(XᵀCX)`` is exactly the parallel (round-robin) column J-Jacobi method.
 """
 
@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from orthoplug.kernels.jjacobi import rotate_pairs, sweep_cyclic
+from orthoplug.kernels.jmodel import model_sweep
 from orthoplug.oracles import NonFiniteError
 
 __all__ = ["ColumnJacobi", "ColumnModel", "ORDERS", "factor_quadratic", "round_robin"]
@@ -198,18 +199,20 @@ class ColumnModel:
     every V — and is an approximation otherwise (the caller tests each step on f). For W block
     diagonal over disjoint column pairs B the model separates exactly: pair B sees
     ``⟨M_BB, W_B⟩ + ½ tr(W_Bᵀ S_BB W_B)``, a 2×2 subproblem with the 4×4 curvature ``I₂ ⊗ S_BB``
-    (column-major vec), solved over ``O(J_BB)`` by :func:`~orthoplug.solvers.jobcd.solve_blocks`
-    after ``S_BB`` is clipped to its PSD part and the damping θ added.
+    (column-major vec), solved over ``O(J_BB)`` after ``S_BB`` is clipped to its PSD part and the
+    damping θ added.
 
     On a same-sign pair (V_B ∈ O(2)) the model is ``⟨M_BB − S_BB, V_B − I⟩`` plus θ: constant
     when ``M_BB = S_BB``, as for the trace cost (``tr(VᵀAV)`` is invariant under orthogonal V).
     There the step takes the classical Jacobi rotation that diagonalises ``S_BB`` instead (a
     gauge choice, free in the model), as column J-Jacobi does: without it the same-sign blocks
-    are never diagonalised and the rounds converge only linearly (about 6× per sweep).
+    are never diagonalised and the sweeps converge only linearly (about 6× per sweep).
 
-    After a step V the model is moved to the point ``X V`` without new derivatives:
+    After a pair step the model is moved to the new point without new derivatives:
     ``m(V₁V₂) = m(V₁) + ⟨M', W₂⟩ + ½ tr(W₂ᵀ S' W₂)`` with ``M' = V₁ᵀ(M + S W₁)``,
-    ``S' = V₁ᵀ S V₁`` (exact algebra; for the trace cost M' = S' = 2s (XV₁)ᵀC(XV₁)).
+    ``S' = V₁ᵀ S V₁`` (exact algebra; for the trace cost M' = S' = 2s (XV₁)ᵀC(XV₁)), so a whole
+    sweep of rounds runs on one model in the compiled kernel
+    :func:`~orthoplug.kernels.jmodel.model_sweep` (O(n) per pair).
 
     Args:
         x: the point X (n×n).
@@ -218,75 +221,24 @@ class ColumnModel:
     """
 
     def __init__(self, x: torch.Tensor, gradient: torch.Tensor, hessian_x: torch.Tensor):
-        xt = x.detach().cpu().numpy().T  # the model lives on the host (n×n NumPy arrays)
+        xt = x.detach().cpu().numpy().astype(np.float64).T  # the model lives on the host
         self.m = xt @ gradient.detach().cpu().numpy()
         s = xt @ hessian_x.detach().cpu().numpy()
         self.s = 0.5 * (s + s.T)
         #: the model's curvature scale ``mean |S_ii|`` (for damping relative to it)
         self.scale = float(np.abs(np.diagonal(self.s)).mean())
-        #: steps the model was carried over since it was built
-        self.age = 0
 
-    def propose(self, pairs: np.ndarray, jvec: torch.Tensor,
-                theta: float) -> tuple[np.ndarray, float]:
-        """The model's minimiser over ``V`` block diagonal on the disjoint column ``pairs``
-        (K, 2) with ``V_B ∈ O(J_BB)``, curvature ``I₂ ⊗ (S_BB)₊ + θ I₄``.
+    def sweep(self, rounds: np.ndarray, jvec: np.ndarray,
+              theta: float) -> tuple[np.ndarray, float, int]:
+        """Minimise the model pair by pair over the rounds ``rounds`` (R, K, 2) of disjoint
+        column pairs, θ added to each pair's curvature (the model itself is left unchanged).
 
         Returns:
-            V as a full n×n array, and the model's change at it
-            ``Σ_B ⟨M_BB, W_B⟩ + ½ tr(W_Bᵀ ((S_BB)₊ + θI) W_B)`` (≤ 0).
+            The step V (n×n, J-orthogonal: X ← X V), the model's predicted change (≤ 0 up to
+            the Jacobi rotations of constant same-sign pairs, which change it by O(θ)) and the
+            number of pairs the one-pair kernel could not solve (left at I).
         """
-        from .jobcd import solve_blocks
-
-        rows, cols = pairs[:, :, None], pairs[:, None, :]
-        m_bb, s_bb = self.m[rows, cols], self.s[rows, cols]  # (K, 2, 2)
-        s_psd = _psd2(s_bb)
-        q = np.zeros((pairs.shape[0], 4, 4))
-        q[:, :2, :2] = s_psd
-        q[:, 2:, 2:] = s_psd
-        m_t = torch.from_numpy(m_bb)
-        pairs_t = torch.from_numpy(pairs)
-        v = solve_blocks(jvec, pairs_t, m_t, m_t, theta,
-                         q_exact=torch.from_numpy(q)).numpy()  # (z: dtype/device only)
-        jb = jvec[pairs_t].numpy()
-        flat = (jb[:, 0] == jb[:, 1]) & (np.linalg.norm(m_bb - s_bb, axis=(1, 2))
-                                         <= FLAT * np.linalg.norm(s_bb, axis=(1, 2)))
-        if flat.any():  # the model is constant on O(2): take the Jacobi rotation (gauge)
-            v[flat] = _jacobi_rotation(s_bb[flat])
-        w = v - np.eye(2)
-        predicted = float((m_bb * w).sum() + 0.5 * (w * (s_psd @ w)).sum()
-                          + 0.5 * theta * (w * w).sum())
-        full = np.eye(self.m.shape[0])
-        full[rows, cols] = v
-        return full, predicted
-
-    def advance(self, v: np.ndarray) -> None:
-        """Move the model to the point ``X V`` (the step ``v``, n×n, was taken)."""
-        vt = v.T
-        self.m = vt @ (self.m + self.s @ (v - np.eye(v.shape[0])))
-        s = vt @ self.s @ v
-        self.s = 0.5 * (s + s.T)
-        self.age += 1
-
-
-def _jacobi_rotation(a: np.ndarray) -> np.ndarray:
-    """Rotations ``R = [[c, −s], [s, c]]``, ``|φ| ≤ π/4``, with ``RᵀAR`` diagonal (K, 2, 2)."""
-    d = a[:, 0, 0] - a[:, 1, 1]
-    phi = 0.5 * np.arctan2(2.0 * a[:, 0, 1] * np.where(d < 0, -1.0, 1.0), np.abs(d))
-    c, sn = np.cos(phi), np.sin(phi)
-    return np.stack((np.stack((c, -sn), -1), np.stack((sn, c), -1)), -2)
-
-
-def _psd2(a: np.ndarray) -> np.ndarray:
-    """The PSD parts of symmetric 2×2 matrices (K, 2, 2) in closed form: unchanged when both
-    eigenvalues are ≥ 0, 0 when none is, else
-    ``λ_max u uᵀ = λ_max (A − λ_min I) / (λ_max − λ_min)``."""
-    mid = 0.5 * (a[:, 0, 0] + a[:, 1, 1])
-    rad = np.hypot(0.5 * (a[:, 0, 0] - a[:, 1, 1]), a[:, 0, 1])
-    lo, hi = mid - rad, mid + rad
-    if (lo >= 0).all():
-        return a
-    out = a - lo[:, None, None] * np.eye(2)
-    out *= np.where(rad > 0, hi / np.where(rad > 0, 2 * rad, 1.0), 0.0)[:, None, None]
-    out[hi <= 0] = 0.0
-    return np.where((lo >= 0)[:, None, None], a, out)
+        v = np.eye(self.m.shape[0])
+        predicted, skipped = model_sweep(self.m.copy(), self.s.copy(), v, jvec, rounds,
+                                         theta, FLAT)
+        return v, predicted, skipped

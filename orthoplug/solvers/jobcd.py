@@ -647,17 +647,18 @@ class JJOBCD(_JOBCDBase):
       (per-block exact curvatures are not a joint majoriser in general: cross terms).
     * ``"hessian"`` (square O(J) with an oracle that has the
       :class:`~orthoplug.oracles.abilities.HessianVector` ability, e.g. a pymanopt autodiff
-      ``Problem``): column steps ``X ← X V`` with V block diagonal on the pairs of a round-robin
-      round (:func:`~orthoplug.solvers.jjacobi.round_robin`: all pairs in n−1 rounds, n for odd
-      n), each pair minimising the second-order model of
-      :class:`~orthoplug.solvers.jjacobi.ColumnModel` exactly (4×4 curvature ``I₂ ⊗ (S_BB)₊``
-      plus θ). The model (one gradient and one Hessian-vector product ``∇²f(X)[X]``) is built once
-      per ``model_rounds`` rounds and carried along between (no derivatives), every step is tested
-      on f (:class:`~orthoplug.solvers.steps.ModelDamping`: monotone; a rejected step rebuilds a
-      carried model, then raises the Levenberg–Marquardt damping). For ``f = tr(XᵀCX)`` the model
-      is exact and separable over disjoint column pairs, so the rounds are the parallel column
-      J-Jacobi method (quadratic convergence: about 6-8 sweeps of n−1 rounds to 1e-8 at n ≤ 30).
-      Core solver and pymanopt front-end only (the geoopt optimizer has no Hessian products).
+      ``Problem``): column steps ``X ← X V`` from the second-order model of
+      :class:`~orthoplug.solvers.jjacobi.ColumnModel` (one gradient and one Hessian-vector
+      product ``∇²f(X)[X]`` per iteration). One iteration is one sweep of round-robin rounds
+      (:func:`~orthoplug.solvers.jjacobi.round_robin`: all pairs in n−1 rounds of disjoint
+      pairs, n rounds for odd n); each pair minimises the model exactly (4×4 curvature
+      ``I₂ ⊗ (S_BB)₊`` plus θ) and the model is carried along in O(n) per pair (compiled). The
+      sweep's step is tested on f (:class:`~orthoplug.solvers.steps.ModelDamping`: monotone; a
+      rejection raises the Levenberg–Marquardt damping and re-sweeps the same model). For
+      ``f = tr(XᵀCX)`` the model is exact and separable over disjoint column pairs, so the
+      sweeps are the parallel column J-Jacobi method (quadratic convergence: 4-5 sweeps to
+      1e-8 at n ≤ 30). Core solver and pymanopt front-end only (the geoopt optimizer has no
+      Hessian products).
 
     Args:
         curvature: ``"auto"`` (default: ``"hessian"`` when it applies — square X, an oracle
@@ -665,31 +666,27 @@ class JJOBCD(_JOBCDBase):
             ``"scalar"`` or ``"hessian"`` (an error where it does not apply).
         side: ``"auto"`` (default: columns with the Hessian model, else rows), ``"row"`` or
             ``"column"`` (a matching of the columns, square X only).
-        model_rounds: rounds per model build with ``curvature="hessian"`` (default: one sweep,
-            n−1 rounds, n for odd n).
-        theta, sigma, sigma0, sigma_shrink, **kwargs: as :class:`GSJOBCD` (σ options concern
-            the scalar model; θ is the proximal weight of both). Default ``eval_every``: 1, one
-            sweep with the Hessian model (the gradient an evaluation reads is then the next
-            model's).
+        theta, sigma, sigma0, sigma_shrink: as :class:`GSJOBCD` (σ options concern the scalar
+            model; θ is the proximal weight of both).
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (default
+            ``eval_every``: 1).
 
     Per-iteration cost: scalar — one full gradient, ⌊n/2⌋ exact 2×2 subproblems in one batched
     call and ``O(nk)`` for the row updates, plus cost evaluations while σ is being estimated;
-    Hessian model — one cost evaluation (the test), ⌊n/2⌋ batched 2×2 subproblems and
-    ``O(n³)`` dense updates, plus one gradient and one Hessian-vector product per model build.
+    Hessian model — one gradient, one Hessian-vector product, one cost evaluation (the test;
+    one more per rejection), ``O(n³)`` for the model and the sweep's ``n(n−1)/2`` compiled
+    pair steps.
     """
 
     name = "J-JOBCD"
     sides = ("auto", *SIDES)
     curvatures = ("auto", "scalar", "hessian")
 
-    def __init__(self, *, curvature: str = "auto", side: str = "auto",
-                 model_rounds: int | None = None, **kwargs):
+    def __init__(self, *, curvature: str = "auto", side: str = "auto", **kwargs):
         super().__init__(side=side, **kwargs)
         if curvature not in self.curvatures:
             raise ValueError(f"curvature must be one of {self.curvatures}, got {curvature!r}")
-        if model_rounds is not None and not (isinstance(model_rounds, int) and model_rounds >= 1):
-            raise ValueError(f"model_rounds must be an int >= 1, got {model_rounds!r}")
-        self.curvature, self.model_rounds = curvature, model_rounds
+        self.curvature = curvature
 
     def _uses_hessian(self, run) -> bool:
         """Whether this run takes the Hessian model (an error if it was asked for and cannot)."""
@@ -718,15 +715,14 @@ class JJOBCD(_JOBCDBase):
             super().setup(run)
             return
         run.column = True
-        run.jvec = run.geometry.jk.like(torch.empty(0, dtype=torch.float64))  # host, as the model
+        run.jarr = np.asarray(run.geometry.jk.values, dtype=np.float64)
         run.rounds = round_robin(run.tracker.x.shape[-1]).numpy()
-        run.model_rounds = self.model_rounds or run.rounds.shape[0]
-        run.model, run.round, run.hessian_products = None, 0, 0
+        run.hessian_products, run.skipped = 0, 0
         run.damping = ModelDamping(rtol=100 * torch.finfo(run.tracker.x.dtype).eps)
 
     def default_eval_every(self, run):
-        """1 (one iteration already updates every row), one sweep with the Hessian model."""
-        return run.rounds.shape[0] if run.hessian else 1
+        """1: one iteration already updates every row (every column pair, Hessian model)."""
+        return 1
 
     def step(self, run):
         if run.hessian:
@@ -736,37 +732,31 @@ class JJOBCD(_JOBCDBase):
         self._step_checked(run, lambda x: self.pair_step(run, x, g))
 
     def _model_step(self, run) -> None:
-        """One round of the Hessian model, re-proposed (rebuilt model, more damping) until
+        """One sweep on the model built at X, re-swept with more damping until
         :class:`~orthoplug.solvers.steps.ModelDamping` accepts it."""
         tracker, damping = run.tracker, run.damping
-        pairs = run.rounds[run.round % run.rounds.shape[0]]
+        x = tracker.x
+        model = ColumnModel(x, tracker.gradient(), tracker.oracle.hessian_vector(x, x))
+        run.hessian_products += 1
+        f0 = float(tracker.value())
         while True:
-            x = tracker.x
-            if run.model is None or run.model.age >= run.model_rounds:
-                run.model = ColumnModel(x, tracker.gradient(),
-                                        tracker.oracle.hessian_vector(x, x))
-                run.hessian_products += 1
-            model = run.model
-            v, predicted = model.propose(pairs, run.jvec,
-                                         self.theta + damping.weight * model.scale)
+            v, predicted, skipped = model.sweep(run.rounds, run.jarr,
+                                                self.theta + damping.weight * model.scale)
             x_new = x @ torch.from_numpy(v).to(x)
             try:
                 f1 = tracker.oracle.value(x_new)
             except NonFiniteError:
                 f1 = torch.tensor(math.inf, dtype=x.dtype)
-            if damping.accepts(float(tracker.value()), float(f1), predicted):
+            if damping.accepts(f0, float(f1), predicted):
                 tracker.set_point(x_new, value=f1)
-                model.advance(v)
-                run.round += 1
+                run.skipped += skipped
                 return
-            if model.age > 0:  # a carried model: rebuild it at X before the next proposal
-                run.model = None
 
     def info(self, run=None):
         if run is not None and run.hessian:
             return {"theta": self.theta, "curvature": "hessian", "side": "column",
-                    "model_rounds": run.model_rounds,
                     "hessian_vector_products": run.hessian_products,
+                    "skipped_pairs": run.skipped,
                     "rejections": run.damping.rejected, "final_damping": run.damping.weight}
         return {**super().info(run), "curvature": "scalar" if run is not None else self.curvature}
 
