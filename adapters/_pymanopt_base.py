@@ -163,11 +163,18 @@ class SolverOptimizer(Optimizer):
         return self.solver_class(**self._solver_kwargs, **self.options)
 
     def oracle_for(self, problem):
-        """A :class:`~orthoplug.oracles.core.FunctionOracle` from the problem's cost and Euclidean
-        gradient.
+        """A :class:`~orthoplug.oracles.core.FunctionOracle` from the problem's cost, Euclidean
+        gradient and, where the problem has one (an autodiff cost whose backend makes Hessian
+        operators, or a given ``euclidean_hessian``), its Euclidean Hessian-vector product (the
+        oracle then has :class:`~orthoplug.oracles.abilities.HessianVector`).
         """
-        return FunctionOracle(lambda x: problem.cost(_n(x)),
-                              lambda x: _t(problem.euclidean_gradient(_n(x))))
+        try:
+            ehess = problem.euclidean_hessian
+        except NotImplementedError:  # e.g. pymanopt's numpy backend: no Hessian operator
+            ehess = None
+        return FunctionOracle(
+            lambda x: problem.cost(_n(x)), lambda x: _t(problem.euclidean_gradient(_n(x))),
+            hessian=None if ehess is None else (lambda x, u: _t(ehess(_n(x), _n(u)))))
 
     def run(self, problem, *, initial_point=None, oracle=None):
         """Run on ``problem`` from ``initial_point`` (random if omitted) → ``OptimizerResult``.

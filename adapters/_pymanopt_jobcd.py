@@ -33,9 +33,13 @@ class GSJOBCD(SolverOptimizer):
 class JJOBCD(SolverOptimizer):
     """J-JOBCD (Jacobi, ⌊n/2⌋ pairs per iteration) for pymanopt.
 
-    Options: ``theta``, ``sigma``, ``sigma0``, ``sigma_shrink``, ``side="row"|"column"`` (see
-    :class:`orthoplug.solvers.jobcd.JJOBCD`); the same options and ``seed`` give the steps of
-    the torch :class:`orthoplug.adapters.geoopt.JJOBCD`.
+    Options: ``curvature="auto"|"scalar"|"hessian"``, ``theta``, ``sigma``, ``sigma0``,
+    ``sigma_shrink``, ``side="auto"|"row"|"column"`` (see
+    :class:`orthoplug.solvers.jobcd.JJOBCD`). On square O(J) with a problem that has a Euclidean
+    Hessian (an autodiff cost, or ``euclidean_hessian=``) the default is the second-order column
+    model (one sweep of all column pairs per iteration, from one gradient and one Hessian-vector
+    product); elsewhere, and with ``curvature="scalar"``, the same options and ``seed`` give the
+    steps of the torch :class:`orthoplug.adapters.geoopt.JJOBCD`.
     """
 
     solver_class = jobcd.JJOBCD

@@ -246,7 +246,7 @@ def test_column_side_errors():
     with pytest.raises(ValueError, match="greedy"):  # no kernel for scalar-curvature row pairs
         GSJOBCD(pairs="greedy", curvature="scalar").run(QuadraticOracle(c), x0, geo)
     with pytest.raises(ValueError, match="side must be"):
-        JJOBCD(side="auto")
+        JJOBCD(side="diagonal")
     with pytest.raises(ValueError, match="J has 3 entries"):
         ColumnJacobi(make_spd(4), 1.0, [1, -1, 1])
     with pytest.raises(ValueError, match="order must be"):

@@ -20,7 +20,7 @@ from orthoplug.solvers.jobcd import (
     JJOBCD,
     VRJJOBCD,
     max_matchings,
-    round_robin,
+    round_robin_pairs,
     update_pairs,
 )
 from orthoplug.solvers.steps import SigmaFit
@@ -30,13 +30,13 @@ from orthoplug.solvers.steps import SigmaFit
 def test_round_robin_rounds_are_matchings_that_cover_every_pair_once(n):
     perm = np.random.default_rng(n).permutation(n)[None]
     rounds = max_matchings(n)
-    pairs = round_robin(perm, rounds)[0]
+    pairs = round_robin_pairs(perm, rounds)[0]
     for matching in pairs.reshape(rounds, n // 2, 2):
         assert len(set(matching.ravel().tolist())) == 2 * (n // 2)  # disjoint rows
     assert sorted(tuple(sorted(p)) for p in pairs.tolist()) == \
         list(itertools.combinations(range(n), 2))
     with pytest.raises(ValueError, match="matchings must be in"):
-        round_robin(perm, rounds + 1)
+        round_robin_pairs(perm, rounds + 1)
 
 
 def _point(n, p, seed):
@@ -49,7 +49,7 @@ def test_a_one_round_sweep_is_the_batched_matching_step():
     x = _point(n, p, 1)
     g = torch.from_numpy(np.random.default_rng(2).standard_normal((n, n)))
     jvec = JOrthogonalGeometry(n, p).j.like(x)
-    pairs = round_robin(np.random.default_rng(3).permutation(n)[None], 1)
+    pairs = round_robin_pairs(np.random.default_rng(3).permutation(n)[None], 1)
     xa = x.numpy()[None].copy()
     status, predicted = linear_sweep(xa, g.numpy()[None].copy(), jvec.numpy(), pairs, sigma,
                                      theta)
@@ -70,7 +70,7 @@ def test_sweep_prediction_bounds_the_change_of_a_linear_cost(rounds):
     x = _point(n, p, 4)
     g = np.random.default_rng(5).standard_normal((n, n))
     xa = x.numpy()[None].copy()
-    pairs = round_robin(np.random.default_rng(6).permutation(n)[None], rounds)
+    pairs = round_robin_pairs(np.random.default_rng(6).permutation(n)[None], rounds)
     status, predicted = linear_sweep(xa, g[None].copy(), geo.j.like(x).numpy(), pairs, 2.0,
                                      1e-6)
     change = float((g * (xa[0] - x.numpy())).sum())

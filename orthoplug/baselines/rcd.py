@@ -28,27 +28,12 @@ import torch
 from orthoplug.kernels.rcd import givens_rounds
 from orthoplug.oracles import finite
 from orthoplug.solvers.base import IterativeSolver
+from orthoplug.solvers.jjacobi import round_robin
 
 __all__ = ["RCD", "round_robin"]
 
 #: row-entry rotations per call of the compiled sweep (the deadline is checked between calls)
 SWEEP_CHUNK = 1 << 17
-
-
-def round_robin(n: int, device=None) -> torch.Tensor:
-    """All pairs of ``range(n)`` as (rounds, ⌊n/2⌋... , 2): n−1 rounds (n even) of disjoint pairs.
-
-    Circle method on ``m = n + (n odd)`` players; pairs with the dummy player are dropped.
-    """
-    m = n + (n % 2)
-    k = torch.arange(m - 1, device=device)[:, None]
-    i = torch.arange(1, m // 2, device=device)[None, :]
-    first = torch.stack([k[:, 0], torch.full_like(k[:, 0], m - 1)], dim=-1)[:, None, :]
-    rest = torch.stack([(k + i) % (m - 1), (k - i) % (m - 1)], dim=-1)
-    pairs = torch.cat([first, rest], dim=1)  # (m−1, m/2, 2)
-    if m != n:  # drop the pair holding the dummy player m−1 = n (it is always `first`)
-        pairs = pairs[:, 1:, :]
-    return pairs
 
 
 class RCD(IterativeSolver):

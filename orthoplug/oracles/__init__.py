@@ -11,6 +11,7 @@ and :mod:`~orthoplug.oracles.abilities` the declared optional abilities solvers 
 from .abilities import ColumnAccess as ColumnAccess
 from .abilities import ColumnGradients as ColumnGradients
 from .abilities import FiniteSum as FiniteSum
+from .abilities import HessianVector as HessianVector
 from .abilities import PairModel as PairModel
 from .abilities import Refreshable as Refreshable
 from .abilities import RowGradients as RowGradients

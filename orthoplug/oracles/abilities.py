@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 __all__ = ["RowGradients", "ColumnGradients", "ColumnAccess", "PairModel", "Refreshable",
-           "FiniteSum", "StochasticGradients", "SubgradientTerm", "require"]
+           "FiniteSum", "StochasticGradients", "SubgradientTerm", "HessianVector", "require"]
 
 
 @runtime_checkable
@@ -97,6 +97,16 @@ class SubgradientTerm(Protocol):
 
     def subgradient(self, x: torch.Tensor) -> torch.Tensor:
         """An element of ``∂h(X)``."""
+
+
+@runtime_checkable
+class HessianVector(Protocol):
+    """An oracle with Euclidean Hessian-vector products (J-JOBCD's second-order column model;
+    :class:`~orthoplug.oracles.core.FunctionOracle` given ``hessian=``, pymanopt problems with
+    an autodiff cost or a Euclidean Hessian)."""
+
+    def hessian_vector(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """``∇²f(X)[U]``, the Euclidean Hessian of f at X applied to U (shape of X)."""
 
 
 def require(obj, ability: type, who: str, what: str = "oracle") -> None:

@@ -126,12 +126,22 @@ class FunctionOracle(Oracle):
     Args:
         value: the cost.
         gradient: its Euclidean gradient.
+        hessian: optional ``hessian(X, U) -> ∇²f(X)[U]``, the Euclidean Hessian applied to U.
+            Given, the oracle has the :class:`~orthoplug.oracles.abilities.HessianVector`
+            ability (a ``hessian_vector`` method); without it, it has not.
         lipschitz: optional Lipschitz constant of the gradient.
     """
 
-    def __init__(self, value: Callable, gradient: Callable, *, lipschitz: float | None = None):
-        self._value, self._gradient = value, gradient
+    def __init__(self, value: Callable, gradient: Callable, *, hessian: Callable | None = None,
+                 lipschitz: float | None = None):
+        self._value, self._gradient, self._hessian = value, gradient, hessian
         self.lipschitz = lipschitz
+        if hessian is not None:  # the ability exists only when a Hessian was given
+            self.hessian_vector = self._hessian_vector
+
+    def _hessian_vector(self, x, u):
+        return finite(torch.as_tensor(self._hessian(x, u), dtype=x.dtype, device=x.device),
+                      "Hessian-vector product")
 
     def value(self, x):
         return finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")

@@ -52,15 +52,15 @@ from orthoplug.kernels.jobcd import (
     linear_sweep,
 )
 from orthoplug.oracles import NonFiniteError, QuadraticTracker, host_array
-from orthoplug.oracles.abilities import FiniteSum, PairModel
+from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel
 from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 
 from .base import IterativeSolver, ScalarCurvature
-from .jjacobi import ColumnJacobi
-from .steps import SigmaFit
+from .jjacobi import ColumnJacobi, ColumnModel, round_robin
+from .steps import ModelDamping, SigmaFit
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PairQueue", "PageSchedule", "jacobi_step",
-           "random_matching", "random_pairs", "update_pairs", "round_robin", "max_matchings",
+           "random_matching", "random_pairs", "update_pairs", "round_robin_pairs", "max_matchings",
            "resolve_matchings"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
@@ -216,28 +216,16 @@ def resolve_matchings(matchings: int | str, n: int, checked: bool) -> int:
     return 1 if matchings == "auto" else int(matchings)
 
 
-def round_robin(perm: np.ndarray, matchings: int) -> np.ndarray:
-    """The first ``matchings`` rounds of the circle-method round robin on the labels ``perm``.
-
-    ``perm`` (nb, n) relabels the rows of each of nb matrices; round r pairs the positions
-    ``(p_r(t), p_r(m − 1 − t))`` with ``p_r(0) = 0``, ``p_r(t) = 1 + (t − 1 + r) mod (m − 1)``,
-    ``m = n`` rounded up to even (for odd n the pair with the extra label m − 1 is dropped, so one
-    row idles per round). Within a round the pairs are disjoint; :func:`max_matchings` rounds
-    contain every pair exactly once. Returns (nb, matchings·⌊n/2⌋, 2) int64, round by round.
-    """
+def round_robin_pairs(perm: np.ndarray, matchings: int) -> np.ndarray:
+    """The first ``matchings`` rounds of :func:`~orthoplug.solvers.jjacobi.round_robin` on the
+    labels ``perm`` (nb, n) of the rows of each of nb matrices: (nb, matchings·⌊n/2⌋, 2) int64,
+    round by round. Within a round the pairs are disjoint; :func:`max_matchings` rounds contain
+    every pair exactly once."""
     nb, n = perm.shape
     if not 1 <= matchings <= max_matchings(n):
         raise ValueError(f"matchings must be in [1, {max_matchings(n)}] for n = {n}, "
                          f"got {matchings}")
-    m = n + n % 2
-    r = np.arange(matchings)[:, None]
-    t = np.arange(m)[None, :]
-    pos = np.where(t == 0, 0, 1 + (t - 1 + r) % (m - 1))  # (matchings, m)
-    pairs = np.stack((pos[:, : m // 2], pos[:, ::-1][:, : m // 2]), axis=-1)  # (R, m/2, 2)
-    if n % 2:
-        keep = (pairs < n).all(axis=-1)  # one pair per round holds the extra label
-        pairs = pairs[keep].reshape(matchings, m // 2 - 1, 2)
-    labels = pairs.reshape(-1, 2)
+    labels = round_robin(n)[:matchings].reshape(-1, 2).numpy()
     return np.ascontiguousarray(perm[:, labels].astype(np.int64))
 
 
@@ -249,7 +237,7 @@ def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: f
     linear_sweep` on float64 host copies (one relabeling draw per matrix)."""
     nb, n, _ = xb.shape
     keys = torch.rand(nb, n, generator=generator, device=generator.device)
-    pairs = round_robin(host_array(keys.argsort(dim=-1)), matchings)
+    pairs = round_robin_pairs(host_array(keys.argsort(dim=-1)), matchings)
     xa = np.array(host_array(xb.detach()), dtype=np.float64, order="C")
     ga = np.ascontiguousarray(host_array(gb.detach()), dtype=np.float64)
     status, predicted = linear_sweep(xa, ga, host_array(jvec).astype(np.float64), pairs,
@@ -269,7 +257,8 @@ def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: flo
     for all), or the given disjoint ``pairs`` (nb, m, 2) of each of its nb matrices (GS-JOBCD's
     torch optimizer: one queued pair per matrix); all pairs are solved in one batched call
     (:func:`update_pairs`). With ``matchings > 1`` each matrix instead gets that many rounds of
-    a random round robin (:func:`round_robin`; :func:`max_matchings` rounds: every pair once),
+    a random round robin (:func:`round_robin_pairs`; :func:`max_matchings` rounds: every pair
+    once),
     applied one pair after the other on the stale gradient ``g``
     (:func:`~orthoplug.kernels.jobcd.linear_sweep`; the predicted change then bounds the true
     one only for σ ≥ matchings·L_f, so the caller must check the step). Returns the new point
@@ -732,56 +721,149 @@ class GSJOBCD(_JOBCDBase):
 class JJOBCD(_JOBCDBase):
     """Jacobi JOBCD: ⌊n/2⌋ disjoint pairs per iteration in one batched exact solve.
 
-    Args: as :class:`GSJOBCD` (without ``pairs``/``curvature``: the curvature is always scalar,
-    ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change when σ ≥ L_f; ``side`` is
-    ``"row"`` (default) or ``"column"``: a matching of the columns, square X only), and
+    Two pair models (``curvature=``):
 
-    * ``matchings``: matchings per gradient evaluation: 1 (the paper's J-JOBCD), an int,
-      ``"all"`` or ``"auto"`` (default: ``"all"`` when the steps are checked — no known σ, or
-      adaptive σ —, else 1). With more than one, each iteration applies that many rounds of a
-      random round robin of the rows (or columns), pair after pair, each pair minimising the
-      scalar model of f linearised at the iteration's point (:mod:`orthoplug.kernels.jobcd`);
-      ``"all"`` takes every pair once (:func:`max_matchings` rounds). One gradient then moves
-      all ``n(n − 1)/2`` pairs instead of ``⌊n/2⌋``, which pays off when the gradient dominates
-      the cost (HSPP: see ``docs/results.md``). The steps must be checked (``sigma_rule="fit"``,
-      ``sigma_shrink < 1``, or no known σ): the predicted change bounds the true one only for
-      σ ≥ matchings·L_f. Compiled on float64 host copies of X and ∇f (any device).
+    * ``"scalar"``: random matchings of the rows (or columns) with the scalar curvature
+      ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change of one matching when σ ≥ L_f
+      (per-block exact curvatures are not a joint majoriser in general: cross terms).
+    * ``"hessian"`` (square O(J) with an oracle that has the
+      :class:`~orthoplug.oracles.abilities.HessianVector` ability, e.g. a pymanopt autodiff
+      ``Problem``): column steps ``X ← X V`` from the second-order model of
+      :class:`~orthoplug.solvers.jjacobi.ColumnModel` (one gradient and one Hessian-vector
+      product ``∇²f(X)[X]`` per iteration). One iteration is one sweep of round-robin rounds
+      (:func:`~orthoplug.solvers.jjacobi.round_robin`: all pairs in n−1 rounds of disjoint
+      pairs, n rounds for odd n); each pair minimises the model exactly (4×4 curvature
+      ``I₂ ⊗ (S_BB)₊`` plus θ) and the model is carried along in O(n) per pair (compiled). The
+      sweep's step is tested on f (:class:`~orthoplug.solvers.steps.ModelDamping`: monotone; a
+      rejection raises the Levenberg–Marquardt damping and re-sweeps the same model). For
+      ``f = tr(XᵀCX)`` the model is exact and separable over disjoint column pairs, so the
+      sweeps are the parallel column J-Jacobi method (quadratic convergence: 4-5 sweeps to
+      1e-8 at n ≤ 30). Core solver and pymanopt front-end only (the geoopt optimizer has no
+      Hessian products).
 
-    Per-iteration cost: one full gradient, ⌊n/2⌋ exact 2×2 subproblems in one batched call and
-    ``O(nk)`` for the row updates (with more matchings: ``O(k)`` per pair, compiled, and two
-    host copies), plus cost evaluations of the checked steps.
+    Args:
+        curvature: ``"auto"`` (default: ``"hessian"`` when it applies — square X, an oracle
+            with Hessian-vector products, ``side`` not ``"row"`` — else ``"scalar"``),
+            ``"scalar"`` or ``"hessian"`` (an error where it does not apply).
+        side: ``"auto"`` (default: columns with the Hessian model, else rows), ``"row"`` or
+            ``"column"`` (a matching of the columns, square X only).
+        matchings: scalar model only — matchings per gradient evaluation: 1 (the paper's
+            J-JOBCD), an int, ``"all"`` or ``"auto"`` (default: ``"all"`` when the steps are
+            checked — no known σ, or adaptive σ —, else 1). With more than one, each iteration
+            applies that many rounds of a random round robin of the rows (or columns), pair after
+            pair, each pair minimising the scalar model of f linearised at the iteration's point
+            (:func:`~orthoplug.kernels.jobcd.linear_sweep`); ``"all"`` takes every pair once
+            (:func:`max_matchings` rounds). One gradient then moves all ``n(n − 1)/2`` pairs
+            instead of ``⌊n/2⌋``, which pays off when the gradient dominates the cost (HSPP: see
+            ``docs/results.md``). The steps must be checked (``sigma_rule="fit"``,
+            ``sigma_shrink < 1``, or no known σ): the predicted change bounds the true one only
+            for σ ≥ matchings·L_f. Compiled on float64 host copies of X and ∇f (any device).
+        theta, sigma, sigma0, sigma_shrink, sigma_rule: as :class:`GSJOBCD` (σ options concern
+            the scalar model; θ is the proximal weight of both).
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (default
+            ``eval_every``: 1).
+
+    Per-iteration cost: scalar — one full gradient, ⌊n/2⌋ exact 2×2 subproblems (compiled on
+    CPU float64, one batched call elsewhere) and ``O(nk)`` for the row updates (with more
+    matchings: ``O(k)`` per pair, compiled, and two host copies), plus cost evaluations of the
+    checked steps; Hessian model — one gradient, one Hessian-vector product, one cost
+    evaluation (the test; one more per rejection), ``O(n³)`` for the model and the sweep's
+    ``n(n−1)/2`` compiled pair steps.
     """
 
     name = "J-JOBCD"
+    sides = ("auto", *SIDES)
+    curvatures = ("auto", "scalar", "hessian")
 
-    def __init__(self, *, matchings: int | str = "auto", **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, *, curvature: str = "auto", side: str = "auto",
+                 matchings: int | str = "auto", **kwargs):
+        super().__init__(side=side, **kwargs)
+        if curvature not in self.curvatures:
+            raise ValueError(f"curvature must be one of {self.curvatures}, got {curvature!r}")
         if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
             raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
-        self.matchings = matchings
+        self.curvature, self.matchings = curvature, matchings
+
+    def _uses_hessian(self, run) -> bool:
+        """Whether this run takes the Hessian model (an error if it was asked for and cannot)."""
+        x, oracle = run.tracker.x, run.tracker.oracle
+        if self.curvature == "scalar" or (self.curvature == "auto" and self.side == "row"):
+            return False
+        square = x.ndim == 2 and x.shape[0] == x.shape[1]
+        applies = square and isinstance(oracle, HessianVector) and self.side != "row"
+        if self.curvature == "hessian" and not applies:
+            raise ValueError(f"{self.name}: curvature='hessian' needs a single square X (O(J)), "
+                             "an oracle with Hessian-vector products (HessianVector: "
+                             "hessian_vector(x, u)) and side 'auto' or 'column'; got "
+                             f"X of shape {tuple(x.shape)}, {type(oracle).__name__}, "
+                             f"side={self.side!r}")
+        return applies
+
+    def resolve_side(self, run):
+        """``"auto"``: columns with the Hessian model, else rows."""
+        if self.side == "auto":
+            return "column" if run.hessian else "row"
+        return super().resolve_side(run)
 
     def setup(self, run):
-        super().setup(run)
-        n = run.tracker.x.shape[-1 if run.column else -2]
-        run.matchings = resolve_matchings(self.matchings, n, run.curvature.checked)
-        if run.matchings > max_matchings(n):
-            raise ValueError(f"{self.name}: matchings={run.matchings} exceeds the "
-                             f"{max_matchings(n)} rounds of a round robin of n = {n}")
-        if run.matchings > 1 and not run.curvature.checked:
-            raise ValueError(f"{self.name}: matchings > 1 needs checked steps (sigma_rule='fit' "
-                             "or sigma_shrink < 1, or no known σ): a known σ ≥ L_f majorises "
-                             "one matching on a stale gradient, not several")
+        run.hessian = self._uses_hessian(run)
+        if not run.hessian:
+            super().setup(run)
+            n = run.tracker.x.shape[-1 if run.column else -2]
+            run.matchings = resolve_matchings(self.matchings, n, run.curvature.checked)
+            if run.matchings > max_matchings(n):
+                raise ValueError(f"{self.name}: matchings={run.matchings} exceeds the "
+                                 f"{max_matchings(n)} rounds of a round robin of n = {n}")
+            if run.matchings > 1 and not run.curvature.checked:
+                raise ValueError(f"{self.name}: matchings > 1 needs checked steps (sigma_rule="
+                                 "'fit' or sigma_shrink < 1, or no known σ): a known σ ≥ L_f "
+                                 "majorises one matching on a stale gradient, not several")
+            return
+        run.column = True
+        run.jarr = np.asarray(run.geometry.jk.values, dtype=np.float64)
+        run.rounds = round_robin(run.tracker.x.shape[-1]).numpy()
+        run.hessian_products, run.skipped = 0, 0
+        run.damping = ModelDamping(rtol=100 * torch.finfo(run.tracker.x.dtype).eps)
 
     def default_eval_every(self, run):
-        """1: one iteration already updates every row."""
+        """1: one iteration already updates every row (every column pair, Hessian model)."""
         return 1
 
     def step(self, run):
+        if run.hessian:
+            self._model_step(run)
+            return
         g = run.tracker.gradient()
         self._step_checked(run, lambda x: self.pair_step(run, x, g, run.matchings))
 
+    def _model_step(self, run) -> None:
+        """One sweep on the model built at X, re-swept with more damping until
+        :class:`~orthoplug.solvers.steps.ModelDamping` accepts it."""
+        tracker, damping = run.tracker, run.damping
+        x = tracker.x
+        model = ColumnModel(x, tracker.gradient(), tracker.oracle.hessian_vector(x, x))
+        run.hessian_products += 1
+        f0 = float(tracker.value())
+        while True:
+            v, predicted, skipped = model.sweep(run.rounds, run.jarr,
+                                                self.theta + damping.weight * model.scale)
+            x_new = x @ torch.from_numpy(v).to(x)
+            try:
+                f1 = tracker.oracle.value(x_new)
+            except NonFiniteError:
+                f1 = torch.tensor(math.inf, dtype=x.dtype)
+            if damping.accepts(f0, float(f1), predicted):
+                tracker.set_point(x_new, value=f1)
+                run.skipped += skipped
+                return
+
     def info(self, run=None):
-        return {**super().info(run),
+        if run is not None and run.hessian:
+            return {"theta": self.theta, "curvature": "hessian", "side": "column",
+                    "hessian_vector_products": run.hessian_products,
+                    "skipped_pairs": run.skipped,
+                    "rejections": run.damping.rejected, "final_damping": run.damping.weight}
+        return {**super().info(run), "curvature": "scalar" if run is not None else self.curvature,
                 "matchings": self.matchings if run is None else run.matchings}
 
 

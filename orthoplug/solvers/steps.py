@@ -15,7 +15,8 @@ import torch
 from orthoplug.oracles import NonFiniteError
 
 __all__ = ["SigmaBacktracking", "StepSchedule", "PolyakStep", "RestartedGeometric",
-           "SubgradientSteps", "ArmijoBacktracking", "DecaySchedule", "StallWatch", "SigmaFit"]
+           "SubgradientSteps", "ArmijoBacktracking", "DecaySchedule", "StallWatch", "SigmaFit",
+           "ModelDamping"]
 
 
 class SigmaBacktracking:
@@ -591,3 +592,58 @@ class SigmaFit(SigmaBacktracking):
         """``factor`` rounded to a power of ``2^(1/4)``: the last bits of f (which differ between
         front-ends and platforms) then cannot change σ, so equal inputs give equal iterates."""
         return 2.0 ** (round(4.0 * math.log2(factor)) / 4.0)
+
+
+# ---- second-order model steps (J-JOBCD with curvature="hessian") ----------------------------
+
+
+class ModelDamping:
+    """Levenberg–Marquardt damping of steps from a second-order model that need not majorise f.
+
+    A step predicts the change ``predicted`` (the damped model's). It is accepted iff
+    ``f(X⁺) ≤ f(X) + η·predicted`` up to ``rtol·max(1, |f(X)|)`` (rounding of f), so accepted
+    steps never increase f beyond rounding; a model that is exact (a quadratic f) always
+    passes. The damping weight λ (the caller adds
+    ``λ·scale`` to the model's curvature) is multiplied by ``shrink`` after an accepted step
+    (below ``start·1e-6`` it drops to 0) and becomes ``max(grow·λ, start)`` after a rejection. A
+    non-finite trial value is a rejection; after more than ``max_rejections`` rejections in a row
+    the rule raises :class:`~orthoplug.oracles.core.NonFiniteError`.
+
+    Args:
+        eta: fraction of the predicted decrease a step must achieve, in (0, 1).
+        start: λ after the first rejection (> 0).
+        grow: factor on λ per rejection (> 1).
+        shrink: factor on λ per accepted step, in (0, 1).
+        rtol: relative rounding tolerance of f (default ``100·eps`` of float64).
+        max_rejections: consecutive rejections before giving up.
+    """
+
+    def __init__(self, *, eta: float = 0.1, start: float = 1e-4, grow: float = 10.0,
+                 shrink: float = 0.25, rtol: float = 100 * 2.0**-52, max_rejections: int = 60):
+        if not (0 < eta < 1 and start > 0 and grow > 1 and 0 < shrink < 1 and rtol >= 0):
+            raise ValueError(f"need 0 < eta < 1, start > 0, grow > 1, 0 < shrink < 1, "
+                             f"rtol >= 0; got {eta}, {start}, {grow}, {shrink}, {rtol}")
+        self.eta, self.start, self.grow, self.shrink = eta, start, grow, shrink
+        self.rtol = rtol
+        self.max_rejections = int(max_rejections)
+        self.weight = 0.0
+        self.rejected = 0
+        self.rejections = 0
+
+    def accepts(self, f0: float, f1: float, predicted: float) -> bool:
+        """Test ``f(X⁺) = f1`` against ``f(X) = f0`` and the model's change; update λ."""
+        if f1 <= f0 + self.eta * predicted + self.rtol * max(1.0, abs(f0)):
+            self.weight *= self.shrink
+            if self.weight < self.start * 1e-6:
+                self.weight = 0.0
+            self.rejections = 0
+            return True
+        self.weight = max(self.weight * self.grow, self.start)
+        self.rejected += 1
+        self.rejections += 1
+        if self.rejections > self.max_rejections:
+            cause = (f"the cost at every trial point was not finite (last: {f1})"
+                     if not math.isfinite(f1) else f"the damping diverged (λ = {self.weight:.3g})")
+            raise NonFiniteError(f"no acceptable step after {self.rejections} rejections of "
+                                 f"the model step: {cause}")
+        return False
