@@ -57,11 +57,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from orthoplug.bench.runner import warm_up_kernels
 from orthoplug.bench.suites.jobcd import build_solver, make_c
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.oracles import FunctionOracle, QuadraticOracle
 from orthoplug.problems.hevp import trace_min_certificate
-from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
+from orthoplug.solvers.jobcd import GSJOBCD
 
 #: benchmark name → (solver of ``SOLVERS``, options): JOBCD variants
 JOBCD_VARIANTS = {
@@ -163,19 +164,6 @@ def make_instance(dataset: str, scale: str, seed: int):
     c, label = make_c(dataset, scale, seed)
     geo = JOrthogonalGeometry(c.shape[0], c.shape[0] // 2)
     return c, label, geo.random_point(generator=torch.Generator().manual_seed(seed))
-
-
-def warm_up_kernels() -> None:
-    """Compile (or load from the cache) the column J-Jacobi kernels and J-JOBCD's model sweep
-    outside the timed runs."""
-    c = torch.from_numpy(np.diag([2.0, 1.0, 3.0, 1.5]))
-    geo = JOrthogonalGeometry(4, 2)
-    for pairs in ("cyclic", "random", "greedy"):
-        GSJOBCD(pairs=pairs, max_iterations=2, seed=0).run(
-            QuadraticOracle(c), torch.eye(4, dtype=torch.float64), geo)
-    oracle = FunctionOracle(lambda x: (x * (c @ x)).sum(), lambda x: 2.0 * (c @ x),
-                            hessian=lambda x, u: 2.0 * (c @ u))
-    JJOBCD(max_iterations=2, seed=0).run(oracle, torch.eye(4, dtype=torch.float64), geo)
 
 
 def speedups(rows: dict, key: str = "time_to_tol") -> dict:

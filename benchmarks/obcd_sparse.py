@@ -29,7 +29,7 @@ from orthoplug.baselines.manpg import ManPG
 from orthoplug.baselines.psm import PSM
 from orthoplug.baselines.radmm import RADMM
 from orthoplug.bench.runner import warm_up_kernels
-from orthoplug.bench.suites.obcd import spca_datasets, spca_lambda, warm_up_column_sweep
+from orthoplug.bench.suites.obcd import spca_datasets, spca_lambda
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
@@ -95,13 +95,6 @@ def run_instance(name, a, kind, budget, seed=0) -> dict:
     return out
 
 
-def warm_up() -> None:
-    """Compile (or load from numba's cache) the kernels before any timed run: the suite's
-    kernels and SparseOBCD's compiled column sweep."""
-    warm_up_kernels()
-    warm_up_column_sweep()
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time", type=float, default=4.0, help="seconds per method")
@@ -111,7 +104,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    warm_up()
+    warm_up_kernels()
     results = []
     for name, a in spca_datasets(args.scale, args.seed).items():
         for kind in args.kinds.split(","):

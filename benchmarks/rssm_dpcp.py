@@ -42,6 +42,7 @@ import time
 
 import torch
 
+from orthoplug.bench.runner import warm_up_kernels
 from orthoplug.bench.suites.rssm import dpcp_solver, epoch_length
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import (
@@ -124,15 +125,6 @@ def breakdown(prob, x0, ells, repeats: int) -> dict:
     return out
 
 
-def warm_up() -> None:
-    """Load (or compile) the compiled column pass on a tiny instance, outside the clocks."""
-    prob = dpcp_instance(12, 8, 16, outlier_ratio=0.5, seed=0)
-    steps = dpcp_solver(2, schedule="polyak").iterate(prob.oracle(), prob.spectral_point(),
-                                                      StiefelGeometry(12, 4))
-    for _ in range(3):
-        next(steps)
-
-
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="n = 200, d = 160 (seconds)")
@@ -187,7 +179,7 @@ def main(argv=None) -> dict:
     methods = [(label(ell, sched, **opts),
                 dpcp_solver(ell, args.decay, args.seed, schedule=sched, **opts),
                 epoch_length(ell)) for ell, sched, opts in runs]
-    warm_up()
+    warm_up_kernels()
     for name, solver, per_epoch in methods:
         res = time_to_target(solver, prob.oracle(), x0, geo, prob, iters_per_check=per_epoch,
                              max_epochs=args.max_epochs, target=args.target)

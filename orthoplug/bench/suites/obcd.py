@@ -91,15 +91,14 @@ from orthoplug.bench.core import (
     solver_history,
 )
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
-from orthoplug.nonsmooth import L1
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
-from orthoplug.solvers.obcd_layer import SparseOBCD, column_rotations
+from orthoplug.solvers.obcd_layer import SparseOBCD
 
 __all__ = ["EXPERIMENTS", "CompositeExperiment", "L0SPCA", "L1SPCA", "NNPCA", "spca_datasets",
            "spca_lambda", "sparsepca_loadings", "solver_outcome", "obcd_method",
            "sparse_obcd_method", "splitting_methods", "manpg_method",
-           "rsubgrad_method", "NEG_PENALTY", "warm_up_column_sweep"]
+           "rsubgrad_method", "NEG_PENALTY"]
 
 #: weight of ``‖min(0, X)‖_F`` in the paper's NN-PCA curves
 NEG_PENALTY = 1000.0
@@ -331,17 +330,8 @@ def _run_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
 
 
 @functools.cache
-def warm_up_column_sweep() -> None:
-    """Compile (or load from numba's cache) SparseOBCD's column sweep
-    (:func:`~orthoplug.kernels.obcd.column_pairs`) once per process, outside every timed run
-    (the runner's kernel warm-up does not cover it)."""
-    column_rotations(torch.eye(4, 2, dtype=torch.float64), L1(0.1),
-                     torch.Generator().manual_seed(0))
-
-
 def _run_sparse_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                      time_limit: float, start: str = "random", **options) -> Outcome:
-    warm_up_column_sweep()
     return _run_obcd(experiment, instance, seed=seed, time_limit=time_limit, start=start,
                      solver_class=SparseOBCD, **options)
 
