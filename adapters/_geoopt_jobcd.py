@@ -25,8 +25,12 @@ the parameter's ``state``).
 **Same method as the core solvers.** With the same ``seed``, start and options a
 single-matrix parameter follows the iterates of the orthoplug/pymanopt solvers:
 ``GSJOBCD(side=s)`` those of the core ``GSJOBCD(side=s, curvature="scalar", pairs="random")``,
-``JJOBCD`` and ``VRJJOBCD`` those of the core classes of the same name (with ``sigma0`` given to
-the core solver when σ is not known, so both start the backtracking from the same σ). The
+``JJOBCD`` and ``VRJJOBCD`` those of the core classes of the same name with
+``curvature="scalar"`` (the core J-JOBCD's Hessian model needs Hessian-vector products) and
+this optimizer's σ rule and matchings (``sigma_rule="backtracking"``, ``matchings=1`` unless
+given: a closure may compute a minibatch loss, so the core's defaults for checked steps — the
+refitted σ and a whole round robin per gradient — are not this optimizer's), with ``sigma0``
+given to the core solver when σ is not known, so both start the backtracking from the same σ. The
 draws — pair batches, matchings, PAGE coins and minibatches — come from the generator of the
 parameter's device (:meth:`~orthoplug.adapters._torch.OrthoplugOptimizer.generator`), saved in
 ``state_dict`` with the pair queues, so a resumed optimizer continues bit-identically.
@@ -58,7 +62,7 @@ from orthoplug.solvers.jobcd import (
     jacobi_step,
     resolve_matchings,
 )
-from orthoplug.solvers.steps import SigmaBacktracking, SigmaFit
+from orthoplug.solvers.steps import SigmaBacktracking, sigma_rule
 
 from ._torch import OrthoplugOptimizer
 
@@ -148,11 +152,8 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         ``sigma0`` continued from the parameter's state."""
         if group["sigma"] is not None:
             return SigmaBacktracking(group["sigma"], checked=False)
-        rule = (SigmaFit(group["sigma0"], max_rejections=self.max_backtracks)
-                if self.sigma_rule == "fit" or (self.sigma_rule == "auto"
-                                                and self.sigma_shrink == 1.0) else
-                SigmaBacktracking(group["sigma0"], shrink=self.sigma_shrink,
-                                  max_rejections=self.max_backtracks))
+        rule = sigma_rule(self.sigma_rule, group["sigma0"], shrink=self.sigma_shrink,
+                          max_rejections=self.max_backtracks)
         if "sigma" in self.state[p]:
             rule.load_state_dict(self.state[p])
         return rule

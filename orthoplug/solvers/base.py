@@ -24,7 +24,7 @@ import torch
 from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
-from .steps import SigmaBacktracking, SigmaFit
+from .steps import SigmaBacktracking, resolve_sigma_rule, sigma_rule
 
 __all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
 
@@ -372,23 +372,17 @@ class ScalarCurvature:
     #: ``"backtracking"`` (a known σ stays fixed and unchecked)
     sigma_rule = "backtracking"
 
-    def resolved_sigma_rule(self, known: float | None) -> str:
-        """:attr:`sigma_rule` with ``"auto"`` resolved for a run whose known σ is ``known``."""
-        if self.sigma_rule == "auto":
-            return "fit" if known is None and self.sigma_shrink == 1.0 else "backtracking"
-        return self.sigma_rule
-
     def make_sigma_rule(self, sigma: float, *, checked: bool = True,
                         known: float | None = None) -> SigmaBacktracking:
-        """The run's σ rule (:meth:`resolved_sigma_rule` for ``known``) starting from ``sigma``."""
-        if self.resolved_sigma_rule(known) == "fit":
-            return SigmaFit(sigma, max_rejections=self.max_backtracks)
-        return SigmaBacktracking(sigma, checked=checked, shrink=self.sigma_shrink,
-                                 max_rejections=self.max_backtracks)
+        """The run's σ rule (:func:`~orthoplug.solvers.steps.sigma_rule` of :attr:`sigma_rule`
+        for ``known``) starting from ``sigma``."""
+        return sigma_rule(self.sigma_rule, sigma, shrink=self.sigma_shrink, known=known,
+                          checked=checked, max_rejections=self.max_backtracks)
 
     def init_sigma(self, run: Run, known: float | None) -> SigmaBacktracking:
         """Set ``run.curvature`` from ``known`` σ (or an estimate) and return it."""
-        adaptive = self.sigma_shrink < 1.0 or self.resolved_sigma_rule(known) == "fit"
+        adaptive = self.sigma_shrink < 1.0 or resolve_sigma_rule(
+            self.sigma_rule, known=known, shrink=self.sigma_shrink) == "fit"
         sigma = known
         if known is None:
             sigma = (self.estimate_bb(run.tracker) if adaptive

@@ -16,7 +16,7 @@ from orthoplug.oracles import NonFiniteError
 
 __all__ = ["SigmaBacktracking", "StepSchedule", "PolyakStep", "RestartedGeometric",
            "SubgradientSteps", "ArmijoBacktracking", "DecaySchedule", "StallWatch", "SigmaFit",
-           "ModelDamping"]
+           "ModelDamping", "resolve_sigma_rule", "sigma_rule"]
 
 
 class SigmaBacktracking:
@@ -592,6 +592,24 @@ class SigmaFit(SigmaBacktracking):
         """``factor`` rounded to a power of ``2^(1/4)``: the last bits of f (which differ between
         front-ends and platforms) then cannot change σ, so equal inputs give equal iterates."""
         return 2.0 ** (round(4.0 * math.log2(factor)) / 4.0)
+
+
+def resolve_sigma_rule(rule: str, *, known: float | None, shrink: float = 1.0) -> str:
+    """``rule`` with ``"auto"`` resolved: ``"fit"`` when no σ is ``known`` and σ does not shrink
+    (``shrink == 1``), else ``"backtracking"``."""
+    if rule == "auto":
+        return "fit" if known is None and shrink == 1.0 else "backtracking"
+    return rule
+
+
+def sigma_rule(rule: str, sigma: float, *, shrink: float = 1.0, known: float | None = None,
+               checked: bool = True, max_rejections: int = 200) -> SigmaBacktracking:
+    """The σ rule of a scalar majoriser named ``rule`` (:func:`resolve_sigma_rule`),
+    starting from ``sigma``: :class:`SigmaFit` or :class:`SigmaBacktracking` (``checked`` and
+    ``shrink`` concern backtracking only)."""
+    if resolve_sigma_rule(rule, known=known, shrink=shrink) == "fit":
+        return SigmaFit(sigma, max_rejections=max_rejections)
+    return SigmaBacktracking(sigma, checked=checked, shrink=shrink, max_rejections=max_rejections)
 
 
 # ---- second-order model steps (J-JOBCD with curvature="hessian") ----------------------------
