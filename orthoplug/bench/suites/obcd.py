@@ -68,7 +68,6 @@ paper's curve value ``penalized = f + 1000‖min(0, X)‖_F``.
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass
@@ -329,7 +328,6 @@ def _run_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                           experiment.start(instance, start, seed))
 
 
-@functools.cache
 def _run_sparse_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                      time_limit: float, start: str = "random", **options) -> Outcome:
     return _run_obcd(experiment, instance, seed=seed, time_limit=time_limit, start=start,
