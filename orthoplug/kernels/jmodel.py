@@ -50,19 +50,10 @@ def psd2(a: float, b: float, c: float) -> tuple[float, float, float]:
 
 
 @njit(cache=True)
-def _rotate_columns(a: np.ndarray, i: int, j: int, v11: float, v12: float, v21: float,
-                    v22: float) -> None:
-    """``A[:, (i, j)] ← A[:, (i, j)] V_B`` in place."""
-    for t in range(a.shape[0]):
-        ai, aj = a[t, i], a[t, j]
-        a[t, i] = ai * v11 + aj * v21
-        a[t, j] = ai * v12 + aj * v22
-
-
-@njit(cache=True)
 def _rotate_rows(a: np.ndarray, i: int, j: int, v11: float, v12: float, v21: float,
                  v22: float) -> None:
-    """``A[(i, j), :] ← V_Bᵀ A[(i, j), :]`` in place."""
+    """``A[(i, j), :] ← V_Bᵀ A[(i, j), :]`` in place; on ``Aᵀ`` it is
+    ``A[:, (i, j)] ← A[:, (i, j)] V_B``."""
     for t in range(a.shape[1]):
         ai, aj = a[i, t], a[j, t]
         a[i, t] = v11 * ai + v21 * aj
@@ -125,7 +116,7 @@ def model_sweep(m: np.ndarray, s: np.ndarray, v: np.ndarray, jv: np.ndarray, rou
                 m[t, i] += si * w11 + sj * w21
                 m[t, j] += si * w12 + sj * w22
             _rotate_rows(m, i, j, v11, v12, v21, v22)
-            _rotate_columns(s, i, j, v11, v12, v21, v22)
+            _rotate_rows(s.T, i, j, v11, v12, v21, v22)
             _rotate_rows(s, i, j, v11, v12, v21, v22)
-            _rotate_columns(v, i, j, v11, v12, v21, v22)
+            _rotate_rows(v.T, i, j, v11, v12, v21, v22)
     return predicted, skipped
