@@ -75,17 +75,21 @@ def _param(x0):
     return geoopt.ManifoldParameter(x0.clone(), manifold=geoopt.EuclideanStiefel())
 
 
-def _closure(opt, w, stochastic):
+def _loss(opt, w, stochastic):
     """The loss at ``w``: a minibatch drawn with the optimizer's generator (as the core's
     ``randperm(N)[:B]``), or the full cost."""
+    if stochastic:
+        idx = torch.randperm(COMPONENTS, generator=opt.generator(w.device))[:BATCH]
+        return component_value(w, idx)
+    return cost(w)
+
+
+def _closure(opt, w, stochastic):
+    """A closure of :func:`_loss`."""
 
     def closure():
         opt.zero_grad()
-        if stochastic:
-            idx = torch.randperm(COMPONENTS, generator=opt.generator(w.device))[:BATCH]
-            loss = component_value(w, idx)
-        else:
-            loss = cost(w)
+        loss = _loss(opt, w, stochastic)
         loss.backward()
         return loss
 
@@ -143,12 +147,7 @@ def test_torch_state_dict_resumes_exactly(case):
 
         def closure():
             opt.zero_grad()
-            if stochastic:
-                idx = torch.randperm(COMPONENTS, generator=opt.generator(w.device))[:BATCH]
-                loss = component_value(w, idx)
-            else:
-                loss = cost(w)
-            loss = loss + ((w.sum(0) - b) ** 2).sum()
+            loss = _loss(opt, w, stochastic) + ((w.sum(0) - b) ** 2).sum()
             loss.backward()
             return loss
 
