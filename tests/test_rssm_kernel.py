@@ -1,5 +1,5 @@
-"""The compiled DPCP column pass (:mod:`orthoplug.kernels.dpcp`): against dense formulas, jitted
-and un-jitted (``NUMBA_DISABLE_JIT=1``), and RSSM's iterates with and without it."""
+"""The DPCP column pass (:mod:`orthoplug.kernels.dpcp`): against dense formulas, with the weight
+sweep jitted and un-jitted (``NUMBA_DISABLE_JIT=1``), and RSSM's iterates with and without it."""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ def _case_arrays(seed: int = 0):
 def run_case(row_norms: bool, seed: int = 0) -> dict:
     """The kernel on :data:`CASE`: refreshed Z, subgradient columns, value (JSON-able)."""
     y, x, z = _case_arrays(seed)
-    old, new = np.array(CASE["old"], dtype=np.int64), np.array(CASE["new"], dtype=np.int64)
-    g = np.full((new.size, y.shape[0]), np.nan)
-    value = dpcp_block_pass(np.ascontiguousarray(y.T), z, np.ascontiguousarray(x[:, old].T),
-                            old, new, g, row_norms)
-    return {"z": z.tolist(), "g": g.T.tolist(), "value": value}
+    old, new = torch.tensor(CASE["old"]), torch.tensor(CASE["new"])
+    zt = torch.from_numpy(np.ascontiguousarray(z.T))
+    value, g = dpcp_block_pass(torch.from_numpy(y), torch.from_numpy(np.ascontiguousarray(y.T)),
+                               zt, torch.from_numpy(x[:, CASE["old"]]), old, new, row_norms)
+    return {"z": zt.mT.tolist(), "g": g.tolist(), "value": value}
 
 
 def _dense(y, x, row_norms: bool):

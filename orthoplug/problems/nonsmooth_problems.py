@@ -43,7 +43,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import qf
@@ -101,7 +100,7 @@ class DPCPOracle(Oracle):
         data: ``Y`` with the points as columns.
         objective: ``"l12"`` (``(1/m)Σ_j ‖Xᵀy_j‖₂``, default) or ``"l1"`` (``(1/m)‖YᵀX‖₁``).
         compiled: let the tracker of a float64 CPU point take its column subgradients and cache
-            updates from the compiled pass :func:`~orthoplug.kernels.dpcp.dpcp_block_pass`
+            updates from the column pass :func:`~orthoplug.kernels.dpcp.dpcp_block_pass`
             (default True; False: torch products only, e.g. as a reference).
 
     Subgradient rule (depends only on X): ``(1/m) Y W`` with ``W = rows of YᵀX normalised`` (zero
@@ -127,11 +126,10 @@ class DPCPOracle(Oracle):
             self.y = self.data.to(dtype=x.dtype, device=x.device)  # from the original data
         return self.y
 
-    def data_rows(self) -> np.ndarray:
-        """``Yᵀ`` as a C-order float64 NumPy array (the compiled pass's layout; made once)."""
+    def data_rows(self) -> torch.Tensor:
+        """``Yᵀ`` as a C-order float64 CPU tensor (the column pass's layout; made once)."""
         if self._yt is None:
-            self._yt = np.ascontiguousarray(
-                self.data.detach().to("cpu", torch.float64).numpy().T)
+            self._yt = self.data.detach().to("cpu", torch.float64).mT.contiguous()
         return self._yt
 
     @staticmethod
@@ -186,11 +184,12 @@ class DPCPOracle(Oracle):
 class DPCPTracker(ColumnTracker):
     """Caches ``Z = YᵀX`` (m × c); a column update refreshes ``Z[:, C]`` in ``O(n m |C|)``.
 
-    On a float64 CPU point (and ``oracle.compiled``) the refresh is deferred: ``set_columns``
-    records the columns, and the next ``gradient_columns`` (or ``value``, ``gradient``) refreshes
-    them, computes the value and the wanted subgradient columns in one compiled pass over the
-    data (:func:`~orthoplug.kernels.dpcp.dpcp_block_pass`); ``Z`` is then kept in C order.
-    Elsewhere ``Z[:, C]`` is refreshed at once by torch products.
+    ``Z`` is stored column-major (``Z.mT`` is the C-order ``XᵀY``). On a float64 CPU point (and
+    ``oracle.compiled``) the refresh is deferred: ``set_columns`` records the columns, and the
+    next ``gradient_columns`` (or ``value``, ``gradient``) refreshes them and computes the value
+    and the wanted subgradient columns in one column pass
+    (:func:`~orthoplug.kernels.dpcp.dpcp_block_pass`: two BLAS products and a compiled sweep for
+    the row norms and weights). Elsewhere ``Z[:, C]`` is refreshed at once by torch products.
     """
 
     def __init__(self, oracle: DPCPOracle, x: torch.Tensor):
@@ -201,8 +200,7 @@ class DPCPTracker(ColumnTracker):
         """Recompute ``Z = YᵀX`` and drop the cached value and subgradient."""
         self.compiled = (self.oracle.compiled and self.x.dtype == torch.float64
                          and self.x.device.type == "cpu")
-        z = self.oracle.z_of(self.oracle._y(self.x), self.x)  # column-major
-        self.z = z.contiguous() if self.compiled else z
+        self.z = self.oracle.z_of(self.oracle._y(self.x), self.x)  # column-major
         self._stale = None  # columns of Z not yet refreshed (compiled path)
         self._value = None
         self._grad = None
@@ -211,13 +209,12 @@ class DPCPTracker(ColumnTracker):
         """Refresh the stale columns of Z, set the value, return ``∂f(X)[:, cols]``."""
         stale = self._stale if self._stale is not None else cols[:0]
         self._stale = None
-        xct = np.ascontiguousarray(take_columns(self.x, stale).mT.numpy())
-        g = np.empty((cols.numel(), self.x.shape[-2]))
-        value = dpcp_block_pass(self.oracle.data_rows(), self.z.numpy(), xct,
-                                stale.numpy().astype(np.int64), cols.numpy().astype(np.int64),
-                                g, self.oracle.objective == "l12")
+        o = self.oracle
+        value, g = dpcp_block_pass(o._y(self.x), o.data_rows(), self.z.mT,
+                                   take_columns(self.x, stale), stale, cols,
+                                   o.objective == "l12")
         self._value = finite(torch.tensor(value, dtype=self.x.dtype), "cost")
-        return torch.from_numpy(g).mT
+        return g
 
     def value(self):
         if self._value is None:
