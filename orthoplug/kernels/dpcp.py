@@ -6,9 +6,10 @@ columns ``X_A`` (the previous block) and then needs the partial subgradient of t
 at the new point. :func:`dpcp_block_pass` does both:
 
 1. ``Zᵀ[A] ← X_Aᵀ Y`` (the cache update; one BLAS product, ``n m |A|`` multiply-adds);
-2. the row norms ``‖z_j‖₂``, the value and the weights ``W_B`` (m × |B|) at the new point, in one
-   compiled sweep over ``Zᵀ`` (:func:`dpcp_weights`, ``O(m p)``): ``w_{j,B} = z_{j,B}/‖z_j‖₂``
-   for ``f = (1/m) Σ_j ‖z_j‖₂`` (zero rows give 0), ``sign(z_{j,B})`` for ``f = (1/m) ‖Z‖₁``;
+2. the row norms ``‖z_j‖₂``, the value and the weights ``W_B`` (``m × |B|``) at the new point,
+   in one compiled sweep over ``Zᵀ`` (:func:`dpcp_weights`, ``O(m p)``):
+   ``w_{j,B} = z_{j,B}/‖z_j‖₂`` for ``f = (1/m) Σ_j ‖z_j‖₂`` (zero rows give 0),
+   ``sign(z_{j,B})`` for ``f = (1/m) ‖Z‖₁``;
 3. ``G_Bᵀ = (1/m) W_Bᵀ Yᵀ`` (one BLAS product, ``n m |B|`` multiply-adds).
 
 The products take the data in the layouts that make them plain row-major GEMMs: ``Y`` (n × m)
