@@ -66,6 +66,14 @@ def test_kernel_matches_dense_formulas(row_norms):
     assert np.abs(grad[:, CASE["new"]]).max() > 1e-2  # a real subgradient, not zeros
 
 
+def test_pass_rejects_a_cache_in_the_wrong_layout():
+    y, x, z = _case_arrays()
+    yt, cols = torch.from_numpy(y), torch.tensor(CASE["new"])
+    with pytest.raises(ValueError, match="C-order float64"):
+        dpcp_block_pass(yt, yt.mT.contiguous(), torch.from_numpy(z), torch.from_numpy(x[:, :0]),
+                        cols[:0], cols, True)  # Z instead of Zᵀ
+
+
 def test_same_source_unjitted():
     """``NUMBA_DISABLE_JIT=1``: the same source run as Python gives the compiled answers."""
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import numba; "

@@ -46,6 +46,43 @@ def test_polyak_block_norm_estimate_is_a_running_average():
     assert rule.norm_sq == pytest.approx(6.0)
 
 
+@pytest.mark.parametrize("epoch_length", [1, 2, 5])
+def test_polyak_level_grows_by_the_same_factor_per_epoch_for_every_block_count(epoch_length):
+    """δ grows by ``grow^(1/E)`` per sufficient drop: an epoch of E drops grows it by ``grow``."""
+    rule = PolyakStep(level=0.5, patience=2)
+    rule.start(4.0, epoch_length=epoch_length)
+    for _ in range(2 * epoch_length):  # two epochs without a drop: δ halves
+        rule.observe(4.0)
+    assert rule.delta == pytest.approx(1.0) and rule.halvings == 1
+    for i in range(epoch_length):  # every iteration drops by 0.8 ≥ δ/2
+        rule.observe(4.0 - 0.8 * (i + 1))
+        assert rule.delta == pytest.approx(PolyakStep.grow ** ((i + 1) / epoch_length))
+    assert rule.halvings == 1
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5, 0.2])
+def test_polyak_step_is_positive_and_finite_on_any_value_sequence(share):
+    """γ_k ≥ δ_k/N_k ≥ 0 (up to the rounding of ``f − f̂``) and finite whatever the values do
+    (rises, plateaus, exact repeats, zero): ``f̂ = f_best − δ`` lies below every observed value,
+    and δ only halves or grows."""
+    gen = torch.Generator().manual_seed(11)
+    for patience in (1, 2, 3):
+        rule = PolyakStep(level=0.5, patience=patience)
+        f = 2.0
+        rule.start(f, epoch_length=2)
+        for k in range(400):
+            move = float(torch.randn((), dtype=DT, generator=gen))
+            f = 0.0 if k == 200 else max(0.0, f * math.exp(0.3 * move) if k % 7 else f)
+            xi_sq = float(torch.rand((), dtype=DT, generator=gen)) * 10.0 ** (k % 5 - 2)
+            rule.observe(f)
+            gamma = rule(f, xi_sq, share)
+            assert math.isfinite(gamma) and gamma >= 0
+            assert rule.delta > 0 and f >= rule.best
+            eps = torch.finfo(DT).eps
+            assert gamma * rule.norm_sq >= rule.delta * (1 - 1e-12) - 4 * eps * f
+        assert rule.halvings > 0  # the plateaus and rises did cut δ
+
+
 def test_restarted_geometric_rule():
     rule = RestartedGeometric(1.0, 0.5, shrink=0.25, patience=1)
     assert [rule(k) for k in range(3)] == [1.0, 0.5, 0.25]
