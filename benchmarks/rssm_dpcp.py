@@ -14,12 +14,13 @@ Measured, in one run:
 * time to largest principal angle ≤ 1e-6 (``--target``; iteration time only: the angle is
   checked once per epoch outside the clock), for each step rule of ``--schedules`` (the
   paper's geometric decay, and the adaptive ``polyak`` and ``geometric-restart`` rules of
-  :mod:`orthoplug.solvers.rssm`); speed-ups are relative to RSubGrad with the first rule;
+  :mod:`orthoplug.solvers.rssm`, each with every ``--patience``); speed-ups are relative to
+  RSubGrad with the first rule and to the fastest RSubGrad run;
 * per-iteration and per-epoch cost, and a breakdown of one iteration, each the median of
   repeated timings at a fixed point: for RSubGrad the subgradient (``(1/m) Y W``), the Stiefel
-  step and the cache update (``Z = YᵀX``); for RSSM (float64 CPU: the compiled pass of
+  step and the cache update (``Z = YᵀX``); for RSSM (float64 CPU: the column pass of
   :mod:`orthoplug.kernels.dpcp`) the column pass (refresh of ``Z_A = Yᵀ X_A`` for the previous
-  block and the partial subgradient ``(1/m) Y W_C`` of the next, one pass over the data) and the
+  block, row norms and weights, and the partial subgradient ``(1/m) Y W_C`` of the next) and the
   block step (projection (15) + polar).
 
 The compiled kernel is loaded (or compiled) by a tiny run before the clocks start.
@@ -30,6 +31,8 @@ The compiled kernel is loaded (or compiled) by a tiny run before the clocks star
     python benchmarks/rssm_dpcp.py --target 1e-4 --schedules geometric,polyak,geometric-restart
     python benchmarks/rssm_dpcp.py --target 1e-4 --ells 4,10 --schedules polyak \
         --rsubgrad-schedules geometric,polyak     # RSSM-Polyak vs RSubGrad's paper and best rules
+    python benchmarks/rssm_dpcp.py --target 1e-4 --ells 4 --schedules polyak --pairs matching \
+        --patience 1,3 --rsubgrad-schedules geometric,polyak   # the suite's RSSM configuration
 """
 
 from __future__ import annotations
@@ -142,6 +145,9 @@ def main(argv=None) -> dict:
                              "relative to RSubGrad with the first")
     parser.add_argument("--pairs", type=str, default="uniform",
                         help="comma-separated RSSM pair rules: uniform (the paper's), matching")
+    parser.add_argument("--patience", type=str, default="3",
+                        help="comma-separated patience values of the adaptive rules (polyak, "
+                             "geometric-restart): one run per value, for every method")
     parser.add_argument("--target", type=float, default=1e-6)
     parser.add_argument("--max-epochs", type=int, default=800)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
@@ -168,13 +174,22 @@ def main(argv=None) -> dict:
     schedules = args.schedules.split(",")
     base_schedules = (args.rsubgrad_schedules or args.schedules).split(",")
 
-    def label(ell, schedule, pairs="uniform"):
+    patiences = [int(k) for k in args.patience.split(",")]
+
+    def label(ell, schedule, pairs="uniform", patience=3):
         name = "RSubGrad" if ell is None else f"RSSM-{ell}"
         name = name if schedule == "geometric" else f"{name}/{schedule}"
-        return name if pairs == "uniform" else f"{name}/{pairs}"
+        name = name if pairs == "uniform" else f"{name}/{pairs}"
+        return name if patience == 3 else f"{name}/patience {patience}"
 
-    runs = ([(None, sched, {}) for sched in base_schedules]
-            + [(ell, sched, {"pairs": pairs}) for sched in schedules for ell in ells
+    def rule_options(schedule):
+        if schedule in ("polyak", "geometric-restart"):
+            return [{"patience": k} for k in patiences]
+        return [{}]
+
+    runs = ([(None, sched, opts) for sched in base_schedules for opts in rule_options(sched)]
+            + [(ell, sched, {"pairs": pairs, **opts}) for sched in schedules
+               for opts in rule_options(sched) for ell in ells
                for pairs in args.pairs.split(",")])
     methods = [(label(ell, sched, **opts),
                 dpcp_solver(ell, args.decay, args.seed, schedule=sched, **opts),
@@ -191,8 +206,9 @@ def main(argv=None) -> dict:
               f"{1e3 * res['time_per_epoch']:8.2f} ms/epoch", flush=True)
 
     parts = breakdown(prob, x0, ells, repeats)
-    base = results[label(None, base_schedules[0])]
-    reached = [results[label(None, s)]["time_to_target"] for s in base_schedules]
+    base = results[label(None, base_schedules[0], **rule_options(base_schedules[0])[0])]
+    reached = [res["time_to_target"] for name, res in results.items()
+               if name.startswith("RSubGrad")]
     best = min((t for t in reached if t), default=None)
     print("\nmethod      time to target   vs RSubGrad (first rule / best rule)   ms/iteration  "
           "ms/epoch   breakdown per iteration (ms)")
@@ -212,6 +228,7 @@ def main(argv=None) -> dict:
                       "outliers": prob.num_outliers, "decay_per_epoch": args.decay,
                       "init": args.init, "schedules": schedules,
                       "rsubgrad_schedules": base_schedules, "pairs": args.pairs.split(","),
+                      "patience": patiences,
                       "target": args.target, "threads": args.threads, "seed": args.seed,
                       "torch": torch.__version__, "machine": platform.machine(),
                       "processor": platform.processor()},
