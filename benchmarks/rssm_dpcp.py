@@ -60,24 +60,27 @@ from orthoplug.problems.nonsmooth_problems import dpcp_instance
 
 def time_to_target(solver, oracle, x0, geometry, prob, *, iters_per_check: int,
                    max_epochs: int, target: float) -> dict:
-    """Run ``solver`` step by step; stop when the angle is ≤ target or after max_epochs."""
+    """Run ``solver`` step by step; stop when the angle is ≤ target or after max_epochs. Wall
+    and process CPU time of the iterations (the CPU clock is less sensitive to other load)."""
     steps = solver.iterate(oracle, x0, geometry)
-    clock, iterations, tracker = 0.0, 0, None
+    clock, cpu, iterations, tracker = 0.0, 0.0, 0, None
     trace = []
-    reached = None
+    reached = cpu_reached = None
     for epoch in range(1, max_epochs + 1):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for _ in range(iters_per_check):
             tracker = next(steps)
         clock += time.perf_counter() - start
+        cpu += time.process_time() - cpu_start
         iterations += iters_per_check
         angle = prob.principal_angle(tracker.x)
         if epoch % 10 == 0 or angle <= target:
             trace.append((epoch, iterations, round(clock, 4), angle))
         if angle <= target:
-            reached = clock
+            reached, cpu_reached = clock, cpu
             break
-    return {"time_to_target": reached, "time": clock, "iterations": iterations,
+    return {"time_to_target": reached, "cpu_to_target": cpu_reached, "time": clock,
+            "cpu_time": cpu, "iterations": iterations,
             "epochs": iterations / iters_per_check, "final_angle": angle,
             "time_per_iteration": clock / iterations,
             "time_per_epoch": clock / iterations * iters_per_check,
@@ -148,6 +151,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--patience", type=str, default="3",
                         help="comma-separated patience values of the adaptive rules (polyak, "
                              "geometric-restart): one run per value, for every method")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the list of methods this many times in turn; times are the "
+                             "medians over the rounds")
     parser.add_argument("--target", type=float, default=1e-6)
     parser.add_argument("--max-epochs", type=int, default=800)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
@@ -195,40 +201,59 @@ def main(argv=None) -> dict:
                 dpcp_solver(ell, args.decay, args.seed, schedule=sched, **opts),
                 epoch_length(ell)) for ell, sched, opts in runs]
     warm_up_kernels()
-    for name, solver, per_epoch in methods:
-        res = time_to_target(solver, prob.oracle(), x0, geo, prob, iters_per_check=per_epoch,
-                             max_epochs=args.max_epochs, target=args.target)
+    rounds = {name: [] for name, _, _ in methods}
+    for _ in range(args.rounds):
+        for name, solver, per_epoch in methods:
+            res = time_to_target(solver, prob.oracle(), x0, geo, prob,
+                                 iters_per_check=per_epoch, max_epochs=args.max_epochs,
+                                 target=args.target)
+            rounds[name].append(res)
+            ttt = res["time_to_target"]
+            print(f"  {name:10s} {'not reached' if ttt is None else f'{ttt:8.2f} s'}  "
+                  f"epochs {res['epochs']:7.1f}  angle {res['final_angle']:.1e}  "
+                  f"{1e3 * res['time_per_iteration']:8.2f} ms/it  "
+                  f"{1e3 * res['time_per_epoch']:8.2f} ms/epoch  "
+                  f"cpu {res['cpu_time']:8.2f} s", flush=True)
+    for name, runs_of in rounds.items():  # the medians over the rounds (same epochs each)
+        res = dict(runs_of[0])
+        for key in ("time_to_target", "cpu_to_target"):
+            reached_in = [r[key] for r in runs_of]
+            res[key] = None if None in reached_in else statistics.median(reached_in)
+            res[f"{key}_rounds"] = reached_in
+        for key in ("time", "cpu_time"):
+            res[key] = statistics.median(r[key] for r in runs_of)
+        res["time_per_iteration"] = res["time"] / res["iterations"]
+        res["time_per_epoch"] = res["time"] / res["epochs"]
         results[name] = res
-        ttt = res["time_to_target"]
-        print(f"  {name:10s} {'not reached' if ttt is None else f'{ttt:8.2f} s'}  "
-              f"epochs {res['epochs']:7.1f}  angle {res['final_angle']:.1e}  "
-              f"{1e3 * res['time_per_iteration']:8.2f} ms/it  "
-              f"{1e3 * res['time_per_epoch']:8.2f} ms/epoch", flush=True)
 
     parts = breakdown(prob, x0, ells, repeats)
     base = results[label(None, base_schedules[0], **rule_options(base_schedules[0])[0])]
     reached = [res["time_to_target"] for name, res in results.items()
                if name.startswith("RSubGrad")]
     best = min((t for t in reached if t), default=None)
-    print("\nmethod      time to target   vs RSubGrad (first rule / best rule)   ms/iteration  "
-          "ms/epoch   breakdown per iteration (ms)")
+    print("\nmethod      time to target   vs RSubGrad (first rule / best rule)   CPU vs first  "
+          "ms/iteration  ms/epoch   breakdown per iteration (ms)")
     for name, res in results.items():
         ttt = res["time_to_target"]
         speed = (base["time_to_target"] / ttt) if (ttt and base["time_to_target"]) else None
         vs_best = best / ttt if (ttt and best) else None
+        cpu = res["cpu_to_target"]
+        cpu_speed = base["cpu_to_target"] / cpu if (cpu and base["cpu_to_target"]) else None
         res["speedup_vs_rsubgrad"], res["speedup_vs_best_rsubgrad"] = speed, vs_best
+        res["cpu_speedup_vs_rsubgrad"] = cpu_speed
         b = parts[name.split("/")[0]]
         res["breakdown"] = b
         print(f"{name:18s}  {'—' if ttt is None else f'{ttt:10.2f} s'}   "
               f"{'—' if speed is None else f'{speed:6.2f}x'} / "
               f"{'—' if vs_best is None else f'{vs_best:6.2f}x'}   "
+              f"{'—' if cpu_speed is None else f'{cpu_speed:6.2f}x'}   "
               f"{1e3 * res['time_per_iteration']:10.2f}  {1e3 * res['time_per_epoch']:9.2f}   "
               + ", ".join(f"{k} {1e3 * v:.2f}" for k, v in b.items()))
     out = {"config": {"n": n, "d": d, "c": c, "m": int(prob.data.shape[1]),
                       "outliers": prob.num_outliers, "decay_per_epoch": args.decay,
                       "init": args.init, "schedules": schedules,
                       "rsubgrad_schedules": base_schedules, "pairs": args.pairs.split(","),
-                      "patience": patiences,
+                      "patience": patiences, "rounds": args.rounds,
                       "target": args.target, "threads": args.threads, "seed": args.seed,
                       "torch": torch.__version__, "machine": platform.machine(),
                       "processor": platform.processor()},
