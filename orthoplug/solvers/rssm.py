@@ -338,8 +338,9 @@ class RSSM(SubgradientSolver):
             ``⌊ℓ/2⌋`` pairs used one per iteration, then a fresh matching: every block moves
             once per epoch; each pair is still uniform on its own; outside the paper). On
             DPCP with Polyak steps and ℓ = 4 it needed 10–30% fewer epochs, with no gain at
-            ℓ = 10 (docs/results.md, ``benchmarks/rssm_dpcp.py --pairs``). The geoopt optimizer
-            draws uniform pairs.
+            ℓ = 10 (docs/results.md, ``benchmarks/rssm_dpcp.py --pairs``); the DPCP benchmark
+            suite uses it. The default stays the paper's uniform draw, which the geoopt
+            optimizer also uses.
         h, return_best: see :class:`SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
             ``seed``, ``eval_every`` — default ``max(10, ℓ(ℓ−1)/2)`` iterations).
