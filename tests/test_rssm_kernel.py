@@ -68,10 +68,11 @@ def test_kernel_matches_dense_formulas(row_norms):
 
 def test_pass_rejects_a_cache_in_the_wrong_layout():
     y, x, z = _case_arrays()
-    yt, cols = torch.from_numpy(y), torch.tensor(CASE["new"])
-    with pytest.raises(ValueError, match="C-order float64"):
-        dpcp_block_pass(yt, yt.mT.contiguous(), torch.from_numpy(z), torch.from_numpy(x[:, :0]),
-                        cols[:0], cols, True)  # Z instead of Zᵀ
+    data, cols = torch.from_numpy(y), torch.tensor(CASE["new"])
+    for cache in (torch.from_numpy(z), torch.from_numpy(z.T)):  # Z instead of Zᵀ; not C order
+        with pytest.raises(ValueError, match="C-order float64"):
+            dpcp_block_pass(data, data.mT.contiguous(), cache, torch.from_numpy(x[:, :0]),
+                            cols[:0], cols, True)
 
 
 def test_same_source_unjitted():
