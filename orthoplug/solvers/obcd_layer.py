@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -45,8 +45,12 @@ from .jobcd import random_matching, random_pairs
 from .obcd import OBCD
 
 __all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_rounding",
-           "prox_polar",
+           "prox_polar", "sparse_orthonormal", "splitting_start", "splitting_iterates",
+           "row_move_gains", "partition_search",
            "pair_scores", "SparseOBCD"]
+
+#: ``‖XᵀX − I‖_F`` up to which a start phase's candidate counts as feasible.
+FEASIBLE = 1e-12
 
 
 def column_invariant(oracle) -> bool:
@@ -211,6 +215,268 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     return best_x, best_f, done
 
 
+def sparse_orthonormal(x: torch.Tensor, mask: torch.Tensor, *, iterations: int = 6,
+                       tol: float = 1e-13) -> torch.Tensor | None:
+    """An orthonormal matrix with support in ``mask`` near ``x`` (Gauss–Newton on ``XᵀX = I``).
+
+    Each iteration solves ``XᵀD + DᵀX = I − XᵀX`` for the correction ``D = mask ⊙ (X Λ)``
+    (``Λ`` symmetric r × r: a square system of r(r+1)/2 equations; without a mask and at an
+    orthonormal X it is ``Λ = (I − XᵀX)/2``, the Newton–Schulz step of the polar factor) and
+    sets ``X ← X + D``.
+    Entries outside ``mask`` are zero throughout, so the support never grows. Convergence is
+    quadratic from an ``x`` that is nearly orthonormal on its mask (e.g. a splitting iterate
+    whose sparse copy has settled); cost per iteration ``O(n r³ + r⁶)``.
+
+    Returns:
+        The matrix, once ``‖XᵀX − I‖_F ≤ tol``; ``None`` if ``iterations`` do not get there
+        or the system is singular (e.g. a column whose mask is empty).
+
+    Raises:
+        ValueError: ``mask`` and ``x`` differ in shape.
+    """
+    if mask.shape != x.shape:
+        raise ValueError(f"mask shape {tuple(mask.shape)} differs from x's {tuple(x.shape)}")
+    n, r = x.shape
+    m = mask.to(x.dtype)
+    x = x * m
+    eye = torch.eye(r, dtype=x.dtype, device=x.device)
+    idx = torch.arange(r, device=x.device)
+    iu, ju = torch.triu_indices(r, r, device=x.device)
+    for _ in range(iterations + 1):
+        e = eye - x.mT @ x
+        if float(torch.linalg.norm(e)) <= tol:
+            return x
+        # (XᵀD)_cb = Σ_a G[b, c, a] Λ_ab with G[b] = Xᵀ diag(mask_:b) X; T is the map
+        # Λ ↦ XᵀD + DᵀX as an r² × r² matrix, restricted to symmetric Λ and the upper triangle
+        g = (m.mT @ (x[:, :, None] * x[:, None, :]).reshape(n, r * r)).reshape(r, r, r)
+        t = torch.zeros(r, r, r, r, dtype=x.dtype, device=x.device)  # [c, b, a, b']
+        t[:, idx, :, idx] = g
+        t = t + t.permute(1, 0, 2, 3)
+        t = t[iu, ju]  # rows (c, b) with c <= b
+        a = t[:, iu, ju] + torch.where(iu != ju, 1.0, 0.0).to(x.dtype) * t[:, ju, iu]
+        try:
+            sol = torch.linalg.solve(a, e[iu, ju])
+        except RuntimeError:  # singular (e.g. an empty column of the mask)
+            return None
+        lam = torch.zeros(r, r, dtype=x.dtype, device=x.device)
+        lam[iu, ju] = sol
+        lam[ju, iu] = sol
+        x = x + m * (x @ lam)
+    return None
+
+
+def _feasible_candidate(x: torch.Tensor, y: torch.Tensor, h: SeparableTerm
+                        ) -> torch.Tensor | None:
+    """A point of the feasible set from a splitting pair ``(X, Y)``: the nonnegative rounding of
+    X for an indicator h, else X restored to orthonormality on the support of the sparse Y
+    (:func:`sparse_orthonormal`), tried only where X on that support is within 0.1 of
+    orthonormal (``‖XₛᵀXₛ − I‖_F``: the Gauss–Newton steps converge from there); ``None`` if
+    not tried or if the restoration fails."""
+    if h.is_indicator:
+        return nonneg_rounding(x)
+    mask = y != 0
+    xs = x * mask
+    eye = torch.eye(x.shape[1], dtype=x.dtype, device=x.device)
+    if float(torch.linalg.norm(xs.mT @ xs - eye)) > 0.1:
+        return None
+    return sparse_orthonormal(xs, mask)
+
+
+def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
+                       smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
+                       patience: int = 3, min_decrease: float = 1e-4,
+                       gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
+                       ) -> Iterator[tuple[torch.Tensor, float, int]]:
+    """The splitting phase of :func:`splitting_start`, one check at a time: yields
+    ``(best point, its F, iterations done)`` after every ``check_every`` iterations, so that a
+    run can record its progress (and stop it) between checks. Arguments as
+    :func:`splitting_start`, which this validates first."""
+    if steps < 0 or smoothing < 0 or penalty <= 0 or check_every < 1:
+        raise ValueError(f"need steps >= 0, smoothing >= 0, penalty > 0, check_every >= 1; got "
+                         f"{steps}, {smoothing}, {penalty}, {check_every}")
+    lip = getattr(oracle, "lipschitz", None)
+    if not lip:
+        raise ValueError("the splitting phase needs an oracle with a Lipschitz constant")
+    return _splitting(x, oracle, h, steps, smoothing, penalty * lip, float(lip), check_every,
+                      patience, min_decrease, oracle.gradient if gradient is None else gradient)
+
+
+def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience, min_decrease,
+               gradient):
+    """The generator behind :func:`splitting_iterates` (arguments checked there)."""
+    mu = smoothing / beta
+    best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
+    y, lam = h.prox(x, 1.0 / beta), torch.zeros_like(x)
+    since, done = 0, 0
+    while done < steps and since < patience:
+        for _ in range(min(check_every, steps - done)):
+            x = polar(x - (gradient(x) + lam + beta * (x - y)) / (lip + beta))
+            w = x + lam / beta
+            z = h.prox(w, 1.0 / beta + mu)
+            y = (z + mu * beta * w) / (1.0 + mu * beta)
+            lam = lam + beta * (x - y)
+        done += min(check_every, steps - done)
+        cand = _feasible_candidate(x, y, h)
+        if cand is not None:
+            fc = float(oracle.value(cand)) + float(h.value(cand))
+            since = 0 if fc < best_f - min_decrease * abs(best_f) else since + 1
+            if fc < best_f:
+                best_x, best_f = cand, fc
+        yield best_x, best_f, done
+
+
+def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
+                    smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
+                    patience: int = 3, min_decrease: float = 1e-4,
+                    deadline: float | None = None,
+                    gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
+                    ) -> tuple[torch.Tensor, float, int]:
+    """Up to ``steps`` iterations of a splitting of ``f(X) + h(Y)``, ``X = Y``; the best point.
+
+    The iteration is linearised ADMM with a Moreau-smoothed h (β = ``penalty``·L,
+    μ = ``smoothing``/β; μ = 0 is plain linearised ADMM):
+
+        X ← polar(X − (∇f(X) + Λ + β(X − Y))/(L + β)),
+        W = X + Λ/β,   Z = prox_{(1/β + μ) h}(W),   Y ← (Z + μβ W)/(1 + μβ),
+        Λ ← Λ + β(X − Y).
+
+    Its iterates are feasible for neither constraint alone, so every ``check_every`` iterations
+    a feasible point is formed (:func:`nonneg_rounding` of X for an indicator h, else
+    :func:`sparse_orthonormal` of X on the support of Y) and the lowest-F one is kept. The
+    phase stops after ``patience`` such points in a row that lower the best F by less than
+    ``min_decrease`` relative (it then gains less per iteration than pair steps do), after
+    ``steps`` iterations or at the first check past ``deadline`` (``time.perf_counter()``).
+    Cost per iteration: one full gradient and an n × r polar factor.
+
+    Returns:
+        ``(best point, its F, iterations done)``; the point is ``x`` itself if nothing was
+        better.
+
+    Raises:
+        ValueError: the oracle has no Lipschitz constant, ``steps < 0``, ``smoothing < 0``,
+            ``penalty <= 0`` or ``check_every < 1``.
+    """
+    out = (x, float(oracle.value(x)) + float(h.value(x)), 0)
+    for item in splitting_iterates(x, oracle, h, steps, smoothing=smoothing, penalty=penalty,
+                                   check_every=check_every, patience=patience,
+                                   min_decrease=min_decrease, gradient=gradient):
+        out = item
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+    return out
+
+
+def _power_polish(x: np.ndarray, a: np.ndarray, g: np.ndarray, iterations: int) -> None:
+    """``iterations`` restricted power steps per column, in place on ``x`` (and ``g = A x``):
+    ``x_b ← (A x_b)⁺ / ‖·‖`` on the support of ``x_b``; a column's step is kept only if it does
+    not lower ``x_bᵀ A x_b`` (for a PSD ``A`` it never does: the step maximises the
+    linearisation of the convex form over the column's feasible set)."""
+    for _ in range(iterations):
+        y = np.where(x > 0, np.maximum(g, 0.0), 0.0)
+        nrm = np.linalg.norm(y, axis=0)
+        ok = nrm > 0
+        y[:, ok] /= nrm[ok]
+        gy = a @ y
+        ok &= np.einsum("ib,ib->b", y, gy) >= np.einsum("ib,ib->b", x, g)
+        x[:, ok], g[:, ok] = y[:, ok], gy[:, ok]
+
+
+def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``gain[i, b]``: the increase of ``tr(XᵀAX)`` when row i leaves its column (rescaled) and
+    joins column b with the best nonnegative weight, at a nonnegative orthonormal ``x`` (n × r,
+    disjoint column supports), ``g = A x``.
+
+    Leaving column a: ``x_a ← (x_a − x_ia e_i)/√(1 − x_ia²)``, whose form is
+    ``(q_a − 2 x_ia g_ia + x_ia² A_ii)/(1 − x_ia²)`` (``q_a = x_aᵀ A x_a``); ``−∞`` if row i
+    is the column's only row or carries all but 1e-8 of its mass. Joining column b:
+    ``x_b ← α x_b + β e_i``, ``α² + β² = 1``, ``α, β ≥ 0``, whose best form is the top
+    eigenvalue of ``[[q_b, g_ib], [g_ib, A_ii]]`` when ``g_ib > 0`` (its eigenvector is then
+    nonnegative) and ``q_b`` otherwise. A row outside every
+    support only joins; ``gain[i, own column] = −∞``.
+    """
+    n, r = x.shape
+    rows = np.arange(n)
+    q = np.einsum("ib,ib->b", x, g)
+    d = np.diagonal(a)
+    owned = x.max(axis=1) > 0
+    own = np.argmax(x, axis=1)
+    xi, gi, qa = x[rows, own], g[rows, own], q[own]
+    left = np.full(n, -np.inf)
+    single = np.bincount(own[owned], minlength=r)[own] <= 1
+    ok = owned & ~single & (1 - xi ** 2 > 1e-8)  # else the rest of the column is ill-determined
+    left[ok] = (qa[ok] - 2 * xi[ok] * gi[ok] + xi[ok] ** 2 * d[ok]) / (1 - xi[ok] ** 2)
+    loss = np.where(owned, qa - left, 0.0)
+    half = (q[None, :] + d[:, None]) / 2
+    top = half + np.sqrt(np.maximum(half ** 2 - q[None, :] * d[:, None] + g ** 2, 0.0))
+    gain = np.where(g > 0, top - q[None, :], 0.0) - loss[:, None]
+    gain[rows[owned], own[owned]] = -np.inf
+    return gain
+
+
+def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
+                     deadline: float | None = None) -> tuple[torch.Tensor, float, int]:
+    """Local search over the row partitions of ``{X ≥ 0, XᵀX = I}`` for ``f = s·tr(XᵀCX)``.
+
+    Nonnegative orthonormal columns have disjoint supports, so X is a partition of (some of) the
+    rows into r columns, each column a nonnegative unit vector on its rows. Pair steps of OBCD
+    only swap rows or rotate inside a column; this search moves one row at a time to another
+    column, the move of largest exact gain (:func:`row_move_gains`, ``A = −s·C``), with the
+    two columns rescaled as there, until no move gains more than 1e-12 relative (or a move's
+    recomputed gain is not positive: it is then undone); then
+    ``polish`` restricted power steps per column (:func:`_power_polish`), and again, until a
+    round of moves and polish lowers F by less than 1e-10 relative. Every move and every kept
+    power step lowers F, and the point stays exactly nonnegative with disjoint supports.
+    Cost per move ``O(n r + n²)`` (the gains, then the two changed columns of ``A X``); per
+    power step ``O(n² r)``.
+
+    Returns:
+        ``(point, its F, moves done)``.
+
+    Raises:
+        ValueError: no quadratic oracle, or ``x`` is not nonnegative with disjoint column
+            supports.
+    """
+    q = getattr(oracle, "quadratic", None)
+    if q is None:
+        raise ValueError("partition search needs a quadratic oracle s·tr(XᵀCX)")
+    xa = host_array(x).astype(np.float64, copy=True)
+    if (xa < 0).any() or ((xa > 0).sum(axis=1) > 1).any():
+        raise ValueError("partition search needs a nonnegative X with disjoint column supports")
+    a = -float(q.scale) * host_array(q.c).astype(np.float64)
+    g = a @ xa
+    moves = 0
+    form = float(np.einsum("ib,ib->", xa, g))
+    while moves < max_moves and (deadline is None or time.perf_counter() < deadline):
+        start = form
+        while moves < max_moves:
+            gain = row_move_gains(xa, a, g)
+            i, b = np.unravel_index(int(np.argmax(gain)), gain.shape)
+            if not gain[i, b] > 1e-12 * abs(form):
+                break
+            cols = [b] if xa[i].max() <= 0 else [int(np.argmax(xa[i])), b]
+            old_x, old_g = xa[:, cols].copy(), g[:, cols].copy()
+            before = float(np.einsum("ib,ib->", old_x, old_g))
+            if len(cols) == 2:
+                xa[i, cols[0]] = 0.0
+                xa[:, cols[0]] /= np.linalg.norm(xa[:, cols[0]])
+            qb = float(xa[:, b] @ g[:, b])
+            _, v = np.linalg.eigh(np.array([[qb, g[i, b]], [g[i, b], a[i, i]]]))
+            al, be = np.abs(v[:, 1])  # g_ib > 0: the top eigenvector has one sign
+            xa[:, b] *= al
+            xa[i, b] = be
+            g[:, cols] = a @ xa[:, cols]  # exact, not updated: no drift over many moves
+            if float(np.einsum("ib,ib->", xa[:, cols], g[:, cols])) <= before:  # rounding
+                xa[:, cols], g[:, cols] = old_x, old_g
+                break
+            moves += 1
+        _power_polish(xa, a, g, polish)
+        form = float(np.einsum("ib,ib->", xa, g))
+        if form <= start + 1e-10 * abs(start):
+            break
+    out = torch.from_numpy(xa).to(dtype=x.dtype, device=x.device)
+    return out, float(oracle.value(out)), moves
+
+
 def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
     """``⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩`` per pair ``(i, j)``: the derivative at θ = 0 of
     ``F(X(θ))``, rows i, j of X rotated by ``[[cos θ, −sin θ], [sin θ, cos θ]]``, when
@@ -242,6 +508,22 @@ class SparseOBCD(OBCD):
             nonnegativity indicator its iterates are infeasible.
         prox_fraction: the share of the time budget the prox phase may use, in (0, 1] (default
             0.5).
+        split_steps: :func:`splitting_start` iterations from the chosen start (0: none); kept
+            only if they lower F, and cut off at ``split_fraction`` of ``max_time``. ``"auto"``
+            (default): 10000 when h is not continuous (ℓ0, the nonnegativity indicator), else 0.
+            Its X-iterates are orthonormal and its Y-iterates sparse (or nonnegative), and the
+            feasible points it forms from them have the sparsity pattern of Y, which pair
+            steps from a dense start do not reach in time.
+        split_smoothing: μβ of :func:`splitting_start`; ``"auto"`` (default): 0.1 for an
+            indicator h (the hard projection alone stalled on Gaussian NN-PCA), else 0.
+        split_fraction: the share of the time budget the splitting phase may use, in (0, 1]
+            (default 0.5). The phase advances one check (``check_every`` iterations of
+            :func:`splitting_iterates`) per evaluation interval of the run, so that the run
+            records its progress; the run's iteration count therefore counts a check as one
+            interval.
+        partition: :func:`partition_search` at the end of the start phase, kept if it lowers
+            F; ``"auto"`` (default): for the nonnegativity indicator (its feasible points are
+            row partitions, whose local minima pair steps cannot leave).
         **kwargs: :class:`~orthoplug.solvers.obcd.OBCD` options except ``k`` and
             ``working_set`` (pairs are this class's choice).
 
@@ -256,7 +538,9 @@ class SparseOBCD(OBCD):
 
     def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
-                 prox_steps: int | str = "auto", prox_fraction: float = 0.5, **kwargs):
+                 prox_steps: int | str = "auto", prox_fraction: float = 0.5,
+                 split_steps: int | str = "auto", split_smoothing: float | str = "auto",
+                 split_fraction: float = 0.5, partition: bool | str = "auto", **kwargs):
         for key in ("k", "working_set"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2 and its own pairs; {key}= is not "
@@ -276,9 +560,27 @@ class SparseOBCD(OBCD):
             prox_steps = 1000 if self.h.piecewise.continuous else 0
         if not (isinstance(prox_steps, int) and prox_steps >= 0):
             raise ValueError(f"prox_steps must be 'auto' or an integer >= 0, got {prox_steps!r}")
-        if not 0 < prox_fraction <= 1:
-            raise ValueError(f"prox_fraction must lie in (0, 1], got {prox_fraction}")
+        if split_steps == "auto":
+            split_steps = 0 if self.h.piecewise.continuous else 10000
+        if not (isinstance(split_steps, int) and split_steps >= 0):
+            raise ValueError(f"split_steps must be 'auto' or an integer >= 0, got "
+                             f"{split_steps!r}")
+        if split_smoothing == "auto":
+            split_smoothing = 0.1 if self.h.is_indicator else 0.0
+        if not (isinstance(split_smoothing, (int, float)) and split_smoothing >= 0):
+            raise ValueError(f"split_smoothing must be 'auto' or a number >= 0, got "
+                             f"{split_smoothing!r}")
+        for key, frac in (("prox_fraction", prox_fraction), ("split_fraction", split_fraction)):
+            if not 0 < frac <= 1:
+                raise ValueError(f"{key} must lie in (0, 1], got {frac}")
         self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
+        self.split_steps, self.split_smoothing = split_steps, float(split_smoothing)
+        self.split_fraction = float(split_fraction)
+        if partition == "auto":
+            partition = self.h.is_indicator
+        if partition and not self.h.is_indicator:
+            raise ValueError("partition search applies to the nonnegativity indicator only")
+        self.partition = bool(partition)
         self.starts, self.candidates = tuple(starts), candidates
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
 
@@ -293,8 +595,9 @@ class SparseOBCD(OBCD):
                              "column_every=0 for other costs")
         every = self.column_every_user
         run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
-        run.started = not (self.starts or self.prox_steps)
-        run.prox_done = 0
+        run.started = not (self.starts or self.prox_steps or self.split_steps or self.partition)
+        run.prox_done = run.split_done = run.moves_done = 0
+        run.phase, run.phase_deadline, run.start_f = None, None, math.inf
         run.start_chosen = "x0"
         run.column_sweeps_done = 0
 
@@ -318,16 +621,58 @@ class SparseOBCD(OBCD):
             if math.isfinite(fx) and fx < best_f:
                 best_name, best_x, best_f = name, x, fx
         if self.prox_steps:
-            budget = self.stopping.max_time * self.prox_fraction
-            deadline = None if math.isinf(budget) else time.perf_counter() + budget
             x, fx, run.prox_done = prox_polar(x0 if best_x is None else best_x,
                                               tracker.oracle, self.h, self.prox_steps,
-                                              deadline=deadline, gradient=tracker.gradient_at)
+                                              deadline=self._deadline(self.prox_fraction),
+                                              gradient=tracker.gradient_at)
             if fx < best_f:
                 best_name, best_x, best_f = f"{best_name} + prox", x, fx
         if best_x is not None:
             tracker.set_point(best_x.contiguous())
-        run.start_chosen = best_name
+        run.start_chosen, run.start_f = best_name, best_f
+        if self.split_steps:
+            run.phase = splitting_iterates(tracker.x.clone(), tracker.oracle, self.h,
+                                           self.split_steps, smoothing=self.split_smoothing,
+                                           gradient=tracker.gradient_at)
+            run.phase_deadline = self._deadline(self.split_fraction)
+        else:
+            self._end_phase(run)
+
+    def _advance_phase(self, run) -> bool:
+        """One check of the splitting phase (its best point replaces the run's if lower);
+        ``False`` once the phase is over."""
+        if run.phase is None:
+            return False
+        item = next(run.phase, None)
+        if item is not None:
+            x, fx, run.split_done = item
+            if fx < run.start_f:
+                if not run.start_chosen.endswith("splitting"):
+                    run.start_chosen += " + splitting"
+                run.tracker.set_point(x.contiguous())
+                run.start_f = fx
+        late = run.phase_deadline is not None and time.perf_counter() >= run.phase_deadline
+        if item is None or late:
+            run.phase = None
+            self._end_phase(run)
+        return True
+
+    def _end_phase(self, run) -> None:
+        """The partition search at the end of the start phase, if asked for."""
+        if not self.partition:
+            return
+        tracker = run.tracker
+        x, fx, run.moves_done = partition_search(tracker.x, tracker.oracle,
+                                                 deadline=run.deadline)
+        if fx < run.start_f:
+            tracker.set_point(x.contiguous())
+            run.start_f = fx
+            run.start_chosen += " + partition search"
+
+    def _deadline(self, fraction: float) -> float | None:
+        """``time.perf_counter()`` plus ``fraction`` of the time budget (None: no budget)."""
+        budget = self.stopping.max_time * fraction
+        return None if math.isinf(budget) else time.perf_counter() + budget
 
     def _start_once(self, run) -> None:
         if not run.started:
@@ -357,6 +702,8 @@ class SparseOBCD(OBCD):
         if not run.kernel:
             return super().steps(run, count)
         self._start_once(run)
+        if self._advance_phase(run):
+            return count
         if run.column_every:
             count = min(count, run.column_every - run.count % run.column_every)
         done = super().steps(run, count)
@@ -365,6 +712,8 @@ class SparseOBCD(OBCD):
 
     def step(self, run):
         self._start_once(run)
+        if self._advance_phase(run):
+            return
         super().step(run)
         self._sweep_if_due(run)
 
@@ -383,4 +732,6 @@ class SparseOBCD(OBCD):
         return {**super().info(run), "working_set": f"greedy (best of {self.candidates})",
                 "start": getattr(run, "start_chosen", None),
                 "prox_steps": getattr(run, "prox_done", 0),
+                "split_steps": getattr(run, "split_done", 0),
+                "partition_moves": getattr(run, "moves_done", 0),
                 "column_sweeps": getattr(run, "column_sweeps_done", 0)}
