@@ -46,11 +46,12 @@ from .obcd import OBCD
 
 __all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_rounding",
            "prox_polar", "sparse_orthonormal", "splitting_start", "splitting_iterates",
-           "row_move_gains", "partition_search",
+           "row_move_gains", "partition_search", "partition_moves",
            "pair_scores", "SparseOBCD"]
 
-#: ``‖XᵀX − I‖_F`` up to which a start phase's candidate counts as feasible.
-FEASIBLE = 1e-12
+#: Pair steps per item of SparseOBCD's start phase off the compiled path (on it: one item per
+#: evaluation interval).
+PHASE_EVERY = 100
 
 
 def column_invariant(oracle) -> bool:
@@ -284,12 +285,12 @@ def _feasible_candidate(x: torch.Tensor, y: torch.Tensor, h: SeparableTerm
 
 def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
                        smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
-                       patience: int = 3, min_decrease: float = 1e-4,
+                       patience: int = 10, min_decrease: float = 1e-4,
                        gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
                        ) -> Iterator[tuple[torch.Tensor, float, int]]:
     """The splitting phase of :func:`splitting_start`, one check at a time: yields
-    ``(best point, its F, iterations done)`` after every ``check_every`` iterations, so that a
-    run can record its progress (and stop it) between checks. Arguments as
+    ``(best point, its F, iterations done)`` at every check, so that a run can record its
+    progress (and stop it) between checks. Arguments as
     :func:`splitting_start`, which this validates first."""
     if steps < 0 or smoothing < 0 or penalty <= 0 or check_every < 1:
         raise ValueError(f"need steps >= 0, smoothing >= 0, penalty > 0, check_every >= 1; got "
@@ -309,13 +310,14 @@ def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience,
     y, lam = h.prox(x, 1.0 / beta), torch.zeros_like(x)
     since, done = 0, 0
     while done < steps and since < patience:
-        for _ in range(min(check_every, steps - done)):
-            x = polar(x - (gradient(x) + lam + beta * (x - y)) / (lip + beta))
-            w = x + lam / beta
-            z = h.prox(w, 1.0 / beta + mu)
-            y = (z + mu * beta * w) / (1.0 + mu * beta)
-            lam = lam + beta * (x - y)
-        done += min(check_every, steps - done)
+        x = polar(x - (gradient(x) + lam + beta * (x - y)) / (lip + beta))
+        w = x + lam / beta
+        z = h.prox(w, 1.0 / beta + mu)
+        y = (z + mu * beta * w) / (1.0 + mu * beta)
+        lam = lam + beta * (x - y)
+        done += 1
+        if done % check_every and done & (done - 1) and done < steps:
+            continue
         cand = _feasible_candidate(x, y, h)
         if cand is not None:
             fc = float(oracle.value(cand)) + float(h.value(cand))
@@ -327,7 +329,7 @@ def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience,
 
 def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
                     smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
-                    patience: int = 3, min_decrease: float = 1e-4,
+                    patience: int = 10, min_decrease: float = 1e-4,
                     deadline: float | None = None,
                     gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
                     ) -> tuple[torch.Tensor, float, int]:
@@ -340,7 +342,8 @@ def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
         W = X + Λ/β,   Z = prox_{(1/β + μ) h}(W),   Y ← (Z + μβ W)/(1 + μβ),
         Λ ← Λ + β(X − Y).
 
-    Its iterates are feasible for neither constraint alone, so every ``check_every`` iterations
+    Its iterates are feasible for neither constraint alone, so at every check (after iterations
+    1, 2, 4, 8, … below ``check_every``, then every ``check_every`` iterations, and at the last)
     a feasible point is formed (:func:`nonneg_rounding` of X for an indicator h, else
     :func:`sparse_orthonormal` of X on the support of Y) and the lowest-F one is kept. The
     phase stops after ``patience`` such points in a row that lower the best F by less than
@@ -391,7 +394,8 @@ def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
     is the column's only row or carries all but 1e-8 of its mass. Joining column b:
     ``x_b ← α x_b + β e_i``, ``α² + β² = 1``, ``α, β ≥ 0``, whose best form is the top
     eigenvalue of ``[[q_b, g_ib], [g_ib, A_ii]]`` when ``g_ib > 0`` (its eigenvector is then
-    nonnegative) and ``q_b`` otherwise. A row outside every
+    nonnegative) and ``max(q_b, A_ii)`` otherwise (an end of the quarter circle: x_b kept, row
+    i dropped, or x_b replaced by e_i, its rows dropped). A row outside every
     support only joins; ``gain[i, own column] = −∞``.
     """
     n, r = x.shape
@@ -408,34 +412,17 @@ def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
     loss = np.where(owned, qa - left, 0.0)
     half = (q[None, :] + d[:, None]) / 2
     top = half + np.sqrt(np.maximum(half ** 2 - q[None, :] * d[:, None] + g ** 2, 0.0))
-    gain = np.where(g > 0, top - q[None, :], 0.0) - loss[:, None]
+    top = np.where(g > 0, top, np.maximum(q[None, :], d[:, None]))
+    gain = top - q[None, :] - loss[:, None]
     gain[rows[owned], own[owned]] = -np.inf
     return gain
 
 
-def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
-                     deadline: float | None = None) -> tuple[torch.Tensor, float, int]:
-    """Local search over the row partitions of ``{X ≥ 0, XᵀX = I}`` for ``f = s·tr(XᵀCX)``.
-
-    Nonnegative orthonormal columns have disjoint supports, so X is a partition of (some of) the
-    rows into r columns, each column a nonnegative unit vector on its rows. Pair steps of OBCD
-    only swap rows or rotate inside a column; this search moves one row at a time to another
-    column, the move of largest exact gain (:func:`row_move_gains`, ``A = −s·C``), with the
-    two columns rescaled as there, until no move gains more than 1e-12 relative (or a move's
-    recomputed gain is not positive: it is then undone); then
-    ``polish`` restricted power steps per column (:func:`_power_polish`), and again, until a
-    round of moves and polish lowers F by less than 1e-10 relative. Every move and every kept
-    power step lowers F, and the point stays exactly nonnegative with disjoint supports.
-    Cost per move ``O(n r + n²)`` (the gains, then the two changed columns of ``A X``); per
-    power step ``O(n² r)``.
-
-    Returns:
-        ``(point, its F, moves done)``.
-
-    Raises:
-        ValueError: no quadratic oracle, or ``x`` is not nonnegative with disjoint column
-            supports.
-    """
+def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
+                    chunk: int = 25) -> Iterator[tuple[torch.Tensor, float, int]]:
+    """The local search of :func:`partition_search`, yielding ``(point, its F, moves done)``
+    after every ``chunk`` moves and after every polish, so that a run can record its progress
+    (and stop it) in between. Arguments as :func:`partition_search`, checked first."""
     q = getattr(oracle, "quadratic", None)
     if q is None:
         raise ValueError("partition search needs a quadratic oracle s·tr(XᵀCX)")
@@ -443,10 +430,20 @@ def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish
     if (xa < 0).any() or ((xa > 0).sum(axis=1) > 1).any():
         raise ValueError("partition search needs a nonnegative X with disjoint column supports")
     a = -float(q.scale) * host_array(q.c).astype(np.float64)
-    g = a @ xa
+    return _partition_moves(xa, a, oracle, x, max_moves, polish, chunk)
+
+
+def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
+    """The generator behind :func:`partition_moves` (arguments checked there)."""
+
+    def point():
+        out = torch.from_numpy(xa.copy()).to(dtype=x.dtype, device=x.device)
+        return out, float(oracle.value(out)), moves
+
     moves = 0
+    g = a @ xa
     form = float(np.einsum("ib,ib->", xa, g))
-    while moves < max_moves and (deadline is None or time.perf_counter() < deadline):
+    while moves < max_moves:
         start = form
         while moves < max_moves:
             gain = row_move_gains(xa, a, g)
@@ -456,25 +453,66 @@ def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish
             cols = [b] if xa[i].max() <= 0 else [int(np.argmax(xa[i])), b]
             old_x, old_g = xa[:, cols].copy(), g[:, cols].copy()
             before = float(np.einsum("ib,ib->", old_x, old_g))
-            if len(cols) == 2:
-                xa[i, cols[0]] = 0.0
-                xa[:, cols[0]] /= np.linalg.norm(xa[:, cols[0]])
+            if len(cols) == 2:  # leave column a: g_a ← (g_a − x_ia A e_i)/‖rest‖
+                col = cols[0]
+                rest = math.sqrt(max(1.0 - xa[i, col] ** 2, 0.0))
+                g[:, col] = (g[:, col] - xa[i, col] * a[:, i]) / rest
+                xa[i, col] = 0.0
+                xa[:, col] /= rest
             qb = float(xa[:, b] @ g[:, b])
-            _, v = np.linalg.eigh(np.array([[qb, g[i, b]], [g[i, b], a[i, i]]]))
-            al, be = np.abs(v[:, 1])  # g_ib > 0: the top eigenvector has one sign
+            if g[i, b] > 0:
+                _, v = np.linalg.eigh(np.array([[qb, g[i, b]], [g[i, b], a[i, i]]]))
+                al, be = np.abs(v[:, 1])  # the top eigenvector has one sign
+            else:
+                al, be = (0.0, 1.0) if a[i, i] > qb else (1.0, 0.0)
             xa[:, b] *= al
             xa[i, b] = be
-            g[:, cols] = a @ xa[:, cols]  # exact, not updated: no drift over many moves
+            g[:, b] = al * g[:, b] + be * a[:, i]
             if float(np.einsum("ib,ib->", xa[:, cols], g[:, cols])) <= before:  # rounding
                 xa[:, cols], g[:, cols] = old_x, old_g
                 break
             moves += 1
+            if moves % chunk == 0:
+                yield point()
+        g = a @ xa  # exact again after the updates
         _power_polish(xa, a, g, polish)
         form = float(np.einsum("ib,ib->", xa, g))
+        yield point()
         if form <= start + 1e-10 * abs(start):
             break
-    out = torch.from_numpy(xa).to(dtype=x.dtype, device=x.device)
-    return out, float(oracle.value(out)), moves
+
+
+def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
+                     chunk: int = 25, deadline: float | None = None
+                     ) -> tuple[torch.Tensor, float, int]:
+    """Local search over the row partitions of ``{X ≥ 0, XᵀX = I}`` for ``f = s·tr(XᵀCX)``.
+
+    Nonnegative orthonormal columns have disjoint supports, so X is a partition of (some of) the
+    rows into r columns, each column a nonnegative unit vector on its rows. Pair steps of OBCD
+    only swap rows or rotate inside a column; this search moves one row at a time to another
+    column, the move of largest exact gain (:func:`row_move_gains`, ``A = −s·C``), with the
+    two columns rescaled as there, until no move gains more than 1e-12 relative (or a move's
+    gain, recomputed after it, is not positive: it is then undone); then ``polish`` restricted
+    power steps per column (:func:`_power_polish`), and again, until a round of moves and
+    polish lowers F by less than 1e-10 relative, after ``max_moves`` moves, or at the first
+    ``chunk`` of moves past ``deadline`` (``time.perf_counter()``). Every move and every kept
+    power step lowers F, and the point stays exactly nonnegative with disjoint supports.
+    Cost per move ``O(n r)`` (``A X`` is updated in the two changed columns and recomputed
+    after each round); per power step ``O(n² r)``.
+
+    Returns:
+        ``(point, its F, moves done)``.
+
+    Raises:
+        ValueError: no quadratic oracle, or ``x`` is not nonnegative with disjoint column
+            supports.
+    """
+    out = (x, float(oracle.value(x)), 0)
+    for item in partition_moves(x, oracle, max_moves=max_moves, polish=polish, chunk=chunk):
+        out = item
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+    return out
 
 
 def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -508,8 +546,8 @@ class SparseOBCD(OBCD):
             nonnegativity indicator its iterates are infeasible.
         prox_fraction: the share of the time budget the prox phase may use, in (0, 1] (default
             0.5).
-        split_steps: :func:`splitting_start` iterations from the chosen start (0: none); kept
-            only if they lower F, and cut off at ``split_fraction`` of ``max_time``. ``"auto"``
+        split_steps: :func:`splitting_iterates` iterations from the chosen start (0: none);
+            cut off at ``split_fraction`` of ``max_time``. ``"auto"``
             (default): 10000 when h is not continuous (ℓ0, the nonnegativity indicator), else 0.
             Its X-iterates are orthonormal and its Y-iterates sparse (or nonnegative), and the
             feasible points it forms from them have the sparsity pattern of Y, which pair
@@ -517,13 +555,16 @@ class SparseOBCD(OBCD):
         split_smoothing: μβ of :func:`splitting_start`; ``"auto"`` (default): 0.1 for an
             indicator h (the hard projection alone stalled on Gaussian NN-PCA), else 0.
         split_fraction: the share of the time budget the splitting phase may use, in (0, 1]
-            (default 0.5). The phase advances one check (``check_every`` iterations of
-            :func:`splitting_iterates`) per evaluation interval of the run, so that the run
-            records its progress; the run's iteration count therefore counts a check as one
-            interval.
-        partition: :func:`partition_search` at the end of the start phase, kept if it lowers
-            F; ``"auto"`` (default): for the nonnegativity indicator (its feasible points are
-            row partitions, whose local minima pair steps cannot leave).
+            (default 0.5); a partition search after it runs until no move gains. The start
+            phase runs interleaved with the pair steps: one item (a check of
+            :func:`splitting_iterates`, or a chunk of :func:`partition_moves`) per evaluation
+            interval on the compiled path, per
+            ``PHASE_EVERY`` pair steps elsewhere; an item's point replaces the run's when its
+            F is lower. Pair steps thus keep their progress where the phase is slow (large n),
+            and the run records the phase's progress as it goes.
+        partition: :func:`partition_moves` after the splitting phase; ``"auto"`` (default):
+            for the nonnegativity indicator (its feasible points are row partitions, whose
+            local minima pair steps cannot leave).
         **kwargs: :class:`~orthoplug.solvers.obcd.OBCD` options except ``k`` and
             ``working_set`` (pairs are this class's choice).
 
@@ -597,7 +638,8 @@ class SparseOBCD(OBCD):
         run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
         run.started = not (self.starts or self.prox_steps or self.split_steps or self.partition)
         run.prox_done = run.split_done = run.moves_done = 0
-        run.phase, run.phase_deadline, run.start_f = None, None, math.inf
+        run.part_counts = {}
+        run.phase, run.phase_deadline = None, None
         run.start_chosen = "x0"
         run.column_sweeps_done = 0
 
@@ -629,45 +671,50 @@ class SparseOBCD(OBCD):
                 best_name, best_x, best_f = f"{best_name} + prox", x, fx
         if best_x is not None:
             tracker.set_point(best_x.contiguous())
-        run.start_chosen, run.start_f = best_name, best_f
-        if self.split_steps:
-            run.phase = splitting_iterates(tracker.x.clone(), tracker.oracle, self.h,
+        run.start_chosen = best_name
+        if self.split_steps or self.partition:
+            run.phase = self._phases(run)
+            run.phase_deadline = self._deadline(self.split_fraction)
+
+    def _phases(self, run) -> Iterator[tuple[int, str, torch.Tensor, float, int]]:
+        """The start phase as ``(part, name, point, F, count so far in the part)`` items: the
+        splitting phase, then (for the nonnegativity indicator) a partition search, each from
+        the run's point when it begins (a partition search first and the splitting from its
+        point ended higher on Gaussian NN-PCA: the splitting then found nothing lower)."""
+        tracker = run.tracker
+        parts = (["splitting"] if self.split_steps else []) + (
+            ["partition search"] if self.partition else [])
+        for part, name in enumerate(parts):
+            if name == "splitting":
+                items = splitting_iterates(tracker.x.clone(), tracker.oracle, self.h,
                                            self.split_steps, smoothing=self.split_smoothing,
                                            gradient=tracker.gradient_at)
-            run.phase_deadline = self._deadline(self.split_fraction)
-        else:
-            self._end_phase(run)
+            else:
+                items = partition_moves(tracker.x.clone(), tracker.oracle)
+            for x, fx, count in items:
+                yield part, name, x, fx, count
+                if name == "splitting" and run.phase_deadline is not None \
+                        and time.perf_counter() >= run.phase_deadline:
+                    break
 
-    def _advance_phase(self, run) -> bool:
-        """One check of the splitting phase (its best point replaces the run's if lower);
-        ``False`` once the phase is over."""
+    def _advance_phase(self, run) -> None:
+        """One item of the start phase, if it runs: its point replaces the run's if lower. The
+        phase ends when its last part ends (the splitting part at ``split_fraction`` of the
+        budget at the latest; a partition search ends by itself)."""
         if run.phase is None:
-            return False
+            return
         item = next(run.phase, None)
         if item is not None:
-            x, fx, run.split_done = item
-            if fx < run.start_f:
-                if not run.start_chosen.endswith("splitting"):
-                    run.start_chosen += " + splitting"
+            part, name, x, fx, count = item
+            run.part_counts[part] = (name, count)
+            run.split_done = sum(c for n, c in run.part_counts.values() if n == "splitting")
+            run.moves_done = sum(c for n, c in run.part_counts.values() if n != "splitting")
+            if fx < self._objective(run, run.tracker.x):
+                if not run.start_chosen.endswith(name):
+                    run.start_chosen += f" + {name}"
                 run.tracker.set_point(x.contiguous())
-                run.start_f = fx
-        late = run.phase_deadline is not None and time.perf_counter() >= run.phase_deadline
-        if item is None or late:
+        if item is None:
             run.phase = None
-            self._end_phase(run)
-        return True
-
-    def _end_phase(self, run) -> None:
-        """The partition search at the end of the start phase, if asked for."""
-        if not self.partition:
-            return
-        tracker = run.tracker
-        x, fx, run.moves_done = partition_search(tracker.x, tracker.oracle,
-                                                 deadline=run.deadline)
-        if fx < run.start_f:
-            tracker.set_point(x.contiguous())
-            run.start_f = fx
-            run.start_chosen += " + partition search"
 
     def _deadline(self, fraction: float) -> float | None:
         """``time.perf_counter()`` plus ``fraction`` of the time budget (None: no budget)."""
@@ -702,8 +749,7 @@ class SparseOBCD(OBCD):
         if not run.kernel:
             return super().steps(run, count)
         self._start_once(run)
-        if self._advance_phase(run):
-            return count
+        self._advance_phase(run)
         if run.column_every:
             count = min(count, run.column_every - run.count % run.column_every)
         done = super().steps(run, count)
@@ -712,8 +758,8 @@ class SparseOBCD(OBCD):
 
     def step(self, run):
         self._start_once(run)
-        if self._advance_phase(run):
-            return
+        if run.count % PHASE_EVERY == 0:
+            self._advance_phase(run)
         super().step(run)
         self._sweep_if_due(run)
 
