@@ -15,14 +15,24 @@ which also moves f. This layer adds, without touching OBCD's step:
 * :func:`start_candidates` — ``I(n, r)`` on the r largest ``|s| C_ii`` (the form of every ℓ0
   optimum once λ is large) and the PCA solution (top-r eigenvectors of ``−s C``, the h = 0
   optimum), for the nonnegativity indicator rounded by :func:`nonneg_rounding`;
+* :func:`splitting_iterates` — a start phase for ℓ0 and the nonnegativity indicator: linearised
+  ADMM on ``f(X) + h(Y)``, ``X = Y``, whose feasible points are formed by
+  :func:`sparse_orthonormal` (X made orthonormal on the support of the sparse Y by Gauss–Newton
+  steps; the support never grows) or by :func:`nonneg_rounding`;
+* :func:`partition_moves` — for NN-PCA: single-row moves between the columns of a nonnegative
+  orthonormal X (a row partition), each of exact gain (:func:`row_move_gains`), with
+  restricted power steps per column;
 * :class:`SparseOBCD` — OBCD whose first iteration replaces the start by the lowest-``F``
   of ``x0`` and the candidates (each after column sweeps), which picks each pair as the best of
   ``candidates`` random pairs by the first-order score ``|⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩|``
   (``Ĝ = ∇f + s_h``, the derivative of F along the rotation of rows i, j at angle 0), and which
-  runs a column sweep every ``column_every`` pair steps. All of this runs inside the timed loop.
+  runs a column sweep every ``column_every`` pair steps, with the start phases above interleaved
+  with its pair steps. All of this runs inside the timed loop.
 
 Every step keeps OBCD's guarantees: pair steps are OBCD's exact steps (F decreases by at least
-``α/2‖V − I‖²``), column sweeps never increase F, and the start replacement only lowers F.
+``α/2‖V − I‖²``), column sweeps never increase F, and the start replacement and the start
+phases only replace the point by one of lower F (feasible to ``‖XᵀX − I‖_F ≤ 1e-13``; exactly
+nonnegative for the indicator).
 """
 
 from __future__ import annotations
