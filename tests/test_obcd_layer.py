@@ -383,3 +383,21 @@ def test_sparse_obcd_phase_option_errors():
         SparseOBCD(prob.h, split_fraction=2.0)
     with pytest.raises(ValueError, match="indicator"):
         SparseOBCD(prob.h, partition=True)
+
+
+@pytest.mark.parametrize("kind", ["l0", "nonneg"])
+def test_sparse_obcd_start_phases_off_the_compiled_path(kind):
+    # float32: OBCD's Python pair steps, one phase item per PHASE_EVERY of them
+    prob = _problem(kind, n=16, r=3)
+    x0 = prob.initial_point("random", 0)
+    if kind == "nonneg":
+        x0 = nonneg_rounding(x0)
+    oracle = QuadraticOracle(prob.c.float(), scale=prob.oracle.quadratic.scale)
+    res = SparseOBCD(prob.h, seed=0, max_iterations=600, eval_every=20).run(
+        oracle, x0.float(), StiefelGeometry(16, 3))
+    costs = res.history["cost"]
+    assert all(b <= a + 1e-6 for a, b in zip(costs, costs[1:], strict=False))
+    assert res.point.dtype == torch.float32 and res.violation < 1e-5
+    assert res.info["split_steps"] > 0
+    if kind == "nonneg":
+        assert float(res.point.min()) >= 0.0

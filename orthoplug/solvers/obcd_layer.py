@@ -236,7 +236,7 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
 
 
 def sparse_orthonormal(x: torch.Tensor, mask: torch.Tensor, *, iterations: int = 6,
-                       tol: float = 1e-13) -> torch.Tensor | None:
+                       tol: float | None = None) -> torch.Tensor | None:
     """An orthonormal matrix with support in ``mask`` near ``x`` (Gauss–Newton on ``XᵀX = I``).
 
     Each iteration solves ``XᵀD + DᵀX = I − XᵀX`` for the correction ``D = mask ⊙ (X Λ)``
@@ -248,7 +248,8 @@ def sparse_orthonormal(x: torch.Tensor, mask: torch.Tensor, *, iterations: int =
     whose sparse copy has settled); cost per iteration ``O(n r³ + r⁶)``.
 
     Returns:
-        The matrix, once ``‖XᵀX − I‖_F ≤ tol``; ``None`` if ``iterations`` do not get there
+        The matrix, once ``‖XᵀX − I‖_F ≤ tol`` (default 1e-13 in float64, 100 ε in other
+        dtypes); ``None`` if ``iterations`` do not get there
         or the system is singular (e.g. a column whose mask is empty).
 
     Raises:
@@ -257,6 +258,8 @@ def sparse_orthonormal(x: torch.Tensor, mask: torch.Tensor, *, iterations: int =
     if mask.shape != x.shape:
         raise ValueError(f"mask shape {tuple(mask.shape)} differs from x's {tuple(x.shape)}")
     n, r = x.shape
+    if tol is None:
+        tol = 1e-13 if x.dtype == torch.float64 else 100 * torch.finfo(x.dtype).eps
     m = mask.to(x.dtype)
     x = x * m
     eye = torch.eye(r, dtype=x.dtype, device=x.device)
