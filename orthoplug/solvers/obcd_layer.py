@@ -245,12 +245,12 @@ def sparse_orthonormal(x: torch.Tensor, mask: torch.Tensor, *, iterations: int =
     sets ``X ← X + D``.
     Entries outside ``mask`` are zero throughout, so the support never grows. Convergence is
     quadratic from an ``x`` that is nearly orthonormal on its mask (e.g. a splitting iterate
-    whose sparse copy has settled); cost per iteration ``O(n r³ + r⁶)``.
+    restricted to the support of its sparse copy); cost per iteration ``O(n r³ + r⁶)``.
 
     Returns:
         The matrix, once ``‖XᵀX − I‖_F ≤ tol`` (default 1e-13 in float64, 100 ε in other
-        dtypes); ``None`` if ``iterations`` do not get there
-        or the system is singular (e.g. a column whose mask is empty).
+        dtypes); ``None`` if ``iterations`` do not get there or the system is singular (e.g.
+        a column whose mask is empty).
 
     Raises:
         ValueError: ``mask`` and ``x`` differ in shape.
