@@ -101,12 +101,21 @@ def main(argv=None):
     ap.add_argument("--scale", choices=("quick", "paper"), default="quick")
     ap.add_argument("--kinds", default="l1,l0,nn")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--datasets", default=None,
+                    help="comma-separated dataset names (default: all of the scale)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     warm_up_kernels()
     results = []
-    for name, a in spca_datasets(args.scale, args.seed).items():
+    datasets = spca_datasets(args.scale, args.seed)
+    if args.datasets:
+        wanted = args.datasets.split(",")
+        unknown = sorted(set(wanted) - set(datasets))
+        if unknown:
+            ap.error(f"unknown dataset(s) {unknown}; choose from {sorted(datasets)}")
+        datasets = {k: datasets[k] for k in wanted}
+    for name, a in datasets.items():
         for kind in args.kinds.split(","):
             res = run_instance(name, a, kind, args.time, args.seed)
             results.append(res)

@@ -17,8 +17,13 @@ from orthoplug.solvers.obcd_layer import (
     _column_sweep,
     column_invariant,
     column_rotations,
+    nonneg_rounding,
     pair_scores,
+    partition_search,
     prox_polar,
+    row_move_gains,
+    sparse_orthonormal,
+    splitting_start,
     start_candidates,
 )
 
@@ -160,11 +165,12 @@ def test_pair_scores_are_directional_derivatives():
         assert sc == pytest.approx((f_at(eps) - f_at(-eps)) / (2 * eps), abs=1e-7)
 
 
+@pytest.mark.parametrize("momentum", [False, True])
 @pytest.mark.parametrize("kind", ["l1", "nonneg"])
-def test_prox_polar_feasible_and_not_worse(kind):
+def test_prox_polar_feasible_and_not_worse(kind, momentum):
     prob = _problem(kind)
     x0 = prob.initial_point("random", 0)
-    x, fx, done = prox_polar(x0, prob.oracle, prob.h, 30)
+    x, fx, done = prox_polar(x0, prob.oracle, prob.h, 30, momentum=momentum)
     assert done >= 1
     assert fx <= prob.objective(x0) + 1e-14
     assert fx == pytest.approx(prob.objective(x), abs=1e-12)
@@ -176,7 +182,8 @@ def test_sparse_obcd_monotone_and_feasible(kind):
     prob = _problem(kind, n=14, r=4)
     x0 = prob.initial_point("random", 0)
     res = SparseOBCD(prob.h, seed=0, max_iterations=3000, eval_every=100, candidates=8,
-                     column_every=50).run(prob.oracle, x0, StiefelGeometry(14, 4))
+                     column_every=50, split_steps=0, partition=False).run(
+        prob.oracle, x0, StiefelGeometry(14, 4))
     costs = res.history["cost"]
     assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))
     assert res.violation < 1e-12
@@ -225,3 +232,172 @@ def test_sparse_obcd_errors():
     with pytest.raises(ValueError, match="NonNegative|negative"):
         SparseOBCD(NonNegative(), max_iterations=2).run(
             prob.oracle, prob.initial_point("random", 0), StiefelGeometry(12, 4))
+
+
+def _sparse_orthonormal_point(gen):
+    """An exactly orthonormal 8 × 3 matrix with overlapping sparse column supports: rows
+    {0..3} carry columns 0 and 1 (an orthonormal 4 × 2 block), rows {4..7} column 2, then
+    rows 3 and 4 are mixed by a rotation (both supports grow by one row)."""
+    x = torch.zeros(8, 3, dtype=DT)
+    x[:4, :2] = torch.linalg.qr(torch.randn(4, 2, dtype=DT, generator=gen))[0]
+    x[4:, 2] = torch.nn.functional.normalize(torch.randn(4, dtype=DT, generator=gen), dim=0)
+    c, s = math.cos(0.4), math.sin(0.4)
+    x[[3, 4]] = torch.tensor([[c, -s], [s, c]], dtype=DT) @ x[[3, 4]]
+    return x
+
+
+def test_sparse_orthonormal_restores_orthonormality_on_the_mask():
+    gen = torch.Generator().manual_seed(7)
+    for trial in range(4):
+        x = _sparse_orthonormal_point(gen)
+        mask = x != 0
+        noisy = x + 1e-3 * torch.randn(8, 3, dtype=DT, generator=gen) * mask
+        out = sparse_orthonormal(noisy, mask)
+        assert out is not None, trial
+        assert float(torch.linalg.norm(out.mT @ out - torch.eye(3, dtype=DT))) <= 1e-13
+        assert bool((out[~mask] == 0).all())  # the support never grows
+        assert float(torch.linalg.norm(out - noisy)) < 1e-2  # a nearby point, not any point
+
+
+def test_sparse_orthonormal_fails_cleanly():
+    x = torch.eye(5, 2, dtype=DT) * 0.9
+    mask = torch.zeros(5, 2, dtype=torch.bool)
+    mask[0, 0] = True  # column 1 has an empty mask: no orthonormal point exists
+    assert sparse_orthonormal(x, mask) is None
+    with pytest.raises(ValueError, match="mask shape"):
+        sparse_orthonormal(x, mask[:, :1])
+
+
+@pytest.mark.parametrize("kind", ["l0", "nonneg"])
+def test_splitting_start_feasible_and_not_worse(kind):
+    prob = _problem(kind, n=16, r=3)
+    geo = StiefelGeometry(16, 3)
+    for start in (prob.initial_point("random", 1), start_candidates(prob.oracle, 3)["pca"]):
+        x0 = nonneg_rounding(start) if kind == "nonneg" else start
+        x, fx, done = splitting_start(x0, prob.oracle, prob.h, 400,
+                                      smoothing=0.1 if kind == "nonneg" else 0.0)
+        assert done >= 10
+        assert fx <= prob.objective(x0) + 1e-14
+        assert fx == pytest.approx(prob.objective(x), abs=1e-12)
+        assert float(geo.violation(x)) <= 1e-12
+        if kind == "nonneg":
+            assert float(x.min()) >= 0.0
+    with pytest.raises(ValueError, match="smoothing"):
+        splitting_start(x0, prob.oracle, prob.h, 5, smoothing=-1.0)
+
+
+def test_splitting_start_reaches_a_sparse_point_for_l0():
+    # from the dense PCA start, the restored splitting point has exact zeros and a lower F
+    prob = _problem("l0", n=16, r=3)
+    pca = start_candidates(prob.oracle, 3)["pca"]
+    x, fx, _ = splitting_start(pca, prob.oracle, prob.h, 400)
+    assert fx < prob.objective(pca)
+    assert int((x == 0).sum()) > 0
+
+
+def _nonneg_partition(n, r, gen):
+    owner = torch.arange(n) % r
+    owner = owner[torch.randperm(n, generator=gen)]
+    x = torch.zeros(n, r, dtype=DT)
+    x[torch.arange(n), owner] = torch.rand(n, dtype=DT, generator=gen) + 0.1
+    return x / torch.linalg.norm(x, dim=0)
+
+
+def test_row_move_gains_match_brute_force():
+    # every finite gain equals a brute-force search: the rest of column a renormalised, column b
+    # the best cos θ x_b + sin θ e_i over a fine grid of θ in [0, π/2]
+    prob = _problem("nonneg", n=7, r=2)
+    a = (-prob.oracle.quadratic.scale * prob.c).numpy()
+    gen = torch.Generator().manual_seed(2)
+    x = _nonneg_partition(7, 2, gen).numpy()
+    x[6] = 0.0  # one row outside both supports (it can only join)
+    x /= np.linalg.norm(x, axis=0)
+    gains = row_move_gains(x, a, a @ x)
+    theta = np.linspace(0.0, math.pi / 2, 200001)
+    form = float(np.trace(x.T @ a @ x))
+    checked = 0
+    for i in range(7):
+        for b in range(2):
+            if not np.isfinite(gains[i, b]):
+                continue
+            y = x.copy()
+            if y[i].max() > 0:
+                col = int(np.argmax(y[i]))
+                y[i, col] = 0.0
+                y[:, col] /= np.linalg.norm(y[:, col])
+            u = y[:, b]
+            e = np.zeros(7)
+            e[i] = 1.0
+            cand = np.cos(theta)[:, None] * u + np.sin(theta)[:, None] * e
+            best = np.einsum("ti,ij,tj->t", cand, a, cand).max()
+            rest = float(np.trace(y.T @ a @ y)) - float(u @ a @ u)
+            assert gains[i, b] == pytest.approx(rest + best - form, abs=1e-9), (i, b)
+            checked += 1
+    assert checked >= 6
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_partition_search_descends_and_stays_feasible(seed):
+    prob = _problem("nonneg", n=20, r=3, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    x0 = _nonneg_partition(20, 3, gen)
+    x, fx, moves = partition_search(x0, prob.oracle)
+    assert moves >= 1
+    assert fx < prob.objective(x0)
+    assert fx == pytest.approx(prob.objective(x), abs=1e-12)
+    assert float(StiefelGeometry(20, 3).violation(x)) <= 1e-12
+    assert float(x.min()) >= 0.0 and int(((x > 0).sum(dim=1) > 1).sum()) == 0
+    # a local minimum of the moves: no move gains
+    a = (-prob.oracle.quadratic.scale * prob.c).numpy()
+    xa = x.numpy()
+    assert row_move_gains(xa, a, a @ xa).max() <= 1e-10
+    with pytest.raises(ValueError, match="disjoint"):
+        partition_search(torch.ones(20, 3, dtype=DT) / math.sqrt(20), prob.oracle)
+
+
+@pytest.mark.parametrize("kind", ["l0", "nonneg"])
+def test_sparse_obcd_start_phases_monotone_and_feasible(kind):
+    prob = _problem(kind, n=16, r=3)
+    x0 = prob.initial_point("random", 0)
+    if kind == "nonneg":
+        x0 = nonneg_rounding(x0)
+    res = SparseOBCD(prob.h, seed=0, max_iterations=4000, eval_every=20).run(
+        prob.oracle, x0, StiefelGeometry(16, 3))
+    costs = res.history["cost"]
+    assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))
+    assert res.violation < 1e-12
+    assert res.info["split_steps"] > 0
+    assert res.cost == pytest.approx(prob.objective(res.point), abs=1e-10)
+    if kind == "nonneg":
+        assert float(res.point.min()) >= 0.0
+        assert res.info["start"].endswith("partition search") or res.info["partition_moves"] == 0
+
+
+def test_sparse_obcd_phase_option_errors():
+    prob = _problem("l1")
+    with pytest.raises(ValueError, match="split_steps"):
+        SparseOBCD(prob.h, split_steps=-1)
+    with pytest.raises(ValueError, match="split_smoothing"):
+        SparseOBCD(prob.h, split_smoothing=-0.5)
+    with pytest.raises(ValueError, match="split_fraction"):
+        SparseOBCD(prob.h, split_fraction=2.0)
+    with pytest.raises(ValueError, match="indicator"):
+        SparseOBCD(prob.h, partition=True)
+
+
+@pytest.mark.parametrize("kind", ["l0", "nonneg"])
+def test_sparse_obcd_start_phases_off_the_compiled_path(kind):
+    # float32: OBCD's Python pair steps, one phase item per PHASE_EVERY of them
+    prob = _problem(kind, n=16, r=3)
+    x0 = prob.initial_point("random", 0)
+    if kind == "nonneg":
+        x0 = nonneg_rounding(x0)
+    oracle = QuadraticOracle(prob.c.float(), scale=prob.oracle.quadratic.scale)
+    res = SparseOBCD(prob.h, seed=0, max_iterations=600, eval_every=20).run(
+        oracle, x0.float(), StiefelGeometry(16, 3))
+    costs = res.history["cost"]
+    assert all(b <= a + 1e-6 for a, b in zip(costs, costs[1:], strict=False))
+    assert res.point.dtype == torch.float32 and res.violation < 1e-5
+    assert res.info["split_steps"] > 0
+    if kind == "nonneg":
+        assert float(res.point.min()) >= 0.0

@@ -15,21 +15,31 @@ which also moves f. This layer adds, without touching OBCD's step:
 * :func:`start_candidates` — ``I(n, r)`` on the r largest ``|s| C_ii`` (the form of every ℓ0
   optimum once λ is large) and the PCA solution (top-r eigenvectors of ``−s C``, the h = 0
   optimum), for the nonnegativity indicator rounded by :func:`nonneg_rounding`;
+* :func:`splitting_iterates` — a start phase for ℓ0 and the nonnegativity indicator: linearised
+  ADMM on ``f(X) + h(Y)``, ``X = Y``, whose feasible points are formed by
+  :func:`sparse_orthonormal` (X made orthonormal on the support of the sparse Y by Gauss–Newton
+  steps; the support never grows) or by :func:`nonneg_rounding`;
+* :func:`partition_moves` — for NN-PCA: single-row moves between the columns of a nonnegative
+  orthonormal X (a row partition), each of exact gain (:func:`row_move_gains`), with
+  restricted power steps per column;
 * :class:`SparseOBCD` — OBCD whose first iteration replaces the start by the lowest-``F``
   of ``x0`` and the candidates (each after column sweeps), which picks each pair as the best of
   ``candidates`` random pairs by the first-order score ``|⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩|``
   (``Ĝ = ∇f + s_h``, the derivative of F along the rotation of rows i, j at angle 0), and which
-  runs a column sweep every ``column_every`` pair steps. All of this runs inside the timed loop.
+  runs a column sweep every ``column_every`` pair steps, with the start phases above interleaved
+  with its pair steps. All of this runs inside the timed loop.
 
 Every step keeps OBCD's guarantees: pair steps are OBCD's exact steps (F decreases by at least
-``α/2‖V − I‖²``), column sweeps never increase F, and the start replacement only lowers F.
+``α/2‖V − I‖²``), column sweeps never increase F, and the start replacement and the start
+phases only replace the point by one of lower F (feasible to ``‖XᵀX − I‖_F ≤ 1e-13``; exactly
+nonnegative for the indicator).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -45,8 +55,13 @@ from .jobcd import random_matching, random_pairs
 from .obcd import OBCD
 
 __all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_rounding",
-           "prox_polar",
+           "prox_polar", "sparse_orthonormal", "splitting_start", "splitting_iterates",
+           "row_move_gains", "partition_search", "partition_moves",
            "pair_scores", "SparseOBCD"]
+
+#: Pair steps per item of SparseOBCD's start phase off the compiled path (on it: one item per
+#: evaluation interval).
+PHASE_EVERY = 100
 
 
 def column_invariant(oracle) -> bool:
@@ -171,13 +186,17 @@ def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
 
 
 def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
-               patience: int = 5, deadline: float | None = None,
+               patience: int = 5, momentum: bool = False, deadline: float | None = None,
                gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
                ) -> tuple[torch.Tensor, float, int]:
     """Up to ``steps`` iterations ``X ← polar(prox_{t h}(X − t ∇f(X)))``, ``t = 1/L``; the best.
 
     A cheap start heuristic (a projected proximal-gradient step with the polar factor as the
-    projection; not a descent method, so the lowest-F iterate is kept). It stops after
+    projection; not a descent method, so the lowest-F iterate is kept). With ``momentum`` the
+    step is taken from ``Y = X_k + (k − 1)/(k + 2)·(X_k − X_{k−1})`` (Nesterov's extrapolation;
+    k restarts at 0, and the step is redone from ``X_k``, whenever F would rise): on Gaussian
+    ℓ1-SPCA (n = 300) it reached in 1000 steps a lower F (−0.1162) than 3000 plain steps
+    (−0.1156). It stops after
     ``patience`` iterations without a new best, or at ``deadline`` (``time.perf_counter()``).
     Iterates where F is infinite (e.g. a negative entry under the nonnegativity indicator) are
     never kept. Cost per iteration: one full gradient (``gradient``, default the oracle's; a
@@ -198,17 +217,324 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     t = 1.0 / lip
     gradient = oracle.gradient if gradient is None else gradient
     best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
-    y, since, done = x, 0, 0
+    y, prev, fy, k, since, done = x, x, best_f, 0, 0, 0
     while done < steps and since < patience and (deadline is None
                                                   or time.perf_counter() < deadline):
-        y = polar(h.prox(y - t * gradient(y), t))
+        z = y + (k - 1) / (k + 2) * (y - prev) if momentum and k > 1 else y
+        new = polar(h.prox(z - t * gradient(z), t))
         done += 1
-        fy = float(oracle.value(y)) + float(h.value(y))
+        fn = float(oracle.value(new)) + float(h.value(new))
+        if momentum and k > 1 and not fn <= fy:  # restart: the plain step from y
+            new = polar(h.prox(y - t * gradient(y), t))
+            fn, k = float(oracle.value(new)) + float(h.value(new)), 0
+        prev, y, fy, k = y, new, fn, k + 1
         if math.isfinite(fy) and fy < best_f:
             best_x, best_f, since = y, fy, 0
         else:
             since += 1
     return best_x, best_f, done
+
+
+def sparse_orthonormal(x: torch.Tensor, mask: torch.Tensor, *, iterations: int = 6,
+                       tol: float | None = None) -> torch.Tensor | None:
+    """An orthonormal matrix with support in ``mask`` near ``x`` (Gauss–Newton on ``XᵀX = I``).
+
+    Each iteration solves ``XᵀD + DᵀX = I − XᵀX`` for the correction ``D = mask ⊙ (X Λ)``
+    (``Λ`` symmetric r × r: a square system of r(r+1)/2 equations; without a mask and at an
+    orthonormal X it is ``Λ = (I − XᵀX)/2``, the Newton–Schulz step of the polar factor) and
+    sets ``X ← X + D``.
+    Entries outside ``mask`` are zero throughout, so the support never grows. Convergence is
+    quadratic from an ``x`` that is nearly orthonormal on its mask (e.g. a splitting iterate
+    restricted to the support of its sparse copy); cost per iteration ``O(n r³ + r⁶)``.
+
+    Returns:
+        The matrix, once ``‖XᵀX − I‖_F ≤ tol`` (default 1e-13 in float64, 100 ε in other
+        dtypes); ``None`` if ``iterations`` do not get there or the system is singular (e.g.
+        a column whose mask is empty).
+
+    Raises:
+        ValueError: ``mask`` and ``x`` differ in shape.
+    """
+    if mask.shape != x.shape:
+        raise ValueError(f"mask shape {tuple(mask.shape)} differs from x's {tuple(x.shape)}")
+    n, r = x.shape
+    if tol is None:
+        tol = 1e-13 if x.dtype == torch.float64 else 100 * torch.finfo(x.dtype).eps
+    m = mask.to(x.dtype)
+    x = x * m
+    eye = torch.eye(r, dtype=x.dtype, device=x.device)
+    idx = torch.arange(r, device=x.device)
+    iu, ju = torch.triu_indices(r, r, device=x.device)
+    for _ in range(iterations + 1):
+        e = eye - x.mT @ x
+        if float(torch.linalg.norm(e)) <= tol:
+            return x
+        # (XᵀD)_cb = Σ_a G[b, c, a] Λ_ab with G[b] = Xᵀ diag(mask_:b) X; T is the map
+        # Λ ↦ XᵀD + DᵀX as an r² × r² matrix, restricted to symmetric Λ and the upper triangle
+        g = (m.mT @ (x[:, :, None] * x[:, None, :]).reshape(n, r * r)).reshape(r, r, r)
+        t = torch.zeros(r, r, r, r, dtype=x.dtype, device=x.device)  # [c, b, a, b']
+        t[:, idx, :, idx] = g
+        t = t + t.permute(1, 0, 2, 3)
+        t = t[iu, ju]  # rows (c, b) with c <= b
+        a = t[:, iu, ju] + torch.where(iu != ju, 1.0, 0.0).to(x.dtype) * t[:, ju, iu]
+        try:
+            sol = torch.linalg.solve(a, e[iu, ju])
+        except RuntimeError:  # singular (e.g. an empty column of the mask)
+            return None
+        lam = torch.zeros(r, r, dtype=x.dtype, device=x.device)
+        lam[iu, ju] = sol
+        lam[ju, iu] = sol
+        x = x + m * (x @ lam)
+    return None
+
+
+def _feasible_candidate(x: torch.Tensor, y: torch.Tensor, h: SeparableTerm
+                        ) -> torch.Tensor | None:
+    """A point of the feasible set from a splitting pair ``(X, Y)``: the nonnegative rounding of
+    X for an indicator h, else X restored to orthonormality on the support of the sparse Y
+    (:func:`sparse_orthonormal`), tried only where X on that support is within 0.1 of
+    orthonormal (``‖XₛᵀXₛ − I‖_F``: the Gauss–Newton steps converge from there); ``None`` if
+    not tried or if the restoration fails."""
+    if h.is_indicator:
+        return nonneg_rounding(x)
+    mask = y != 0
+    xs = x * mask
+    eye = torch.eye(x.shape[1], dtype=x.dtype, device=x.device)
+    if float(torch.linalg.norm(xs.mT @ xs - eye)) > 0.1:
+        return None
+    return sparse_orthonormal(xs, mask)
+
+
+def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
+                       smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
+                       patience: int = 10, min_decrease: float = 1e-4,
+                       gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
+                       ) -> Iterator[tuple[torch.Tensor, float, int]]:
+    """The splitting phase of :func:`splitting_start`, one check at a time: yields
+    ``(best point, its F, iterations done)`` at every check, so that a run can record its
+    progress (and stop it) between checks. Arguments as
+    :func:`splitting_start`, which this validates first."""
+    if steps < 0 or smoothing < 0 or penalty <= 0 or check_every < 1:
+        raise ValueError(f"need steps >= 0, smoothing >= 0, penalty > 0, check_every >= 1; got "
+                         f"{steps}, {smoothing}, {penalty}, {check_every}")
+    lip = getattr(oracle, "lipschitz", None)
+    if not lip:
+        raise ValueError("the splitting phase needs an oracle with a Lipschitz constant")
+    return _splitting(x, oracle, h, steps, smoothing, penalty * lip, float(lip), check_every,
+                      patience, min_decrease, oracle.gradient if gradient is None else gradient)
+
+
+def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience, min_decrease,
+               gradient):
+    """The generator behind :func:`splitting_iterates` (arguments checked there)."""
+    mu = smoothing / beta
+    best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
+    y, lam = h.prox(x, 1.0 / beta), torch.zeros_like(x)
+    since, done = 0, 0
+    while done < steps and since < patience:
+        x = polar(x - (gradient(x) + lam + beta * (x - y)) / (lip + beta))
+        w = x + lam / beta
+        z = h.prox(w, 1.0 / beta + mu)
+        y = (z + mu * beta * w) / (1.0 + mu * beta)
+        lam = lam + beta * (x - y)
+        done += 1
+        if done % check_every and done & (done - 1) and done < steps:
+            continue
+        cand = _feasible_candidate(x, y, h)
+        if cand is not None:
+            fc = float(oracle.value(cand)) + float(h.value(cand))
+            since = 0 if fc < best_f - min_decrease * abs(best_f) else since + 1
+            if fc < best_f:
+                best_x, best_f = cand, fc
+        yield best_x, best_f, done
+
+
+def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
+                    smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
+                    patience: int = 10, min_decrease: float = 1e-4,
+                    deadline: float | None = None,
+                    gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
+                    ) -> tuple[torch.Tensor, float, int]:
+    """Up to ``steps`` iterations of a splitting of ``f(X) + h(Y)``, ``X = Y``; the best point.
+
+    The iteration is linearised ADMM with a Moreau-smoothed h (β = ``penalty``·L,
+    μ = ``smoothing``/β; μ = 0 is plain linearised ADMM):
+
+        X ← polar(X − (∇f(X) + Λ + β(X − Y))/(L + β)),
+        W = X + Λ/β,   Z = prox_{(1/β + μ) h}(W),   Y ← (Z + μβ W)/(1 + μβ),
+        Λ ← Λ + β(X − Y).
+
+    Its iterates are feasible for neither constraint alone, so at every check (after iterations
+    1, 2, 4, 8, … below ``check_every``, then every ``check_every`` iterations, and at the last)
+    a feasible point is formed (:func:`nonneg_rounding` of X for an indicator h, else
+    :func:`sparse_orthonormal` of X on the support of Y) and the lowest-F one is kept. The
+    phase stops after ``patience`` such points in a row that lower the best F by less than
+    ``min_decrease`` relative (it then gains less per iteration than pair steps do), after
+    ``steps`` iterations or at the first check past ``deadline`` (``time.perf_counter()``).
+    Cost per iteration: one full gradient and an n × r polar factor.
+
+    Returns:
+        ``(best point, its F, iterations done)``; the point is ``x`` itself if nothing was
+        better.
+
+    Raises:
+        ValueError: the oracle has no Lipschitz constant, ``steps < 0``, ``smoothing < 0``,
+            ``penalty <= 0`` or ``check_every < 1``.
+    """
+    out = (x, float(oracle.value(x)) + float(h.value(x)), 0)
+    for item in splitting_iterates(x, oracle, h, steps, smoothing=smoothing, penalty=penalty,
+                                   check_every=check_every, patience=patience,
+                                   min_decrease=min_decrease, gradient=gradient):
+        out = item
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+    return out
+
+
+def _power_polish(x: np.ndarray, a: np.ndarray, g: np.ndarray, iterations: int) -> None:
+    """``iterations`` restricted power steps per column, in place on ``x`` (and ``g = A x``):
+    ``x_b ← (A x_b)⁺ / ‖·‖`` on the support of ``x_b``; a column's step is kept only if it does
+    not lower ``x_bᵀ A x_b`` (for a PSD ``A`` it never does: the step maximises the
+    linearisation of the convex form over the column's feasible set)."""
+    for _ in range(iterations):
+        y = np.where(x > 0, np.maximum(g, 0.0), 0.0)
+        nrm = np.linalg.norm(y, axis=0)
+        ok = nrm > 0
+        y[:, ok] /= nrm[ok]
+        gy = a @ y
+        ok &= np.einsum("ib,ib->b", y, gy) >= np.einsum("ib,ib->b", x, g)
+        x[:, ok], g[:, ok] = y[:, ok], gy[:, ok]
+
+
+def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``gain[i, b]``: the increase of ``tr(XᵀAX)`` when row i leaves its column (rescaled) and
+    joins column b with the best nonnegative weight, at a nonnegative orthonormal ``x`` (n × r,
+    disjoint column supports), ``g = A x``.
+
+    Leaving column a: ``x_a ← (x_a − x_ia e_i)/√(1 − x_ia²)``, whose form is
+    ``(q_a − 2 x_ia g_ia + x_ia² A_ii)/(1 − x_ia²)`` (``q_a = x_aᵀ A x_a``); ``−∞`` if row i
+    is the column's only row or carries all but 1e-8 of its mass. Joining column b:
+    ``x_b ← α x_b + β e_i``, ``α² + β² = 1``, ``α, β ≥ 0``, whose best form is the top
+    eigenvalue of ``[[q_b, g_ib], [g_ib, A_ii]]`` when ``g_ib > 0`` (its eigenvector is then
+    nonnegative) and ``max(q_b, A_ii)`` otherwise (an end of the quarter circle: x_b kept, row
+    i dropped, or x_b replaced by e_i, its rows dropped). A row outside every
+    support only joins; ``gain[i, own column] = −∞``.
+    """
+    n, r = x.shape
+    rows = np.arange(n)
+    q = np.einsum("ib,ib->b", x, g)
+    d = np.diagonal(a)
+    owned = x.max(axis=1) > 0
+    own = np.argmax(x, axis=1)
+    xi, gi, qa = x[rows, own], g[rows, own], q[own]
+    left = np.full(n, -np.inf)
+    single = np.bincount(own[owned], minlength=r)[own] <= 1
+    ok = owned & ~single & (1 - xi ** 2 > 1e-8)  # else the rest of the column is ill-determined
+    left[ok] = (qa[ok] - 2 * xi[ok] * gi[ok] + xi[ok] ** 2 * d[ok]) / (1 - xi[ok] ** 2)
+    loss = np.where(owned, qa - left, 0.0)
+    half = (q[None, :] + d[:, None]) / 2
+    top = half + np.sqrt(np.maximum(half ** 2 - q[None, :] * d[:, None] + g ** 2, 0.0))
+    top = np.where(g > 0, top, np.maximum(q[None, :], d[:, None]))
+    gain = top - q[None, :] - loss[:, None]
+    gain[rows[owned], own[owned]] = -np.inf
+    return gain
+
+
+def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
+                    chunk: int = 25) -> Iterator[tuple[torch.Tensor, float, int]]:
+    """The local search of :func:`partition_search`, yielding ``(point, its F, moves done)``
+    after every ``chunk`` moves and after every polish, so that a run can record its progress
+    (and stop it) in between. Arguments as :func:`partition_search`, checked first."""
+    q = getattr(oracle, "quadratic", None)
+    if q is None:
+        raise ValueError("partition search needs a quadratic oracle s·tr(XᵀCX)")
+    xa = host_array(x).astype(np.float64, copy=True)
+    if (xa < 0).any() or ((xa > 0).sum(axis=1) > 1).any():
+        raise ValueError("partition search needs a nonnegative X with disjoint column supports")
+    a = -float(q.scale) * host_array(q.c).astype(np.float64)
+    return _partition_moves(xa, a, oracle, x, max_moves, polish, chunk)
+
+
+def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
+    """The generator behind :func:`partition_moves` (arguments checked there)."""
+
+    def point():
+        out = torch.from_numpy(xa.copy()).to(dtype=x.dtype, device=x.device)
+        return out, float(oracle.value(out)), moves
+
+    moves = 0
+    g = a @ xa
+    form = float(np.einsum("ib,ib->", xa, g))
+    while moves < max_moves:
+        start = form
+        while moves < max_moves:
+            gain = row_move_gains(xa, a, g)
+            i, b = np.unravel_index(int(np.argmax(gain)), gain.shape)
+            if not gain[i, b] > 1e-12 * abs(form):
+                break
+            cols = [b] if xa[i].max() <= 0 else [int(np.argmax(xa[i])), b]
+            old_x, old_g = xa[:, cols].copy(), g[:, cols].copy()
+            before = float(np.einsum("ib,ib->", old_x, old_g))
+            if len(cols) == 2:  # leave column a: g_a ← (g_a − x_ia A e_i)/‖rest‖
+                col = cols[0]
+                rest = math.sqrt(max(1.0 - xa[i, col] ** 2, 0.0))
+                g[:, col] = (g[:, col] - xa[i, col] * a[:, i]) / rest
+                xa[i, col] = 0.0
+                xa[:, col] /= rest
+            qb = float(xa[:, b] @ g[:, b])
+            if g[i, b] > 0:
+                _, v = np.linalg.eigh(np.array([[qb, g[i, b]], [g[i, b], a[i, i]]]))
+                al, be = np.abs(v[:, 1])  # the top eigenvector has one sign
+            else:
+                al, be = (0.0, 1.0) if a[i, i] > qb else (1.0, 0.0)
+            xa[:, b] *= al
+            xa[i, b] = be
+            g[:, b] = al * g[:, b] + be * a[:, i]
+            if float(np.einsum("ib,ib->", xa[:, cols], g[:, cols])) <= before:  # rounding
+                xa[:, cols], g[:, cols] = old_x, old_g
+                break
+            moves += 1
+            if moves % chunk == 0:
+                yield point()
+        g = a @ xa  # exact again after the updates
+        _power_polish(xa, a, g, polish)
+        form = float(np.einsum("ib,ib->", xa, g))
+        yield point()
+        if form <= start + 1e-10 * abs(start):
+            break
+
+
+def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
+                     chunk: int = 25, deadline: float | None = None
+                     ) -> tuple[torch.Tensor, float, int]:
+    """Local search over the row partitions of ``{X ≥ 0, XᵀX = I}`` for ``f = s·tr(XᵀCX)``.
+
+    Nonnegative orthonormal columns have disjoint supports, so X is a partition of (some of) the
+    rows into r columns, each column a nonnegative unit vector on its rows. Pair steps of OBCD
+    only swap rows or rotate inside a column; this search moves one row at a time to another
+    column, the move of largest exact gain (:func:`row_move_gains`, ``A = −s·C``), with the
+    two columns rescaled as there, until no move gains more than 1e-12 relative (or a move's
+    gain, recomputed after it, is not positive: it is then undone); then ``polish`` restricted
+    power steps per column (:func:`_power_polish`), and again, until a round of moves and
+    polish lowers F by less than 1e-10 relative, after ``max_moves`` moves, or at the first
+    ``chunk`` of moves past ``deadline`` (``time.perf_counter()``). Every move and every kept
+    power step lowers F, and the point stays exactly nonnegative with disjoint supports.
+    Cost per move ``O(n r)`` (``A X`` is updated in the two changed columns and recomputed
+    after each round); per power step ``O(n² r)``.
+
+    Returns:
+        ``(point, its F, moves done)``.
+
+    Raises:
+        ValueError: no quadratic oracle, or ``x`` is not nonnegative with disjoint column
+            supports.
+    """
+    out = (x, float(oracle.value(x)), 0)
+    for item in partition_moves(x, oracle, max_moves=max_moves, polish=polish, chunk=chunk):
+        out = item
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+    return out
 
 
 def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -234,14 +560,34 @@ class SparseOBCD(OBCD):
             (default 1: on dense n = 1000 columns a sweep costs tens of ms; in the issue #19
             runs one sweep reached the competitors' objective sooner than 3 or 10, with final F
             within 1 % of theirs).
-        prox_steps: :func:`prox_polar` iterations from the chosen start (0: none); kept only if
-            they lower F, and cut off at ``prox_fraction`` of ``max_time``. ``"auto"``
+        prox_steps: :func:`prox_polar` iterations (with momentum, patience 20) from the
+            chosen start (0: none); kept only if they lower F, and cut off at
+            ``prox_fraction`` of ``max_time``. ``"auto"``
             (default): 1000 when h is finite and continuous (ℓ1, capped ℓ1), else 0 — the polar
             factor of a thresholded matrix is dense, so for ℓ0 the phase trades a sparse start
             for a dense one that pair steps cannot thin out in time, and under the
             nonnegativity indicator its iterates are infeasible.
         prox_fraction: the share of the time budget the prox phase may use, in (0, 1] (default
             0.5).
+        split_steps: :func:`splitting_iterates` iterations from the chosen start (0: none);
+            cut off at ``split_fraction`` of ``max_time``. ``"auto"``
+            (default): 10000 when h is not continuous (ℓ0, the nonnegativity indicator), else 0.
+            Its X-iterates are orthonormal and its Y-iterates sparse (or nonnegative), and the
+            feasible points it forms from them have the sparsity pattern of Y, which pair
+            steps from a dense start do not reach in time.
+        split_smoothing: μβ of :func:`splitting_start`; ``"auto"`` (default): 0.1 for an
+            indicator h (the hard projection alone stalled on Gaussian NN-PCA), else 0.
+        split_fraction: the share of the time budget the splitting phase may use, in (0, 1]
+            (default 0.5); a partition search after it runs until no move gains. The start
+            phase runs interleaved with the pair steps: one item (a check of
+            :func:`splitting_iterates`, or a chunk of :func:`partition_moves`) per evaluation
+            interval on the compiled path, per
+            ``PHASE_EVERY`` pair steps elsewhere; an item's point replaces the run's when its
+            F is lower. Pair steps thus keep their progress where the phase is slow (large n),
+            and the run records the phase's progress as it goes.
+        partition: :func:`partition_moves` after the splitting phase; ``"auto"`` (default):
+            for the nonnegativity indicator (its feasible points are row partitions, whose
+            local minima pair steps cannot leave).
         **kwargs: :class:`~orthoplug.solvers.obcd.OBCD` options except ``k`` and
             ``working_set`` (pairs are this class's choice).
 
@@ -256,7 +602,9 @@ class SparseOBCD(OBCD):
 
     def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
-                 prox_steps: int | str = "auto", prox_fraction: float = 0.5, **kwargs):
+                 prox_steps: int | str = "auto", prox_fraction: float = 0.5,
+                 split_steps: int | str = "auto", split_smoothing: float | str = "auto",
+                 split_fraction: float = 0.5, partition: bool | str = "auto", **kwargs):
         for key in ("k", "working_set"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2 and its own pairs; {key}= is not "
@@ -276,9 +624,27 @@ class SparseOBCD(OBCD):
             prox_steps = 1000 if self.h.piecewise.continuous else 0
         if not (isinstance(prox_steps, int) and prox_steps >= 0):
             raise ValueError(f"prox_steps must be 'auto' or an integer >= 0, got {prox_steps!r}")
-        if not 0 < prox_fraction <= 1:
-            raise ValueError(f"prox_fraction must lie in (0, 1], got {prox_fraction}")
+        if split_steps == "auto":
+            split_steps = 0 if self.h.piecewise.continuous else 10000
+        if not (isinstance(split_steps, int) and split_steps >= 0):
+            raise ValueError(f"split_steps must be 'auto' or an integer >= 0, got "
+                             f"{split_steps!r}")
+        if split_smoothing == "auto":
+            split_smoothing = 0.1 if self.h.is_indicator else 0.0
+        if not (isinstance(split_smoothing, (int, float)) and split_smoothing >= 0):
+            raise ValueError(f"split_smoothing must be 'auto' or a number >= 0, got "
+                             f"{split_smoothing!r}")
+        for key, frac in (("prox_fraction", prox_fraction), ("split_fraction", split_fraction)):
+            if not 0 < frac <= 1:
+                raise ValueError(f"{key} must lie in (0, 1], got {frac}")
         self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
+        self.split_steps, self.split_smoothing = split_steps, float(split_smoothing)
+        self.split_fraction = float(split_fraction)
+        if partition == "auto":
+            partition = self.h.is_indicator
+        if partition and not self.h.is_indicator:
+            raise ValueError("partition search applies to the nonnegativity indicator only")
+        self.partition = bool(partition)
         self.starts, self.candidates = tuple(starts), candidates
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
 
@@ -293,8 +659,10 @@ class SparseOBCD(OBCD):
                              "column_every=0 for other costs")
         every = self.column_every_user
         run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
-        run.started = not (self.starts or self.prox_steps)
-        run.prox_done = 0
+        run.started = not (self.starts or self.prox_steps or self.split_steps or self.partition)
+        run.prox_done = run.split_done = run.moves_done = 0
+        run.part_counts = {}
+        run.phase, run.phase_deadline = None, None
         run.start_chosen = "x0"
         run.column_sweeps_done = 0
 
@@ -318,16 +686,64 @@ class SparseOBCD(OBCD):
             if math.isfinite(fx) and fx < best_f:
                 best_name, best_x, best_f = name, x, fx
         if self.prox_steps:
-            budget = self.stopping.max_time * self.prox_fraction
-            deadline = None if math.isinf(budget) else time.perf_counter() + budget
             x, fx, run.prox_done = prox_polar(x0 if best_x is None else best_x,
                                               tracker.oracle, self.h, self.prox_steps,
-                                              deadline=deadline, gradient=tracker.gradient_at)
+                                              momentum=True, patience=20,
+                                              deadline=self._deadline(self.prox_fraction),
+                                              gradient=tracker.gradient_at)
             if fx < best_f:
                 best_name, best_x, best_f = f"{best_name} + prox", x, fx
         if best_x is not None:
             tracker.set_point(best_x.contiguous())
         run.start_chosen = best_name
+        if self.split_steps or self.partition:
+            run.phase = self._phases(run)
+            run.phase_deadline = self._deadline(self.split_fraction)
+
+    def _phases(self, run) -> Iterator[tuple[int, str, torch.Tensor, float, int]]:
+        """The start phase as ``(part, name, point, F, count so far in the part)`` items: the
+        splitting phase, then (for the nonnegativity indicator) a partition search, each from
+        the run's point when it begins (a partition search first and the splitting from its
+        point ended higher on Gaussian NN-PCA: the splitting then found nothing lower)."""
+        tracker = run.tracker
+        parts = (["splitting"] if self.split_steps else []) + (
+            ["partition search"] if self.partition else [])
+        for part, name in enumerate(parts):
+            if name == "splitting":
+                items = splitting_iterates(tracker.x.clone(), tracker.oracle, self.h,
+                                           self.split_steps, smoothing=self.split_smoothing,
+                                           gradient=tracker.gradient_at)
+            else:
+                items = partition_moves(tracker.x.clone(), tracker.oracle)
+            for x, fx, count in items:
+                yield part, name, x, fx, count
+                if name == "splitting" and run.phase_deadline is not None \
+                        and time.perf_counter() >= run.phase_deadline:
+                    break
+
+    def _advance_phase(self, run) -> None:
+        """One item of the start phase, if it runs: its point replaces the run's if lower. The
+        phase ends when its last part ends (the splitting part at ``split_fraction`` of the
+        budget at the latest; a partition search ends by itself)."""
+        if run.phase is None:
+            return
+        item = next(run.phase, None)
+        if item is not None:
+            part, name, x, fx, count = item
+            run.part_counts[part] = (name, count)
+            run.split_done = sum(c for n, c in run.part_counts.values() if n == "splitting")
+            run.moves_done = sum(c for n, c in run.part_counts.values() if n != "splitting")
+            if fx < self._objective(run, run.tracker.x):
+                if not run.start_chosen.endswith(name):
+                    run.start_chosen += f" + {name}"
+                run.tracker.set_point(x.contiguous())
+        if item is None:
+            run.phase = None
+
+    def _deadline(self, fraction: float) -> float | None:
+        """``time.perf_counter()`` plus ``fraction`` of the time budget (None: no budget)."""
+        budget = self.stopping.max_time * fraction
+        return None if math.isinf(budget) else time.perf_counter() + budget
 
     def _start_once(self, run) -> None:
         if not run.started:
@@ -357,6 +773,7 @@ class SparseOBCD(OBCD):
         if not run.kernel:
             return super().steps(run, count)
         self._start_once(run)
+        self._advance_phase(run)
         if run.column_every:
             count = min(count, run.column_every - run.count % run.column_every)
         done = super().steps(run, count)
@@ -365,6 +782,8 @@ class SparseOBCD(OBCD):
 
     def step(self, run):
         self._start_once(run)
+        if run.count % PHASE_EVERY == 0:
+            self._advance_phase(run)
         super().step(run)
         self._sweep_if_due(run)
 
@@ -383,4 +802,6 @@ class SparseOBCD(OBCD):
         return {**super().info(run), "working_set": f"greedy (best of {self.candidates})",
                 "start": getattr(run, "start_chosen", None),
                 "prox_steps": getattr(run, "prox_done", 0),
+                "split_steps": getattr(run, "split_done", 0),
+                "partition_moves": getattr(run, "moves_done", 0),
                 "column_sweeps": getattr(run, "column_sweeps_done", 0)}
