@@ -415,16 +415,37 @@ class ScalarCurvature:
         return max(abs(float((step * y).sum())) / float((step * step).sum()), 1e-12)
 
     @staticmethod
-    def accept_step(run: Run, x_new: torch.Tensor, predicted: float) -> bool:
-        """Whether ``X⁺ = x_new`` may be taken; if not, σ has been doubled for a new proposal.
+    def accept_step(run: Run, x_new: torch.Tensor, predicted: float, *,
+                    fuse: bool = False) -> bool:
+        """Whether ``X⁺ = x_new`` may be taken; if not, σ has been raised for a new proposal.
 
         Always true when ``run.curvature`` is not checked (a known σ, not adaptive). Otherwise
         the test of :meth:`SigmaBacktracking.accepts` on ``f(X⁺)``, which is kept in
         ``run.trial_value`` (else ``None``) for the caller to pass to ``set_point``.
+
+        **Fused check** (``fuse``: the caller passes ``run.trial_gradient`` to ``set_point``
+        as well): when the oracle's ``value_and_gradient`` comes at the price of a gradient
+        (:attr:`~orthoplug.oracles.core.Oracle.fused_value_gradient`) and the previous trial
+        was accepted (``rule.rejections == 0``), ``f(X⁺)`` comes from
+        ``tracker.value_and_gradient_at(X⁺)`` (counted as one gradient) and ``∇f(X⁺)`` is
+        kept in ``run.trial_gradient`` if the step is accepted (else ``None``; that gradient is
+        lost). An accepted step then costs one oracle call instead of a value and, at the next
+        iteration, a gradient; a rejected one costs a gradient instead of a value. Fusing pays
+        when the chance of acceptance exceeds 1 − (cost of a value / cost of a gradient)
+        (0.6–0.7 on HSPP): after an acceptance it is 0.82–0.96 there, after a rejection
+        0.4–0.9 (``docs/results.md``, issue #17), hence the rule. The iterates do not depend
+        on it.
         """
-        run.trial_value = None
+        run.trial_value = run.trial_gradient = None
         rule = run.curvature
         if not rule.checked:
             return True
-        run.trial_value = run.tracker.oracle.value(x_new)
-        return rule.accepts(float(run.tracker.value()), float(run.trial_value), predicted)
+        tracker = run.tracker
+        if fuse and tracker.oracle.fused_value_gradient and rule.rejections == 0:
+            run.trial_value, run.trial_gradient = tracker.value_and_gradient_at(x_new)
+        else:
+            run.trial_value = tracker.oracle.value(x_new)
+        if rule.accepts(float(tracker.value()), float(run.trial_value), predicted):
+            return True
+        run.trial_gradient = None
+        return False

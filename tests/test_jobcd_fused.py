@@ -1,0 +1,136 @@
+"""J-JOBCD's fused step check (issue #17): ``value_and_gradient`` at the trial point, its
+gradient kept on acceptance, honest gradient counts and NaN handling."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from orthoplug.geometry.manifolds import JOrthogonalGeometry
+from orthoplug.oracles import FunctionOracle
+from orthoplug.problems.hspp import HSPP, make_hspp_data
+from orthoplug.solvers.jobcd import JJOBCD
+
+
+class Counted:
+    """Wraps a callable and counts its calls."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.fn(*args)
+
+
+def hspp_oracle(fused: bool, m: int = 24, n: int = 6):
+    """HSPP's finite-sum oracle with counted callables; ``fused=False`` switches the fused
+    ability off (the same numbers, separate value and gradient calls)."""
+    prob = HSPP(make_hspp_data(m, n, source="digits", seed=3), n // 2)
+    oracle = prob.oracle()
+    calls = {"value": Counted(oracle._cv), "gradient": Counted(oracle._cg),
+             "fused": Counted(oracle._cvg)}
+    oracle._cv, oracle._cg, oracle._cvg = calls["value"], calls["gradient"], calls["fused"]
+    oracle.fused_value_gradient = fused
+    return prob, oracle, calls
+
+
+def start(n: int, seed: int = 0):
+    geo = JOrthogonalGeometry(n, n // 2)
+    return geo, geo.random_point(cond=5.0, generator=torch.Generator().manual_seed(seed))
+
+
+def test_hspp_fused_value_and_gradient_equal_the_separate_calls_bitwise():
+    prob, oracle, _ = hspp_oracle(True)
+    _, x = start(prob.n)
+    value, grad = oracle.value_and_gradient(x)
+    assert oracle.fused_value_gradient
+    assert torch.equal(value, prob.value(x)) and torch.equal(grad, prob.gradient(x))
+    idx = torch.tensor([0, 5, 7])
+    v_idx, g_idx = prob.component_value_and_gradient(x, idx)
+    assert torch.equal(v_idx, prob.component_value(x, idx))
+    assert torch.equal(g_idx, prob.component_gradient(x, idx))
+    # still differentiable (double backward) when X requires grad
+    xr = x.clone().requires_grad_(True)
+    v_r, g_r = prob.component_value_and_gradient(xr, idx)
+    assert g_r.requires_grad and torch.allclose(v_r.detach(), v_idx)
+
+
+def test_fused_check_keeps_the_iterates_and_counts_every_gradient_it_computes():
+    results, calls = {}, {}
+    for fused in (False, True):
+        prob, oracle, calls[fused] = hspp_oracle(fused)
+        geo, x0 = start(prob.n)
+        results[fused] = JJOBCD(max_iterations=40, seed=1).run(oracle, x0, geo)
+    plain, fused = results[False], results[True]
+    assert torch.equal(plain.point, fused.point)
+    assert plain.history["cost"] == fused.history["cost"]
+    assert plain.info["backtracks"] == fused.info["backtracks"] > 0  # rejections happened
+    # every gradient the oracle computed is counted, no more (the estimate_bb secant included)
+    for run, c in ((plain, calls[False]), (fused, calls[True])):
+        assert run.gradient_evaluations == c["gradient"].calls + c["fused"].calls
+    assert calls[False]["fused"].calls == 0
+    assert calls[True]["fused"].calls > 0
+    # accepted fused checks hand their gradient over: fewer separate gradients and values
+    assert calls[True]["gradient"].calls < calls[False]["gradient"].calls
+    assert calls[True]["value"].calls < calls[False]["value"].calls
+    # each trial is one value or one fused call in both runs
+    assert (calls[True]["value"].calls + calls[True]["fused"].calls
+            == calls[False]["value"].calls)
+
+
+def quartic(n: int):
+    """A smooth non-quadratic cost ``tr(XᵀCX) + 0.05 Σ X⁴`` and its gradient."""
+    gen = torch.Generator().manual_seed(7)
+    a = torch.randn(n, n, dtype=torch.float64, generator=gen)
+    c = (a + a.T) / 2
+
+    def value(x):
+        return (x * (c @ x)).sum() + 0.05 * (x ** 4).sum()
+
+    def gradient(x):
+        return 2 * c @ x + 0.2 * x ** 3
+
+    return value, gradient
+
+
+def test_function_oracle_fused_runs_like_the_plain_one():
+    value, gradient = quartic(6)
+    fused_calls = Counted(lambda x: (value(x), gradient(x)))
+    grad_calls = {False: Counted(gradient), True: Counted(gradient)}
+    geo, x0 = start(6, seed=2)
+    plain = JJOBCD(max_iterations=30, seed=0).run(FunctionOracle(value, grad_calls[False]),
+                                                  x0, geo)
+    oracle = FunctionOracle(value, grad_calls[True], value_and_gradient=fused_calls)
+    assert oracle.fused_value_gradient and not FunctionOracle(value, gradient).fused_value_gradient
+    fused = JJOBCD(max_iterations=30, seed=0).run(oracle, x0, geo)
+    assert torch.equal(plain.point, fused.point) and plain.cost == fused.cost
+    assert fused_calls.calls > 0
+    assert fused.gradient_evaluations == grad_calls[True].calls + fused_calls.calls
+    assert plain.gradient_evaluations == grad_calls[False].calls
+    assert grad_calls[True].calls < grad_calls[False].calls  # gradients handed over
+
+
+def test_nan_in_the_fused_call_stops_and_keeps_the_last_good_point():
+    value, gradient = quartic(6)
+    geo, x0 = start(6, seed=2)
+    good = 5  # fused calls that return finite numbers
+
+    def value_and_gradient(x):
+        calls.calls += 1
+        if calls.calls > good:
+            return torch.tensor(math.nan, dtype=x.dtype), torch.full_like(x, math.nan)
+        return value(x), gradient(x)
+
+    calls = Counted(None)
+    oracle = FunctionOracle(value, gradient, value_and_gradient=value_and_gradient)
+    result = JJOBCD(max_iterations=200, seed=0).run(oracle, x0, geo)
+    assert "stopped on non-finite cost" in result.stop_reason
+    assert result.iterations < 200 and math.isfinite(result.cost)
+    # the returned point is the iterate of a clean run after the same number of iterations
+    ref = JJOBCD(max_iterations=result.iterations, seed=0).run(
+        FunctionOracle(value, gradient), x0, geo)
+    assert torch.equal(result.point, ref.point)
+    assert result.cost == pytest.approx(float(value(result.point)), rel=1e-14)
