@@ -134,3 +134,28 @@ def test_nan_in_the_fused_call_stops_and_keeps_the_last_good_point():
         FunctionOracle(value, gradient), x0, geo)
     assert torch.equal(result.point, ref.point)
     assert result.cost == pytest.approx(float(value(result.point)), rel=1e-14)
+
+
+def test_sigma_fit_is_optimistic_after_an_acceptance_and_tracks_acceptance_rates():
+    """σ after an accepted step is the fitted curvature divided by ``optimism``; the
+    running acceptance rates are kept per previous outcome."""
+    from orthoplug.solvers.steps import SigmaFit
+
+    g2, f0 = 3.0, 1.0
+
+    def trial(sigma, curvature):  # model minimiser -g/σ of g·t + σ t²/2 on a quadratic
+        return f0 - g2 / sigma + curvature * g2 / (2 * sigma ** 2), -g2 / (2 * sigma)
+
+    rule = SigmaFit(4.0, optimism=8.0)
+    assert rule.likely_accepted() is False  # no evidence yet (rates start at 0.5)
+    assert rule.accepts(f0, *trial(4.0, 4.0))  # ρ = 1: fit L = 4, then 4 / 8
+    assert rule.sigma == pytest.approx(0.5, rel=1e-12)
+    assert not rule.accepts(f0, *trial(0.5, 4.0))  # ρ = 2 − 8 = −6: σ·8 = L
+    assert rule.sigma == pytest.approx(4.0, rel=1e-12)
+    # (a run starts as after an acceptance) accepted: 0.5 → 0.55, then rejected: → 0.495
+    assert rule.acceptance == pytest.approx([0.5, 0.495])
+    for _ in range(30):  # accepted trials only: the rate after an acceptance → 1
+        assert rule.accepts(f0, *trial(rule.sigma, 0.0))
+    assert rule.acceptance[1] > 0.9 and rule.likely_accepted()
+    with pytest.raises(ValueError, match="optimism must be >= 1"):
+        SigmaFit(1.0, optimism=0.5)

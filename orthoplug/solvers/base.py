@@ -24,7 +24,7 @@ import torch
 from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
-from .steps import SigmaBacktracking, resolve_sigma_rule, sigma_rule
+from .steps import SigmaBacktracking, SigmaFit, resolve_sigma_rule, sigma_rule
 
 __all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
 
@@ -425,23 +425,27 @@ class ScalarCurvature:
 
         **Fused check** (``fuse``: the caller passes ``run.trial_gradient`` to ``set_point``
         as well): when the oracle's ``value_and_gradient`` comes at the price of a gradient
-        (:attr:`~orthoplug.oracles.core.Oracle.fused_value_gradient`) and the previous trial
-        was accepted (``rule.rejections == 0``), ``f(X⁺)`` comes from
+        (:attr:`~orthoplug.oracles.core.Oracle.fused_value_gradient`) and the rule is a
+        :class:`~orthoplug.solvers.steps.SigmaFit` that expects this trial to be accepted
+        (:meth:`~orthoplug.solvers.steps.SigmaFit.likely_accepted`: running acceptance rate
+        above 0.7 after the previous trial's outcome), ``f(X⁺)`` comes from
         ``tracker.value_and_gradient_at(X⁺)`` (counted as one gradient) and ``∇f(X⁺)`` is
         kept in ``run.trial_gradient`` if the step is accepted (else ``None``; that gradient is
         lost). An accepted step then costs one oracle call instead of a value and, at the next
-        iteration, a gradient; a rejected one costs a gradient instead of a value. Fusing pays
-        when the chance of acceptance exceeds 1 − (cost of a value / cost of a gradient)
-        (0.6–0.7 on HSPP): after an acceptance it is 0.82–0.96 there, after a rejection
-        0.4–0.9 (``docs/results.md``, issue #17), hence the rule. The iterates do not depend
-        on it.
+        iteration, a gradient; a rejected one costs a gradient instead of a value, so fusing
+        pays when the chance of acceptance exceeds 1 − (cost of a value / cost of a gradient)
+        (0.45–0.75 on HSPP). With SigmaFit's optimistic σ the trial after an acceptance is
+        accepted in 0.06–0.17 of the cases on HSPP and the one after a rejection in
+        0.5–0.7 (``docs/results.md``, issue #17), so there it rarely fuses. The iterates do
+        not depend on it.
         """
         run.trial_value = run.trial_gradient = None
         rule = run.curvature
         if not rule.checked:
             return True
         tracker = run.tracker
-        if fuse and tracker.oracle.fused_value_gradient and rule.rejections == 0:
+        if (fuse and tracker.oracle.fused_value_gradient and isinstance(rule, SigmaFit)
+                and rule.likely_accepted()):
             run.trial_value, run.trial_gradient = tracker.value_and_gradient_at(x_new)
         else:
             run.trial_value = tracker.oracle.value(x_new)

@@ -546,35 +546,63 @@ class SigmaFit(SigmaBacktracking):
     ``f(X⁺) ≤ f(X) + fraction·predicted ≤ f(X)``: accepted steps never increase f; up to
     ``1e-12`` relative, and a step that predicts no change is accepted iff f did not rise). Along
     a step of a quadratic model, ``ρ = 2 − L/σ`` where L is the curvature met, so σ is set to
-    that fit, ``σ ← σ·(2 − ρ)``: clipped to ``[min_factor, 2 − fraction]`` after an acceptance,
-    to ``[2, 10]`` after a rejection (×2 when ``f(X⁺)`` is not finite), and rounded to a power
+    that fit, ``σ ← σ·(2 − ρ)``: clipped to ``[min_factor, 2 − fraction]`` and divided by
+    ``optimism`` after an acceptance (the next step tries ``optimism`` times the fitted model's
+    step, as pymanopt's line search tries twice the last decrease), to ``[2, 10]`` after a
+    rejection (×2 when ``f(X⁺)`` is not finite), and rounded to a power
     of ``2^(1/4)`` (so rounding noise in f does not reach σ). σ never falls below
     ``1e-12`` times its start, and as σ grows the steps shrink until ``ρ → 2``, so a rejection
     streak ends unless f is not finite near X (then, after ``max_rejections``, the error of
     :class:`SigmaBacktracking`).
 
-    The default ``fraction`` is Armijo's (pymanopt's line search uses the same 1e-4): on HSPP
-    (issue #17, ``docs/results.md``) ``0.5`` rejected a third of the steps (each rejection a
-    cost value, with J-JOBCD's fused check a gradient) and the accepted ones, fitted to
-    ``σ = L``, led J-JOBCD into worse local minima than SD's and CG's long first steps; with
-    1e-4 the gap to the better of SD and CG at equal time fell from +4.2 % to +2.2 % on average
-    (quick scale, both data sets, seeds 0–3).
+    The defaults (issue #17, ``docs/results.md``): ``fraction`` is Armijo's 1e-4 (pymanopt's
+    line search uses the same), ``optimism`` 8. With ``fraction = 0.5, optimism = 1`` J-JOBCD
+    rejected a third of its steps on HSPP, and its accepted steps, fitted to ``σ = L``, led it
+    into worse local minima than SD's and CG's long steps (quick scale, 1 s: +0.7 % to +7.5 %
+    above the better of them on 7 of 8 instances); with 1e-4 and 8 it ended 0.3 % to 24 %
+    below on all 20 instances measured (both data sets, seeds 0–9). On a quadratic, where the
+    fit is exact, every optimistic step overshoots and is rejected (one cost value).
 
     Args:
         sigma: the initial σ (> 0).
         fraction: the share of the predicted decrease a step must achieve, in (0, 1].
-        min_factor: the largest shrink of σ after one step, in (0, 1].
+        min_factor: the largest shrink of σ by the fit after one step, in (0, 1].
+        optimism: the fitted σ is divided by it after an accepted step, ``>= 1``.
         max_rejections: consecutive rejections before giving up.
+
+    Attributes:
+        acceptance: running acceptance rates of the trials that follow a rejection (entry 0)
+            and an acceptance (entry 1): exponential means with weight 0.1, from 0.5
+            (:meth:`likely_accepted`).
     """
 
+    #: a next trial counts as likely accepted above this rate (:meth:`likely_accepted`)
+    likely = 0.7
+
     def __init__(self, sigma: float, *, fraction: float = 1e-4, min_factor: float = 0.1,
-                 max_rejections: int = 200):
+                 optimism: float = 8.0, max_rejections: int = 200):
         super().__init__(sigma, max_rejections=max_rejections)
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
         if not 0 < min_factor <= 1:
             raise ValueError(f"min_factor must be in (0, 1], got {min_factor}")
+        if not optimism >= 1:
+            raise ValueError(f"optimism must be >= 1, got {optimism}")
         self.fraction, self.min_factor = float(fraction), float(min_factor)
+        self.optimism = float(optimism)
+        self.acceptance = [0.5, 0.5]
+        self._last = 1  # outcome of the previous trial (1: accepted; a run starts accepted)
+
+    def likely_accepted(self) -> bool:
+        """Whether the next trial is likely to be accepted: the running acceptance rate after
+        the previous trial's outcome exceeds :attr:`likely` (J-JOBCD then checks it by a fused
+        value and gradient, :meth:`~orthoplug.solvers.base.ScalarCurvature.accept_step`)."""
+        return self.acceptance[self._last] > self.likely
+
+    def _observe(self, accepted: bool) -> None:
+        rate = self.acceptance[self._last]
+        self.acceptance[self._last] = rate + 0.1 * (float(accepted) - rate)
+        self._last = int(accepted)
 
     def accepts(self, f0: float, f1: float, predicted: float) -> bool:
         """Test ``f(X⁺) = f1`` against ``f(X) = f0`` and the model's change; refit σ."""
@@ -583,8 +611,9 @@ class SigmaFit(SigmaBacktracking):
             if predicted < 0:
                 rho = (f0 - f1) / -predicted
                 factor = min(max(2.0 - rho, self.min_factor), 2.0 - self.fraction)
-                self.sigma = max(self.sigma * self._grid(factor), self.floor)
+                self.sigma = max(self.sigma * self._grid(factor) / self.optimism, self.floor)
             self.rejections = 0
+            self._observe(True)
             return True
         factor = 2.0
         if math.isfinite(f1) and predicted < 0:
@@ -592,6 +621,7 @@ class SigmaFit(SigmaBacktracking):
         # f1 > f0 + fraction·predicted ≥ f0 + predicted: the parent's test rejects too; it
         # doubles σ (σ·factor in all), counts the rejection and gives up after a long streak
         self.sigma *= self._grid(factor) / 2.0
+        self._observe(False)
         return super().accepts(f0, f1, predicted)
 
     @staticmethod
