@@ -63,7 +63,8 @@ def test_fused_check_keeps_the_iterates_and_counts_every_gradient_it_computes():
     for fused in (False, True):
         prob, oracle, calls[fused] = hspp_oracle(fused)
         geo, x0 = start(prob.n)
-        results[fused] = JJOBCD(max_iterations=40, seed=1).run(oracle, x0, geo)
+        # (one matching per gradient: there the fused check fires often enough to be seen)
+        results[fused] = JJOBCD(max_iterations=40, seed=1, matchings=1).run(oracle, x0, geo)
     plain, fused = results[False], results[True]
     assert torch.equal(plain.point, fused.point)
     assert plain.history["cost"] == fused.history["cost"]
@@ -137,8 +138,9 @@ def test_nan_in_the_fused_call_stops_and_keeps_the_last_good_point():
 
 
 def test_sigma_fit_is_optimistic_after_an_acceptance_and_tracks_acceptance_rates():
-    """σ after an accepted step is the fitted curvature divided by ``optimism``; the
-    running acceptance rates are kept per previous outcome."""
+    """σ after an accepted step is the fitted curvature divided by the boldness (halved
+    after a rejected optimistic trial, doubled up to ``optimism`` after an accepted one);
+    the running acceptance rates are kept per previous outcome."""
     from orthoplug.solvers.steps import SigmaFit
 
     g2, f0 = 3.0, 1.0
@@ -151,11 +153,17 @@ def test_sigma_fit_is_optimistic_after_an_acceptance_and_tracks_acceptance_rates
     assert rule.accepts(f0, *trial(4.0, 4.0))  # ρ = 1: fit L = 4, then 4 / 8
     assert rule.sigma == pytest.approx(0.5, rel=1e-12)
     assert not rule.accepts(f0, *trial(0.5, 4.0))  # ρ = 2 − 8 = −6: σ·8 = L
-    assert rule.sigma == pytest.approx(4.0, rel=1e-12)
-    # (a run starts as after an acceptance) accepted: 0.5 → 0.55, then rejected: → 0.495
-    assert rule.acceptance == pytest.approx([0.5, 0.495])
+    assert rule.sigma == pytest.approx(4.0, rel=1e-12) and rule.boldness == 4.0
+    assert rule.accepts(f0, *trial(4.0, 4.0))  # ρ = 1 after a rejection: L / 4
+    assert rule.sigma == pytest.approx(1.0, rel=1e-12) and rule.boldness == 4.0
+    # after an acceptance (a run starts so): accepted 0.5 → 0.55, rejected → 0.495;
+    # after a rejection: accepted 0.5 → 0.55
+    assert rule.acceptance == pytest.approx([0.55, 0.495])
     for _ in range(30):  # accepted trials only: the rate after an acceptance → 1
         assert rule.accepts(f0, *trial(rule.sigma, 0.0))
-    assert rule.acceptance[1] > 0.9 and rule.likely_accepted()
+    assert rule.acceptance[1] > 0.9 and rule.likely_accepted() and rule.boldness == 8.0
+    copy = SigmaFit(1.0)  # the torch optimizers keep the rule in their state
+    copy.load_state_dict(rule.state_dict())
+    assert copy.state_dict() == rule.state_dict() and copy.likely_accepted()
     with pytest.raises(ValueError, match="optimism must be >= 1"):
         SigmaFit(1.0, optimism=0.5)
