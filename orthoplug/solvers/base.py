@@ -435,9 +435,10 @@ class ScalarCurvature:
         iteration, a gradient; a rejected one costs a gradient instead of a value, so fusing
         pays when the chance of acceptance exceeds 1 − (cost of a value / cost of a gradient)
         (0.45–0.75 on HSPP). With SigmaFit's optimistic σ the trial after an acceptance is
-        accepted in 0.06–0.17 of the cases on HSPP and the one after a rejection in
-        0.5–0.7 (``docs/results.md``, issue #17), so there it rarely fuses. The iterates do
-        not depend on it.
+        accepted in 0.50–0.61 of the cases on HSPP (the adaptive boldness settles there) and
+        the one after a rejection in 0.51–0.74 (quick scale, seeds 0–4, 120 iterations;
+        ``docs/results.md``, issue #17), so there it seldom fuses. The iterates do not depend
+        on it.
         """
         run.trial_value = run.trial_gradient = None
         rule = run.curvature

@@ -555,14 +555,16 @@ class SigmaFit(SigmaBacktracking):
     streak ends unless f is not finite near X (then, after ``max_rejections``, the error of
     :class:`SigmaBacktracking`). The boldness starts at ``optimism``, doubles (up to
     ``optimism``) when the trial after an acceptance is accepted and halves (down to 1) when
-    it is rejected, so where the fit is exact (a quadratic) the optimistic trials soon stop.
+    it is rejected, so where the fit is exact (a quadratic) one trial in three settles into a
+    failed optimistic one (the pattern accept, accept, reject).
 
     The defaults (issue #17, ``docs/results.md``): ``fraction`` is Armijo's 1e-4 (pymanopt's
     line search uses the same), ``optimism`` 8. With ``fraction = 0.5, optimism = 1`` J-JOBCD
     rejected a third of its steps on HSPP, and its accepted steps, fitted to ``σ = L``, led it
     into worse local minima than SD's and CG's longer steps (quick scale, 1 s: up to +7.5 %
-    above the better of them, on 7 of 8 instances); with the new defaults it ends below them
-    on 17 of 18 instances measured (both data sets, seeds 0–8; the 18th +0.3 %). A fixed
+    above the better of them, on 7 of 8 instances); with the new defaults it ends below
+    pymanopt's SD/CG and geoopt's RSGD/RAdam on 9 of the 10 quick instances of seeds 0–4
+    (both data sets; the 10th +0.3 %). A fixed
     optimism of 8 did as well at quick scale but wasted a cost value per iteration at paper
     scale, where only 6–25 iterations fit in 15 s; the adaptive boldness does not.
 
