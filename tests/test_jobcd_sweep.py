@@ -87,7 +87,7 @@ def test_sigma_fit_recovers_the_curvature_along_a_quadratic_step():
     def trial(sigma, curvature):  # model minimiser -g/σ of g·t + σ t²/2
         return f0 - g2 / sigma + curvature * g2 / (2 * sigma ** 2), -g2 / (2 * sigma)
 
-    rule = SigmaFit(4.0)
+    rule = SigmaFit(4.0, optimism=1.0)
     f1, pred = trial(4.0, 2.0)  # ρ = 1.5
     assert rule.accepts(f0, f1, pred) and rule.sigma == pytest.approx(2.0, rel=1e-12)
     f1, pred = trial(2.0, 8.0)  # ρ = −2: rejected, σ·4
@@ -122,7 +122,7 @@ def test_fitted_sigma_keeps_the_cost_non_increasing_at_every_evaluation(solver):
 def test_more_matchings_per_gradient_go_further_per_gradient():
     """All n(n−1)/2 pairs per gradient against ⌊n/2⌋: lower cost after the same iterations."""
     problem, geo, x0 = _hspp()
-    costs = [JJOBCD(sigma_rule="fit", matchings=k, seed=0, max_iterations=15).run(
+    costs = [JJOBCD(sigma_rule="fit", matchings=k, seed=0, max_iterations=30).run(
         problem.oracle(), x0, geo).cost for k in (1, "all")]
     assert costs[1] < costs[0]
 

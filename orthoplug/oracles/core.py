@@ -102,6 +102,11 @@ class Oracle:
     #: The :class:`~orthoplug.distributed.Shard` of a data-parallel objective (else ``None``):
     #: its value and gradient are collectives, so the run loop keeps the ranks in step.
     shard: Shard | None = None
+    #: True when :meth:`value_and_gradient` costs about one gradient (the value comes out of
+    #: the gradient's forward pass): J-JOBCD then may check a step by the pair at the trial
+    #: point and keep its gradient when the step is accepted
+    #: (:meth:`~orthoplug.solvers.base.ScalarCurvature.accept_step`).
+    fused_value_gradient: bool = False
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
         """``f(X)`` as a 0-dimensional tensor on X's device."""
@@ -112,7 +117,8 @@ class Oracle:
         raise NotImplementedError
 
     def value_and_gradient(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(f(X), ∇f(X))``; override when both come cheaper together."""
+        """``(f(X), ∇f(X))``; override when both come cheaper together (and then set
+        :attr:`fused_value_gradient`)."""
         return self.value(x), self.gradient(x)
 
     def track(self, x: torch.Tensor) -> Tracker:
@@ -130,11 +136,16 @@ class FunctionOracle(Oracle):
             Given, the oracle has the :class:`~orthoplug.oracles.abilities.HessianVector`
             ability (a ``hessian_vector`` method); without it, it has not.
         lipschitz: optional Lipschitz constant of the gradient.
+        value_and_gradient: optional ``value_and_gradient(X) -> (f(X), ∇f(X))`` in one pass
+            (e.g. an autograd forward and backward). Given, it serves
+            :meth:`~Oracle.value_and_gradient` and :attr:`~Oracle.fused_value_gradient` is set.
     """
 
     def __init__(self, value: Callable, gradient: Callable, *, hessian: Callable | None = None,
-                 lipschitz: float | None = None):
+                 lipschitz: float | None = None, value_and_gradient: Callable | None = None):
         self._value, self._gradient, self._hessian = value, gradient, hessian
+        self._value_and_gradient = value_and_gradient
+        self.fused_value_gradient = value_and_gradient is not None
         self.lipschitz = lipschitz
         if hessian is not None:  # the ability exists only when a Hessian was given
             self.hessian_vector = self._hessian_vector
@@ -149,6 +160,13 @@ class FunctionOracle(Oracle):
     def gradient(self, x):
         return finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
                        "gradient")
+
+    def value_and_gradient(self, x):
+        if self._value_and_gradient is None:
+            return super().value_and_gradient(x)
+        value, grad = self._value_and_gradient(x)
+        return (finite(torch.as_tensor(value, dtype=x.dtype, device=x.device), "cost"),
+                finite(torch.as_tensor(grad, dtype=x.dtype, device=x.device), "gradient"))
 
 
 class QuadraticOracle(Oracle):
@@ -221,6 +239,9 @@ class FiniteSumOracle(Oracle):
         component_value: ``(X, idx) -> mean of f_i(X) over idx`` (a LongTensor of indices,
             on X's device; local positions when sharded).
         component_gradient: ``(X, idx) -> mean of ∇f_i(X) over idx``.
+        component_value_and_gradient: optional ``(X, idx) -> (mean of f_i, mean of ∇f_i)``
+            over idx in one pass; given, it serves :meth:`value_and_gradient` and
+            :attr:`~Oracle.fused_value_gradient` is set.
         lipschitz: optional Lipschitz constant of ∇f.
         shard: this rank's components (see above); ``None``: all N.
         process_group: the ``torch.distributed`` group of a sharded oracle (default: world).
@@ -232,11 +253,14 @@ class FiniteSumOracle(Oracle):
 
     def __init__(self, num_components: int, component_value: Callable,
                  component_gradient: Callable, *, lipschitz: float | None = None,
-                 shard=None, process_group=None):
+                 shard=None, process_group=None,
+                 component_value_and_gradient: Callable | None = None):
         if num_components < 1:
             raise ValueError(f"num_components must be >= 1, got {num_components}")
         self.num_components = int(num_components)
         self._cv, self._cg = component_value, component_gradient
+        self._cvg = component_value_and_gradient
+        self.fused_value_gradient = component_value_and_gradient is not None
         self.lipschitz = lipschitz
         if shard is not None:
             self.shard = Shard(self.num_components, shard, process_group)
@@ -245,28 +269,40 @@ class FiniteSumOracle(Oracle):
     def _all(self, x):
         return torch.arange(self.num_components, device=x.device)
 
-    def _mean(self, fn: Callable, x: torch.Tensor, idx: torch.Tensor, like: torch.Tensor,
-              what: str) -> torch.Tensor:
-        """The mean of ``fn``'s per-component terms over the global ``idx`` (summed over the
-        shards when data parallel)."""
+    def _means(self, fn: Callable, x: torch.Tensor, idx: torch.Tensor,
+               likes: tuple[torch.Tensor, ...], whats: tuple[str, ...]) -> list[torch.Tensor]:
+        """The means of ``fn``'s per-component terms over the global ``idx`` (summed over the
+        shards when data parallel); ``fn`` returns one mean, or a tuple of them (``likes``
+        and ``whats`` name one entry per mean)."""
+        def checked(out):
+            out = out if len(likes) > 1 else (out,)
+            return [finite(torch.as_tensor(o, dtype=x.dtype, device=x.device), what)
+                    for o, what in zip(out, whats, strict=True)]
+
         if self.shard is None:
-            return finite(torch.as_tensor(fn(x, idx), dtype=x.dtype, device=x.device), what)
+            return checked(fn(x, idx))
         local = self.shard.local(idx)
-        part = None
-        if local.numel():
-            part = finite(torch.as_tensor(fn(x, local), dtype=x.dtype, device=x.device), what)
-        return self.shard.combine([part], int(local.numel()), int(idx.numel()), [like])[0]
+        parts = checked(fn(x, local)) if local.numel() else [None] * len(likes)
+        return self.shard.combine(parts, int(local.numel()), int(idx.numel()), list(likes))
 
     def value(self, x):
-        return self._mean(self._cv, x, self._all(x),
-                          torch.zeros((), dtype=x.dtype, device=x.device), "cost")
+        return self._means(self._cv, x, self._all(x),
+                           (torch.zeros((), dtype=x.dtype, device=x.device),), ("cost",))[0]
 
     def gradient(self, x):
         return self.component_gradient(x, self._all(x))
 
+    def value_and_gradient(self, x):
+        if self._cvg is None:
+            return super().value_and_gradient(x)
+        value, grad = self._means(self._cvg, x, self._all(x),
+                                  (torch.zeros((), dtype=x.dtype, device=x.device), x),
+                                  ("cost", "gradient"))
+        return value, grad
+
     def component_gradient(self, x, idx):
         """The mean of ``∇f_i(X)`` over the indices ``idx`` (a LongTensor on X's device)."""
-        return self._mean(self._cg, x, idx, x, "gradient")
+        return self._means(self._cg, x, idx, (x,), ("gradient",))[0]
 
 
 class Tracker:
@@ -300,6 +336,13 @@ class Tracker:
         self.count_gradients(1)
         return self.oracle.gradient(x)
 
+    def value_and_gradient_at(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(f(x), ∇f(x))`` at another point than the current one (one oracle call,
+        :meth:`~Oracle.value_and_gradient`; counted as one gradient, not cached: hand both to
+        :meth:`set_point` when X moves there)."""
+        self.count_gradients(1)
+        return self.oracle.value_and_gradient(x)
+
     def component_gradient(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """The mean gradient of the finite-sum components ``idx`` at ``x`` (counted as
         ``|idx|/N``; the oracle must have the ``FiniteSum`` ability)."""
@@ -329,11 +372,13 @@ class Tracker:
         self._value = None
         self._grad = None
 
-    def set_point(self, x: torch.Tensor, value: torch.Tensor | None = None) -> None:
-        """``X = x``; ``value``, if given, is ``f(x)`` already computed by the caller."""
+    def set_point(self, x: torch.Tensor, value: torch.Tensor | None = None,
+                  gradient: torch.Tensor | None = None) -> None:
+        """``X = x``; ``value`` and ``gradient``, if given, are ``f(x)`` and ``∇f(x)`` already
+        computed (and counted, e.g. by :meth:`value_and_gradient_at`) by the caller."""
         self.x = x.clone()
         self._value = value
-        self._grad = None
+        self._grad = gradient
 
     def add_low_rank(self, u: torch.Tensor, v: torch.Tensor) -> None:
         """``X ← X + U V`` (U: n×r, V: r×k), e.g. RSDM-O's rotation ``X + P(r)ᵀ(Y − I)P(r)X``."""
@@ -459,7 +504,7 @@ class QuadraticTracker(Tracker):
         new_rows = new_rows.reshape(rows.numel(), -1)
         self.set_rows_array(self._index(rows), host_array(new_rows.to(self.x.dtype)))
 
-    def set_point(self, x, value=None):
+    def set_point(self, x, value=None, gradient=None):
         self.x = x.clone()
         self.refresh()
 

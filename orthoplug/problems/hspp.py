@@ -195,26 +195,41 @@ class HSPP:
         """``f(X)``."""
         return self.component_value(x, torch.arange(self.m, device=x.device))
 
-    def component_gradient(self, x: torch.Tensor, idx) -> torch.Tensor:
-        """Mean of ``∇f_i(X)`` over ``idx`` (keeps the graph if ``X`` requires grad)."""
+    def component_value_and_gradient(self, x: torch.Tensor,
+                                     idx) -> tuple[torch.Tensor, torch.Tensor]:
+        """Means of ``f_i(X)`` and ``∇f_i(X)`` over ``idx`` in one pass: the value is the
+        gradient's forward pass (equal to :meth:`component_value` to the last bit). Both keep
+        the graph if ``X`` requires grad."""
         idx = self._check_idx(idx, x.device)
         norm = 1.0 / (self.m * idx.numel())
         if x.requires_grad:  # differentiable result (double backward)
             with torch.enable_grad():
                 loss = self.component_value(x, idx)
-                return torch.autograd.grad(loss, x, create_graph=True)[0]
+                return loss, torch.autograd.grad(loss, x, create_graph=True)[0]
         with torch.enable_grad():
             xl = x.detach().requires_grad_(True)
             q = self.probe(xl)
             qd = q.detach().requires_grad_(True)
             gq = torch.zeros_like(qd)
+            losses = []
             for c in idx.split(self.chunk):  # dL/dQ chunk by chunk, one backprop through φ
-                gq += torch.autograd.grad(self._rows_loss(qd, c), qd)[0]
-            return torch.autograd.grad(q, xl, grad_outputs=gq * norm)[0]
+                loss = self._rows_loss(qd, c)
+                gq += torch.autograd.grad(loss, qd)[0]
+                losses.append(loss.detach())
+            grad = torch.autograd.grad(q, xl, grad_outputs=gq * norm)[0]
+        return sum(losses) / (self.m * idx.numel()), grad
+
+    def component_gradient(self, x: torch.Tensor, idx) -> torch.Tensor:
+        """Mean of ``∇f_i(X)`` over ``idx`` (keeps the graph if ``X`` requires grad)."""
+        return self.component_value_and_gradient(x, idx)[1]
 
     def gradient(self, x: torch.Tensor) -> torch.Tensor:
         """``∇f(X)`` (the mean of all component gradients)."""
         return self.component_gradient(x, torch.arange(self.m, device=x.device))
+
+    def value_and_gradient(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(f(X), ∇f(X))`` in one pass (:meth:`component_value_and_gradient`)."""
+        return self.component_value_and_gradient(x, torch.arange(self.m, device=x.device))
 
     # ---- solver interfaces ---------------------------------------------------------
     def estimate_lipschitz(self, points, *, iterations: int = 15, safety: float = 2.0,
@@ -239,9 +254,11 @@ class HSPP:
     def oracle(self, lipschitz: float | None = None) -> FiniteSumOracle:
         """A :class:`~orthoplug.oracles.core.FiniteSumOracle` with ``N = m`` components
         (``f_i`` as in the module docstring); ``lipschitz`` (e.g. from
-        :meth:`estimate_lipschitz`) is what J-JOBCD and VR-J-JOBCD use as σ."""
+        :meth:`estimate_lipschitz`) is what J-JOBCD and VR-J-JOBCD use as σ. Its
+        ``value_and_gradient`` is fused (:meth:`component_value_and_gradient`)."""
         return FiniteSumOracle(self.m, self.component_value, self.component_gradient,
-                               lipschitz=lipschitz)
+                               lipschitz=lipschitz,
+                               component_value_and_gradient=self.component_value_and_gradient)
 
     def pymanopt_problem(self, manifold):
         """A ``pymanopt.Problem`` on ``manifold`` (e.g.

@@ -24,7 +24,7 @@ import torch
 from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
-from .steps import SigmaBacktracking, resolve_sigma_rule, sigma_rule
+from .steps import SigmaBacktracking, SigmaFit, resolve_sigma_rule, sigma_rule
 
 __all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
 
@@ -415,16 +415,42 @@ class ScalarCurvature:
         return max(abs(float((step * y).sum())) / float((step * step).sum()), 1e-12)
 
     @staticmethod
-    def accept_step(run: Run, x_new: torch.Tensor, predicted: float) -> bool:
-        """Whether ``X⁺ = x_new`` may be taken; if not, σ has been doubled for a new proposal.
+    def accept_step(run: Run, x_new: torch.Tensor, predicted: float, *,
+                    fuse: bool = False) -> bool:
+        """Whether ``X⁺ = x_new`` may be taken; if not, σ has been raised for a new proposal.
 
         Always true when ``run.curvature`` is not checked (a known σ, not adaptive). Otherwise
         the test of :meth:`SigmaBacktracking.accepts` on ``f(X⁺)``, which is kept in
         ``run.trial_value`` (else ``None``) for the caller to pass to ``set_point``.
+
+        **Fused check** (``fuse``: the caller passes ``run.trial_gradient`` to ``set_point``
+        as well): when the oracle's ``value_and_gradient`` comes at the price of a gradient
+        (:attr:`~orthoplug.oracles.core.Oracle.fused_value_gradient`) and the rule is a
+        :class:`~orthoplug.solvers.steps.SigmaFit` that expects this trial to be accepted
+        (:meth:`~orthoplug.solvers.steps.SigmaFit.likely_accepted`: running acceptance rate
+        above 0.7 after the previous trial's outcome), ``f(X⁺)`` comes from
+        ``tracker.value_and_gradient_at(X⁺)`` (counted as one gradient) and ``∇f(X⁺)`` is
+        kept in ``run.trial_gradient`` if the step is accepted (else ``None``; that gradient is
+        lost). An accepted step then costs one oracle call instead of a value and, at the next
+        iteration, a gradient; a rejected one costs a gradient instead of a value, so fusing
+        pays when the chance of acceptance exceeds 1 − (cost of a value / cost of a gradient)
+        (0.45–0.75 on HSPP). With SigmaFit's optimistic σ the trial after an acceptance is
+        accepted in 0.50–0.61 of the cases on HSPP (the adaptive boldness settles there) and
+        the one after a rejection in 0.51–0.74 (quick scale, seeds 0–4, 120 iterations;
+        ``docs/results.md``, issue #17), so there it seldom fuses. The iterates do not depend
+        on it.
         """
-        run.trial_value = None
+        run.trial_value = run.trial_gradient = None
         rule = run.curvature
         if not rule.checked:
             return True
-        run.trial_value = run.tracker.oracle.value(x_new)
-        return rule.accepts(float(run.tracker.value()), float(run.trial_value), predicted)
+        tracker = run.tracker
+        if (fuse and tracker.oracle.fused_value_gradient and isinstance(rule, SigmaFit)
+                and rule.likely_accepted()):
+            run.trial_value, run.trial_gradient = tracker.value_and_gradient_at(x_new)
+        else:
+            run.trial_value = tracker.oracle.value(x_new)
+        if rule.accepts(float(tracker.value()), float(run.trial_value), predicted):
+            return True
+        run.trial_gradient = None
+        return False

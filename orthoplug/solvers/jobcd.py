@@ -451,12 +451,13 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
         return (new.mT.contiguous() if run.column else new), predicted
 
     def _step_checked(self, run, make_step):
-        """Take ``make_step(x) -> (x_new, predicted)``, re-proposed until :meth:`accept_step`."""
+        """Take ``make_step(x) -> (x_new, predicted)``, re-proposed until :meth:`accept_step`
+        (a fused check: the gradient at an accepted trial point, if computed, is kept)."""
         tracker = run.tracker
         while True:
             x_new, predicted = make_step(tracker.x)
-            if self.accept_step(run, x_new, predicted):
-                tracker.set_point(x_new, value=run.trial_value)
+            if self.accept_step(run, x_new, predicted, fuse=True):
+                tracker.set_point(x_new, value=run.trial_value, gradient=run.trial_gradient)
                 return
 
     def info(self, run=None):
