@@ -330,12 +330,16 @@ class UltraEResult:
 
 
 def _relation_optimizer(name: str, model: UltraE, lr: float, sigma: float | None,
-                        sigma0: float, seed: int, replica_check_every: int | None):
+                        sigma0: float, seed: int, replica_check_every: int | None,
+                        precondition: str | None, matchings: int | str):
     # under DDP the gradients arrive averaged: the optimizer need not average them again
     options = dict(sigma=sigma, sigma0=sigma0, seed=seed,
                    replica_check_every=replica_check_every, average_gradients=False)
     if name == "JJOBCD":
-        return JJOBCD([model.relation], **options)
+        if precondition is not None and sigma is None:
+            options["sigma"] = 1.0 / lr
+        return JJOBCD([model.relation], precondition=precondition, matchings=matchings,
+                      **options)
     if name == "GSJOBCD":
         return GSJOBCD([model.relation], **options)
     if name == "RiemannianSGD":
@@ -352,7 +356,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
                  time_limit: float | None = None, seed: int = 0,
                  eval_every: int = 1, dtype: torch.dtype = torch.float64,
                  replica_check_every: int | None = None,
-                 evaluate: bool = True) -> UltraEResult:
+                 evaluate: bool = True, precondition: str | None = None,
+                 matchings: int | str = 1) -> UltraEResult:
     """Train UltraE on ``data.train``; validate on ``data.valid``; report ``data.test``.
 
     Args:
@@ -363,10 +368,12 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         batch_size (int): Positive triples per minibatch.
         num_negatives (int): ``k``, negatives per positive.
         entity_lr (float): Adam learning rate of entity vectors and biases.
-        relation_lr (float): Learning rate of ``RiemannianSGD`` / ``RiemannianAdam`` (unused by
-            JOBCD).
+        relation_lr (float): Learning rate of ``RiemannianSGD`` / ``RiemannianAdam``, and of
+            the preconditioned J-JOBCD (``σ = 1/relation_lr`` unless ``sigma`` is given);
+            unused by the other JOBCD runs.
         sigma (float, optional): Fixed σ of the JOBCD optimisers; ``None`` (default) uses their
-            σ backtracking with a descent check (one extra loss evaluation per step).
+            σ backtracking with a descent check (one extra loss evaluation per step), or
+            ``1/relation_lr`` with ``precondition``.
         sigma0 (float): Initial σ of that backtracking (doubled on each rejected step).
         dim, p, alpha, margin (int, int, float, float): ``n``, ``p``, ``α``, ``δ`` of the model.
         init_scale (float): Standard deviation of the initial free entity vectors.
@@ -382,6 +389,11 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         evaluate (bool): ``False`` skips the validation and test rankings (MRRs in the history are
             ``nan``, the test metrics empty): for timing runs, where they would dominate the wall
             time.
+        precondition (str, optional): J-JOBCD only: ``"adam"`` or ``"rms"``, the preconditioned
+            linear term of :class:`~orthoplug.adapters.geoopt.JJOBCD` (a fixed σ, no descent
+            check).
+        matchings (int or str): J-JOBCD only: rounds of a random round robin per gradient, or
+            ``"all"`` (more than one needs the σ backtracking or ``precondition``).
 
     Returns:
         UltraEResult
@@ -401,6 +413,9 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         raise ValueError(f"learning rates must be > 0, got {entity_lr} and {relation_lr}")
     if not sigma0 > 0:
         raise ValueError(f"sigma0 must be > 0, got {sigma0}")
+    if relation_optimizer != "JJOBCD" and (precondition is not None or matchings != 1):
+        raise ValueError(f"precondition and matchings are options of JJOBCD, not of "
+                         f"{relation_optimizer}")
 
     gen = torch.Generator().manual_seed(seed)
     model = UltraE(data.num_entities, data.num_relations, dim, p, alpha=alpha, margin=margin,
@@ -421,7 +436,7 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
     else:
         world, loss_module = 1, _ScaledLoss(model)
     rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, sigma0, seed,
-                                  replica_check_every)
+                                  replica_check_every, precondition, matchings)
     ent_opt = torch.optim.Adam([model.entity, model.bias], lr=entity_lr)
     known = data.all_triples
 
