@@ -22,8 +22,9 @@ each accepted step, doubled on each rejection, so steps stay monotone. The σ ru
 solvers' :class:`~orthoplug.solvers.steps.SigmaBacktracking` (one per parameter, its state in
 the parameter's ``state``).
 
-**Same method as the core solvers.** With the same ``seed``, start and options a
-single-matrix parameter follows the iterates of the orthoplug/pymanopt solvers:
+**Same method as the core solvers.** With the same ``seed``, start and options (bar
+``JJOBCD(precondition=...)``, which the core solvers lack) a single-matrix parameter follows the
+iterates of the orthoplug/pymanopt solvers:
 ``GSJOBCD(side=s)`` those of the core ``GSJOBCD(side=s, curvature="scalar", pairs="random")``,
 ``JJOBCD`` and ``VRJJOBCD`` those of the core classes of the same name with
 ``curvature="scalar"`` (the core J-JOBCD's Hessian model needs Hessian-vector products) and
