@@ -2,11 +2,14 @@ r"""UltraE relation optimisers at equal epochs: test MRR and training seconds pe
 
 Each run is :func:`orthoplug.problems.ultrae.train_ultrae` with its defaults (n = 36, p = 18,
 k = 50 negatives, batch 128, entities by Adam at 5e-2) and one relation optimiser, given as
-``NAME`` or ``NAME,option=value,...`` (e.g. ``JJOBCD,sigma0=1`` for the σ backtracking from the
-optimisers' own σ₀ = 1, ``JJOBCD,sigma=0.1`` for a fixed σ, ``RiemannianAdam,relation_lr=0.01``,
-``JJOBCD,precondition=adam,relation_lr=0.05,matchings=2``; ``None`` is read as Python's
-None, digits as an int, other numbers as a float, anything else as a string). One thread, one
-process, runs one after another.
+``NAME`` or ``NAME,option=value,...`` (e.g. ``JJOBCD`` for the default Adam-preconditioned
+J-JOBCD, ``JJOBCD,relation_lr=0.005,matchings=all`` for another learning rate and all
+matchings, ``JJOBCD,precondition=None,sigma0=1`` for the unpreconditioned J-JOBCD's σ
+backtracking from σ₀ = 1, ``JJOBCD,precondition=None,sigma=0.1`` for its fixed σ,
+``RiemannianAdam,relation_lr=0.01``; ``None`` is read as Python's None, digits as an int, other
+numbers as a float, anything else as a string). One thread, one process, runs one after
+another. Before the preconditioned default (docs/results/ultrae-defaults.json) ``JJOBCD``
+alone was the σ backtracking, now ``JJOBCD,precondition=None``.
 
     python benchmarks/ultrae_defaults.py --dataset kinships --epochs 15 --seeds 0 1 \
         --methods JJOBCD RiemannianSGD RiemannianAdam --out rows.jsonl
