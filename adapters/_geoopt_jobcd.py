@@ -22,8 +22,9 @@ each accepted step, doubled on each rejection, so steps stay monotone. The σ ru
 solvers' :class:`~orthoplug.solvers.steps.SigmaBacktracking` (one per parameter, its state in
 the parameter's ``state``).
 
-**Same method as the core solvers.** With the same ``seed``, start and options a
-single-matrix parameter follows the iterates of the orthoplug/pymanopt solvers:
+**Same method as the core solvers.** With the same ``seed``, start and options (bar
+``JJOBCD(precondition=...)``, which the core solvers lack) a single-matrix parameter follows the
+iterates of the orthoplug/pymanopt solvers:
 ``GSJOBCD(side=s)`` those of the core ``GSJOBCD(side=s, curvature="scalar", pairs="random")``,
 ``JJOBCD`` and ``VRJJOBCD`` those of the core classes of the same name with
 ``curvature="scalar"`` (the core J-JOBCD's Hessian model needs Hessian-vector products) and
@@ -67,6 +68,9 @@ from orthoplug.solvers.steps import SigmaBacktracking, sigma_rule
 from ._torch import OrthoplugOptimizer
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
+
+#: The preconditioned directions of :class:`JJOBCD` (its ``precondition`` option).
+PRECONDITIONERS = ("adam", "rms")
 
 
 def _check_params(name, groups):
@@ -202,7 +206,7 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                 (the parameters keep their values from before the step).
         """
         loss, f0 = self._loss(closure)
-        grads = self._grads()
+        grads, pending = self._direction(self._grads())
         rules = {p: self._rule(group, p) for group in self.param_groups
                  for p in group["params"]}
         plan = self._plan(grads)
@@ -211,8 +215,14 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         for p, rule in rules.items():
             if rule.checked:
                 self.state[p].update(rule.state_dict())
+            self.state[p].update(pending.get(p, {}))
         self._end_step()
         return loss
+
+    def _direction(self, grads) -> tuple[dict, dict]:
+        """The linear term of the step from the gradients, and the per-parameter state to keep
+        once the step is taken (override; default: the gradients, no state)."""
+        return grads, {}
 
 
 class JJOBCD(_JOBCDOptimizer):
@@ -220,19 +230,72 @@ class JJOBCD(_JOBCDOptimizer):
 
     ``matchings`` (default 1; an int, ``"all"`` or ``"auto"``: all without a fixed ``sigma``,
     else 1): rounds of a random round robin per step, pair after pair on the step's gradient, as
-    the core solver's option of that name (more than one needs checked steps: no fixed
-    ``sigma``). The core solver's default is ``"auto"``; here one matching stays the default,
-    since a closure may compute a minibatch loss and gradient.
+    the core solver's option of that name (more than one needs checked steps — no fixed
+    ``sigma`` — unless ``precondition`` is set). The core solver's default is ``"auto"``; here
+    one matching stays the default, since a closure may compute a minibatch loss and gradient.
+
+    ``precondition`` (default ``None``) replaces the gradient ``G`` in the linear term
+    ``M = G[B] X[B]ᵀ`` of every pair by a preconditioned direction ``D`` and keeps the exact
+    pair step of the model ``⟨W, D[B] X[B]ᵀ⟩ + σ‖X[B]‖₂²/2 ‖W‖²`` (σ plays the part of 1/lr):
+
+    * ``"adam"``: ``D = m̂ / (√v̂ + ε)`` with Adam's bias-corrected first and second moment
+      estimates of every entry of the Euclidean gradient (``betas`` = (β₁, β₂) and ``eps`` as in
+      ``torch.optim.Adam``);
+    * ``"rms"``: ``D_r = G_r / (√v̂_r + ε)`` per matrix ``r`` of a batched parameter, ``v_r`` the
+      bias-corrected exponential average (β₂) of the mean square entry of ``G_r`` (a per-matrix
+      σ_r = σ(√v̂_r + ε) on the raw gradient).
+
+    The new point stays exactly J-orthogonal (``V ∈ O(J_BB)`` on every pair), but the model is
+    no majoriser of the loss any more, so a fixed ``sigma`` is required, no descent check is
+    made and no step is guaranteed to decrease the loss. The moments are kept in the
+    parameter's ``state`` (saved and resumed with ``state_dict``) and updated only once a step
+    is taken.
+
+    Raises:
+        ValueError: an unknown ``precondition`` or ``matchings``, ``precondition`` without a
+            fixed ``sigma``, or ``betas`` / ``eps`` out of range.
     """
 
-    def __init__(self, params, *, matchings: int | str = 1, **kwargs):
+    def __init__(self, params, *, matchings: int | str = 1, precondition: str | None = None,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, **kwargs):
         if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
             raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
-        if matchings not in (1, "auto") and kwargs.get("sigma") is not None:
+        if precondition not in (None, *PRECONDITIONERS):
+            raise ValueError(f"precondition must be None or one of {PRECONDITIONERS}, got "
+                             f"{precondition!r}")
+        if precondition is not None and kwargs.get("sigma") is None:
+            raise ValueError(f"precondition={precondition!r} needs a fixed sigma (it acts as "
+                             "1/lr): the preconditioned model is no majoriser to backtrack on")
+        if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1 and eps > 0):
+            raise ValueError(f"betas must lie in [0, 1) and eps > 0, got {betas} and {eps}")
+        if matchings not in (1, "auto") and kwargs.get("sigma") is not None \
+                and precondition is None:
             raise ValueError("matchings > 1 needs checked steps (no fixed sigma): a σ ≥ L_f "
                              "majorises one matching on a stale gradient, not several")
-        self.matchings = matchings
+        self.matchings, self.precondition = matchings, precondition
+        self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
         super().__init__(params, **kwargs)
+
+    def _direction(self, grads):
+        if self.precondition is None:
+            return grads, {}
+        beta1, beta2 = self.betas
+        directions, pending = {}, {}
+        for p, g in grads.items():
+            state = self.state[p]
+            t = int(state.get("precondition_step", 0)) + 1
+            if self.precondition == "adam":
+                m = torch.lerp(state.get("exp_avg", torch.zeros_like(g)), g, 1 - beta1)
+                v = torch.lerp(state.get("exp_avg_sq", torch.zeros_like(g)), g * g, 1 - beta2)
+                directions[p] = (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + self.eps)
+                pending[p] = {"exp_avg": m, "exp_avg_sq": v, "precondition_step": t}
+            else:
+                square = (g * g).mean(dim=(-2, -1), keepdim=True)
+                v = torch.lerp(state.get("matrix_sq", torch.zeros_like(square)), square,
+                               1 - beta2)
+                directions[p] = g / ((v / (1 - beta2**t)).sqrt() + self.eps)
+                pending[p] = {"matrix_sq": v, "precondition_step": t}
+        return directions, pending
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):
         n = x.shape[-2]

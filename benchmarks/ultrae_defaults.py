@@ -2,12 +2,20 @@ r"""UltraE relation optimisers at equal epochs: test MRR and training seconds pe
 
 Each run is :func:`orthoplug.problems.ultrae.train_ultrae` with its defaults (n = 36, p = 18,
 k = 50 negatives, batch 128, entities by Adam at 5e-2) and one relation optimiser, given as
-``NAME`` or ``NAME,option=value,...`` (e.g. ``JJOBCD,sigma0=1`` for the σ backtracking from the
-optimisers' own σ₀ = 1, ``JJOBCD,sigma=0.1`` for a fixed σ, ``RiemannianAdam,relation_lr=0.01``;
-``None`` is read as Python's None). One thread, one process, runs one after another.
+``NAME`` or ``NAME,option=value,...`` (e.g. ``JJOBCD`` for the default Adam-preconditioned
+J-JOBCD, ``JJOBCD,relation_lr=0.005,matchings=all`` for another learning rate and all
+matchings, ``JJOBCD,precondition=None,sigma0=1`` for the unpreconditioned J-JOBCD's σ
+backtracking from σ₀ = 1, ``JJOBCD,precondition=None,sigma=0.1`` for its fixed σ,
+``RiemannianAdam,relation_lr=0.01``; ``None`` is read as Python's None, digits as an int, other
+numbers as a float, anything else as a string). One thread, one process, runs one after
+another. Before the preconditioned default (docs/results/ultrae-defaults.json) ``JJOBCD``
+alone was the σ backtracking, now ``JJOBCD,precondition=None``.
 
     python benchmarks/ultrae_defaults.py --dataset kinships --epochs 15 --seeds 0 1 \
         --methods JJOBCD RiemannianSGD RiemannianAdam --out rows.jsonl
+
+``--no-evaluate`` skips the rankings (for timing: repeat a seed, ``--seeds 0 0 0``, to
+interleave the methods' runs under the same load).
 """
 
 from __future__ import annotations
@@ -22,7 +30,15 @@ def _parse(spec: str) -> tuple[str, dict]:
     options = {}
     for pair in pairs:
         key, _, value = pair.partition("=")
-        options[key] = None if value == "None" else float(value)
+        if value == "None":
+            options[key] = None
+        elif value.isdigit():
+            options[key] = int(value)
+        else:
+            try:
+                options[key] = float(value)
+            except ValueError:
+                options[key] = value
     return name, options
 
 
@@ -34,6 +50,8 @@ def main(argv=None) -> None:
     parser.add_argument("--methods", nargs="+",
                         default=["JJOBCD", "RiemannianSGD", "RiemannianAdam"])
     parser.add_argument("--out", help="append one JSON line per run here")
+    parser.add_argument("--no-evaluate", action="store_true",
+                        help="skip the rankings (timing runs: s / step without MRR)")
     args = parser.parse_args(argv)
     import torch
 
@@ -46,9 +64,11 @@ def main(argv=None) -> None:
         for spec in args.methods:
             name, options = _parse(spec)
             res = train_ultrae(data, relation_optimizer=name, epochs=args.epochs,
-                               eval_every=args.epochs, seed=seed, **options)
+                               eval_every=args.epochs, seed=seed,
+                               evaluate=not args.no_evaluate, **options)
             row = {"dataset": args.dataset, "method": spec, "seed": seed, "epochs": res.epochs,
                    "steps": res.steps, "train_seconds": round(res.train_seconds, 2),
+                   "seconds_per_step": round(res.train_seconds / res.steps, 4),
                    "load_1min": round(os.getloadavg()[0], 2), "violation": res.violation,
                    **{k: round(v, 4) for k, v in res.test.items()}}
             print(json.dumps(row), flush=True)

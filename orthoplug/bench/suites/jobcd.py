@@ -431,8 +431,11 @@ class UltraEExperiment(Experiment):
 
     One J-orthogonal relation matrix per relation (n = 36, p = 18, α = 1, δ = 5, k = 50
     negatives), trained by J-JOBCD / GS-JOBCD against geoopt's RiemannianSGD / RiemannianAdam on
-    the same ``JOrthogonal`` parameter (entities by Adam in every run; JOBCD's σ backtracking
-    starts at :data:`~orthoplug.problems.ultrae.DEFAULT_SIGMA0`). Objective: 1 − filtered
+    the same ``JOrthogonal`` parameter (entities by Adam in every run; J-JOBCD is
+    :func:`~orthoplug.problems.ultrae.train_ultrae`'s default, Adam-preconditioned pair steps with
+    :data:`~orthoplug.problems.ultrae.DEFAULT_MATCHINGS` matchings per gradient, its learning rate
+    tuned as geoopt's; GS-JOBCD's σ backtracking starts at
+    :data:`~orthoplug.problems.ultrae.DEFAULT_SIGMA0`). Objective: 1 − filtered
     test MRR (history: 1 − validation MRR per epoch); metrics MRR and Hits@1/3/10; violation
     ``max_r ‖R_rᵀJR_r − J‖_F``. Data: the Nations / Kinships / UMLS triples shipped in pykeen's
     wheel (``pip install "orthoplug[kg]"``; the paper's FB15K / WN18RR subsets are not
@@ -462,12 +465,14 @@ class UltraEExperiment(Experiment):
         return out
 
     def methods(self, scale: str) -> list[Method]:
-        # tuning grids: the Riemannian learning rate; JOBCD's σ (backtracking from σ₀, or fixed)
-        jobcd_grid = [{"sigma0": 0.1}, {"sigma0": 1.0}, {"sigma": 0.1}, {"sigma": 0.3}]
+        # tuning grids: the learning rate of geoopt and of the preconditioned J-JOBCD (σ = 1/lr);
+        # GS-JOBCD's σ (backtracking from σ₀, or fixed)
+        grids = {"J-JOBCD": [{"relation_lr": lr} for lr in (5e-3, 1e-2, 2e-2)],
+                 "GS-JOBCD": [{"sigma0": 0.1}, {"sigma0": 1.0}, {"sigma": 0.1}, {"sigma": 0.3}]}
+        geoopt_grid = [{"relation_lr": lr} for lr in (5e-3, 1e-2, 5e-2, 1e-1)]
         return [custom_method(name, "orthoplug" if "JOBCD" in name else "geoopt",
-                              partial(self._train, optimizer=opt), {"relation_lr": 5e-2},
-                              jobcd_grid if "JOBCD" in name
-                              else [{"relation_lr": lr} for lr in (5e-3, 1e-2, 5e-2, 1e-1)])
+                              partial(self._train, optimizer=opt), {},
+                              grids.get(name, geoopt_grid))
                 for name, opt in self.OPTIMIZERS.items()]
 
     @staticmethod
