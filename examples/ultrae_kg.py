@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=36, help="n = p + q")
     parser.add_argument("--p", type=int, default=18, help="positive directions of J")
     parser.add_argument("--entity-lr", type=float, default=5e-2)
-    parser.add_argument("--relation-lr", type=float, default=5e-2, help="RiemannianAdam's lr")
+    parser.add_argument("--relation-lr", type=float, default=None,
+                        help="relation learning rate (default: each optimizer's, see "
+                             "train_ultrae)")
     parser.add_argument("--synthetic-entities", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)

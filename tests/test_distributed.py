@@ -220,7 +220,7 @@ _ULTRAE = dict(dim=8, p=4, batch_size=32, num_negatives=10)  # 120 triples: 4 mi
 
 
 def _ultrae_case(seed, steps=STEPS):
-    """train_ultrae (J-JOBCD with σ backtracking, Adam, DDP): each rank draws the negatives of
+    """train_ultrae (its default J-JOBCD, entities by Adam, DDP): each rank draws the negatives of
     its share of every minibatch only; ``steps`` a multiple of the 4 minibatches per epoch."""
     data = synthetic_kg(30, 4, 120, seed=0)
     if steps == 0:
