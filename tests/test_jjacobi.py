@@ -308,7 +308,7 @@ def test_adaptive_sigma_in_the_geoopt_optimizer_is_monotone():
         loss.backward()
         return loss
 
-    losses = [float(opt.step(closure)) for _ in range(300)]
+    losses = [float(opt.step(closure).detach()) for _ in range(300)]
     assert all(b <= a + 1e-12 * abs(a) for a, b in zip(losses[:-1], losses[1:], strict=True))
     assert losses[-1] < 0.9 * losses[0]
     with pytest.raises(ValueError, match="sigma_shrink"):
