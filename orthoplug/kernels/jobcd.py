@@ -284,11 +284,12 @@ def _scalar_solve(j1, j2, curv, m11, m12, m21, m22):
 
     With ``q = ς I₄`` every form has ``cq = e = ς``, ``d = 0``, so the 4×4 products drop out:
     on O(1,1) ``w± = 2ς``, ``μ₀ = 0``, ``ρ = 1`` and ``(C, S) = (sgn √(1 + t²), y)``
-    (``cosh asinh``, μ clamped as there); on O(2) ``R = 0`` and the minimiser of ``aC + bS``
-    on the circle is ``−(a, b)/‖(a, b)‖`` (``(0, 1)`` for ``a = b = 0``, as there). The forms,
-    :func:`~orthoplug.kernels.jorth2.largest_root` and the tie rule are jorth2's; the result
-    equals its to rounding. ``ς ≤ 0`` on O(1,1) gives :data:`~orthoplug.kernels.jorth2.
-    NEEDS_BATCHED` and V = I, as there.
+    (``cosh asinh``, μ clamped as there), and the second form is skipped when the bound
+    ``min_{|C|≥1}(ςC² + aC) + min_S(ςS² + bS)`` of its value exceeds the first form's; on O(2)
+    ``R = 0`` and the minimiser of ``aC + bS`` on the circle is ``−(a, b)/‖(a, b)‖`` (``(0, 1)``
+    for ``a = b = 0``, as there). The forms, :func:`~orthoplug.kernels.jorth2.largest_root` and
+    the tie rule are jorth2's; the result equals its to rounding. ``ς ≤ 0`` on O(1,1) gives
+    :data:`~orthoplug.kernels.jorth2.NEEDS_BATCHED` and V = I, as there.
     """
     pv = (m11 - curv, m21, m12, m22 - curv)
     hyp = j1 != j2
@@ -305,6 +306,12 @@ def _scalar_solve(j1, j2, curv, m11, m12, m21, m22):
         if f == 0:  # V = I is c = 1, s = 0 of the first form
             f_eye = a + curv
         if hyp:
+            # F ≥ min_{|C| ≥ 1} (ςC² + aC) + min_S (ςS² + bS) on the form: skip it if that
+            # bound already exceeds the best value (the second form, for ς ≫ ‖M‖)
+            low = (curv - abs(a) if abs(a) <= 2.0 * curv else -a * a / (4.0 * curv)) \
+                - b * b / (4.0 * curv)
+            if f_best < low - _TOL * max(1.0, abs(low)):
+                continue
             pc, ps = 0.5 * ((a + b) + (a - b)), 0.5 * ((a + b) - (a - b))
             t = min(largest_root(2.0 * curv, abs(pc), abs(ps), 1.0), _SINH_MAX)
             C = -math.hypot(1.0, t) if pc > 0.0 else math.hypot(1.0, t)
