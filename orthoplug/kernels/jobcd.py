@@ -276,6 +276,8 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
 #: ``sinh`` of the clamp of μ in :func:`~orthoplug.kernels.jorth2.hyperbolic_point`: the
 #: largest ``|sinh μ|`` of a hyperbolic step
 _SINH_MAX = math.sinh(_MU_MAX)
+#: a bound on ``|V|·|Z|`` entries below which the new rows of a pair step are surely finite
+_SAFE_ROW = 1e300
 
 
 @njit(cache=True)
@@ -339,7 +341,8 @@ def _scalar_pair(x, b, i, j, gi, gj, j1, j2, sigma, theta) -> tuple[int, float]:
     (``‖Z‖₂²`` the larger eigenvalue of the 2×2 Gram ``Z Zᵀ``), and ``V`` is the exact 2×2 step of
     the model ``(M, ς I₄)`` (:func:`_scalar_solve`; a scalar curvature has ``w± = 2ς > 0``, so no
     instance needs the batched solver: such a pair would be left as is).
-    Nothing is written unless every new entry is finite. Returns the status and the model change
+    Nothing is written unless every new entry is finite (checked only when the bound
+    ``Σ|V_ab|·√ρ`` on them is not). Returns the status and the model change
     ``⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²_F``, ``W = V − I``.
     """
     k = x.shape[2]
@@ -361,10 +364,12 @@ def _scalar_pair(x, b, i, j, gi, gj, j1, j2, sigma, theta) -> tuple[int, float]:
     status, v11, v12, v21, v22 = _scalar_solve(j1, j2, curv, m11, m12, m21, m22)
     if status == NEEDS_BATCHED or (v11 == 1.0 and v12 == 0.0 and v21 == 0.0 and v22 == 1.0):
         return OK, 0.0
-    for col in range(k):
-        zi, zj = x[b, i, col], x[b, j, col]
-        if not (math.isfinite(v11 * zi + v12 * zj) and math.isfinite(v21 * zi + v22 * zj)):
-            return NONFINITE_UPDATE, 0.0
+    # every |entry| of Z is ≤ √ρ, so the new rows are finite when this bound is; else check them
+    if not (abs(v11) + abs(v12) + abs(v21) + abs(v22)) * math.sqrt(rho) < _SAFE_ROW:
+        for col in range(k):
+            zi, zj = x[b, i, col], x[b, j, col]
+            if not (math.isfinite(v11 * zi + v12 * zj) and math.isfinite(v21 * zi + v22 * zj)):
+                return NONFINITE_UPDATE, 0.0
     for col in range(k):
         zi, zj = x[b, i, col], x[b, j, col]
         x[b, i, col] = v11 * zi + v12 * zj
