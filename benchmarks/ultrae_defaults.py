@@ -15,7 +15,12 @@ alone was the σ backtracking, now ``JJOBCD,precondition=None``.
         --methods JJOBCD RiemannianSGD RiemannianAdam --out rows.jsonl
 
 ``--no-evaluate`` skips the rankings (for timing: repeat a seed, ``--seeds 0 0 0``, to
-interleave the methods' runs under the same load).
+interleave the methods' runs under the same load). ``--equal-time`` runs the first method for
+``--epochs`` and every other one, right after it on the same seed, with the first one's training
+seconds as ``time_limit`` (and up to three times the epochs):
+
+    python benchmarks/ultrae_defaults.py --dataset umls --epochs 15 --seeds 0 1 2 --equal-time \
+        --methods RiemannianAdam,relation_lr=0.05 JJOBCD --out rows.jsonl
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out", help="append one JSON line per run here")
     parser.add_argument("--no-evaluate", action="store_true",
                         help="skip the rankings (timing runs: s / step without MRR)")
+    parser.add_argument("--equal-time", action="store_true",
+                        help="the first method's training seconds of each seed are the others' "
+                             "time_limit")
     args = parser.parse_args(argv)
     import torch
 
@@ -61,12 +69,18 @@ def main(argv=None) -> None:
     torch.set_num_threads(1)
     data = load_kg(args.dataset)
     for seed in args.seeds:
+        budget = None
         for spec in args.methods:
             name, options = _parse(spec)
-            res = train_ultrae(data, relation_optimizer=name, epochs=args.epochs,
-                               eval_every=args.epochs, seed=seed,
-                               evaluate=not args.no_evaluate, **options)
-            row = {"dataset": args.dataset, "method": spec, "seed": seed, "epochs": res.epochs,
+            limit = budget
+            epochs = args.epochs if limit is None else 3 * args.epochs
+            res = train_ultrae(data, relation_optimizer=name, epochs=epochs, eval_every=epochs,
+                               seed=seed, evaluate=not args.no_evaluate, time_limit=limit,
+                               **options)
+            if args.equal_time and budget is None:
+                budget = res.train_seconds
+            row = {"dataset": args.dataset, "method": spec, "seed": seed,
+                   "time_limit": None if limit is None else round(limit, 2), "epochs": res.epochs,
                    "steps": res.steps, "train_seconds": round(res.train_seconds, 2),
                    "seconds_per_step": round(res.train_seconds / res.steps, 4),
                    "load_1min": round(os.getloadavg()[0], 2), "violation": res.violation,

@@ -11,6 +11,7 @@ the same functions run as Python and give the same iterates.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,7 +24,8 @@ import torch
 from orthoplug.baselines.rcd import RCD
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.geometry.stiefel import StiefelGeometry
-from orthoplug.kernels.jobcd import gs_pairs
+from orthoplug.kernels.jobcd import _scalar_solve, gs_pairs
+from orthoplug.kernels.jorth2 import NEEDS_BATCHED, SOLVED, solve_jorth2
 from orthoplug.oracles import NonFiniteError, QuadraticOracle
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
 from orthoplug.solvers.jobcd import GSJOBCD, PAIR_BATCH, random_matching, random_pairs, update_pairs
@@ -284,6 +286,44 @@ def test_jacobi_kernel_against_the_formulas(k):
     with pytest.raises(NonFiniteError, match="non-finite block curvature"):
         update_pairs(torch.from_numpy(big), torch.from_numpy(g_rows), pairs, torch.from_numpy(j),
                      1.0, 1e-6)
+
+
+
+@pytest.mark.parametrize("signs", [(1.0, -1.0), (-1.0, 1.0), (1.0, 1.0), (-1.0, -1.0)])
+def test_scalar_solve_is_the_general_solve_at_scalar_curvature(signs):
+    """J-JOBCD's pair solve for ``q = ς I₄`` equals :func:`solve_jorth2` with that ``q`` (1e-12)
+    on instances whose step is not small (M of the order of ς, and with ς ≫ ‖M‖ on O(1,1)), and
+    both leave V = I with the batched-solver status when ς ≤ 0 on O(1,1)."""
+    rng = np.random.default_rng(7)
+    j1, j2 = signs
+    for curv, scale in [(1.0, 1.0), (0.3, 5.0), (50.0, 30.0)] + [(1e4, 1.0)] * (j1 != j2):
+        for _ in range(200):
+            m = scale * rng.standard_normal(4)
+            status, *v = _scalar_solve(j1, j2, curv, *m)
+            ref_status, *ref = solve_jorth2(j1, j2, m[0] - curv, m[1], m[2], m[3] - curv,
+                                            curv * np.eye(4))
+            assert status == ref_status == SOLVED
+            np.testing.assert_allclose(v, ref, rtol=1e-12, atol=1e-12)
+            vm = np.array(v).reshape(2, 2)  # the step is in O(J_BB)
+            jbb = np.diag(signs)
+            np.testing.assert_allclose(vm.T @ jbb @ vm, jbb, atol=1e-12 * max(1.0, vm.max() ** 2))
+    if j1 != j2:
+        assert _scalar_solve(j1, j2, 0.0, 1.0, 2.0, 3.0, 4.0) == (NEEDS_BATCHED, 1.0, 0.0, 0.0, 1.0)
+
+
+def test_scalar_solve_small_rotation_is_antiparallel_to_the_linear_term():
+    """On O(2) with ``q = ς I₄`` the model is ``ς + aC + bS`` on the circle of each form, whose
+    minimiser is ``(C, S) = −(a, b)/‖(a, b)‖``; for ς ≫ ‖M‖ the rotation (``a = p₁₁ + p₂₂``,
+    ``b = p₂₁ − p₁₂``) wins with a tiny angle, and ``V₂₁ / V₁₁ = b / a`` holds to rounding
+    (relative 1e-14), which a solve through ``√(1 − t²)`` at ``t ≈ 1`` would miss."""
+    rng = np.random.default_rng(3)
+    for curv in (1e3, 1e5, 1e7):
+        m11, m12, m21, m22 = rng.standard_normal(4)
+        status, v11, v12, v21, v22 = _scalar_solve(1.0, 1.0, curv, m11, m12, m21, m22)
+        a, b = m11 + m22 - 2.0 * curv, m21 - m12
+        assert status == SOLVED and v11 > 0.0 and v12 == -v21 and v22 == v11
+        assert abs(v21 / v11 - b / a) <= 1e-14 * abs(b / a)
+        assert abs(math.hypot(v11, v21) - 1.0) <= 1e-15
 
 
 _TINY_RUNS = textwrap.dedent("""

@@ -50,7 +50,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .jorth2 import NEEDS_BATCHED, solve_jorth2
+from .jorth2 import _HYP, _MU_MAX, _ORTH, _TOL, NEEDS_BATCHED, SOLVED, largest_root, solve_jorth2
 
 __all__ = ["gs_pairs", "jacobi_pairs", "linear_sweep", "OK", "NONFINITE_CURVATURE",
            "NONFINITE_UPDATE", "NONFINITE_COST", "NEEDS_BATCHED_PAIR"]
@@ -273,15 +273,76 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
     return steps, f, OK
 
 
+#: ``sinh`` of the clamp of μ in :func:`~orthoplug.kernels.jorth2.hyperbolic_point`: the
+#: largest ``|sinh μ|`` of a hyperbolic step
+_SINH_MAX = math.sinh(_MU_MAX)
+#: a bound on ``|V|·|Z|`` entries below which the new rows of a pair step are surely finite
+_SAFE_ROW = 1e300
+
+
 @njit(cache=True)
-def _scalar_pair(x, b, i, j, gi, gj, j1, j2, sigma, theta, q) -> tuple[int, float]:
+def _scalar_solve(j1, j2, curv, m11, m12, m21, m22):
+    """:func:`~orthoplug.kernels.jorth2.solve_jorth2` for the scalar curvature ``q = ς I₄``.
+
+    With ``q = ς I₄`` every form has ``cq = e = ς``, ``d = 0``, so the 4×4 products drop out:
+    on O(1,1) ``w± = 2ς``, ``μ₀ = 0``, ``ρ = 1`` and ``(C, S) = (sgn √(1 + t²), y)``
+    (``cosh asinh``, μ clamped as there), and the second form is skipped when the bound
+    ``min_{|C|≥1}(ςC² + aC) + min_S(ςS² + bS)`` of its value exceeds the first form's; on O(2)
+    ``R = 0`` and the minimiser of ``aC + bS`` on the circle is ``−(a, b)/‖(a, b)‖`` (``(0, 1)``
+    for ``a = b = 0``, as there). The forms, :func:`~orthoplug.kernels.jorth2.largest_root` and
+    the tie rule are jorth2's; the result equals its to rounding. ``ς ≤ 0`` on O(1,1) gives
+    :data:`~orthoplug.kernels.jorth2.NEEDS_BATCHED` and V = I, as there.
+    """
+    pv = (m11 - curv, m21, m12, m22 - curv)
+    hyp = j1 != j2
+    if hyp and not curv > 0.0:
+        return NEEDS_BATCHED, 1.0, 0.0, 0.0, 1.0
+    forms = _HYP if hyp else _ORTH
+    b11, b12, b21, b22 = 1.0, 0.0, 0.0, 1.0
+    f_best, f_eye = math.inf, 0.0
+    for f in range(2):
+        a = b = 0.0
+        for r in range(4):
+            a += forms[f, 0, r] * pv[r]
+            b += forms[f, 1, r] * pv[r]
+        if f == 0:  # V = I is c = 1, s = 0 of the first form
+            f_eye = a + curv
+        if hyp:
+            # F ≥ min_{|C| ≥ 1} (ςC² + aC) + min_S (ςS² + bS) on the form: skip it if that
+            # bound already exceeds the best value (the second form, for ς ≫ ‖M‖)
+            low = (curv - abs(a) if abs(a) <= 2.0 * curv else -a * a / (4.0 * curv)) \
+                - b * b / (4.0 * curv)
+            if f_best < low - _TOL * max(1.0, abs(low)):
+                continue
+            pc, ps = 0.5 * ((a + b) + (a - b)), 0.5 * ((a + b) - (a - b))
+            t = min(largest_root(2.0 * curv, abs(pc), abs(ps), 1.0), _SINH_MAX)
+            C = -math.hypot(1.0, t) if pc > 0.0 else math.hypot(1.0, t)
+            S = -t if ps > 0.0 else t
+        else:
+            h = math.hypot(a, b)
+            C, S = (-a / h, -b / h) if h > 0.0 else (0.0, 1.0)
+        val = C * (a + curv * C) + S * (b + curv * S)
+        if val < f_best:
+            f_best = val
+            b11 = C * forms[f, 0, 0] + S * forms[f, 1, 0]
+            b21 = C * forms[f, 0, 1] + S * forms[f, 1, 1]
+            b12 = C * forms[f, 0, 2] + S * forms[f, 1, 2]
+            b22 = C * forms[f, 0, 3] + S * forms[f, 1, 3]
+    if f_eye - _TOL * max(1.0, abs(f_eye)) <= f_best or f_best == math.inf:
+        return SOLVED, 1.0, 0.0, 0.0, 1.0
+    return SOLVED, b11, b12, b21, b22
+
+
+@njit(cache=True)
+def _scalar_pair(x, b, i, j, gi, gj, j1, j2, sigma, theta) -> tuple[int, float]:
     """One scalar-majoriser pair step in place on rows ``i, j`` of matrix ``b`` of ``x``.
 
     ``gi, gj`` are the gradient rows, ``M = G_B Zᵀ`` with ``Z = X[B]``, ``ς = σ‖Z‖₂² + θ``
     (``‖Z‖₂²`` the larger eigenvalue of the 2×2 Gram ``Z Zᵀ``), and ``V`` is the exact 2×2 step of
-    the model ``(M, ς I₄)`` (:func:`~orthoplug.kernels.jorth2.solve_jorth2`; a scalar curvature has
-    ``w± = 2ς > 0``, so no instance needs the batched solver: such a pair would be left as is).
-    Nothing is written unless every new entry is finite. Returns the status and the model change
+    the model ``(M, ς I₄)`` (:func:`_scalar_solve`; a scalar curvature has ``w± = 2ς > 0``, so no
+    instance needs the batched solver: such a pair would be left as is).
+    Nothing is written unless every new entry is finite (checked only when the bound
+    ``Σ|V_ab|·√ρ`` on them is not). Returns the status and the model change
     ``⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²_F``, ``W = V − I``.
     """
     k = x.shape[2]
@@ -300,15 +361,15 @@ def _scalar_pair(x, b, i, j, gi, gj, j1, j2, sigma, theta, q) -> tuple[int, floa
     curv = sigma * rho + theta
     if not math.isfinite(curv):
         return NONFINITE_CURVATURE, 0.0
-    for r in range(4):
-        q[r, r] = curv
-    status, v11, v12, v21, v22 = _solve(q, j1, j2, m11, m12, m21, m22)
+    status, v11, v12, v21, v22 = _scalar_solve(j1, j2, curv, m11, m12, m21, m22)
     if status == NEEDS_BATCHED or (v11 == 1.0 and v12 == 0.0 and v21 == 0.0 and v22 == 1.0):
         return OK, 0.0
-    for col in range(k):
-        zi, zj = x[b, i, col], x[b, j, col]
-        if not (math.isfinite(v11 * zi + v12 * zj) and math.isfinite(v21 * zi + v22 * zj)):
-            return NONFINITE_UPDATE, 0.0
+    # every |entry| of Z is ≤ √ρ, so the new rows are finite when this bound is; else check them
+    if not (abs(v11) + abs(v12) + abs(v21) + abs(v22)) * math.sqrt(rho) < _SAFE_ROW:
+        for col in range(k):
+            zi, zj = x[b, i, col], x[b, j, col]
+            if not (math.isfinite(v11 * zi + v12 * zj) and math.isfinite(v21 * zi + v22 * zj)):
+                return NONFINITE_UPDATE, 0.0
     for col in range(k):
         zi, zj = x[b, i, col], x[b, j, col]
         x[b, i, col] = v11 * zi + v12 * zj
@@ -335,13 +396,12 @@ def jacobi_pairs(x: np.ndarray, g_rows: np.ndarray, pairs: np.ndarray, jvec: np.
         :data:`NONFINITE_UPDATE` (the pairs before it are written: discard ``x``), and the
         summed model change of the pairs (:func:`_scalar_pair`).
     """
-    q = np.zeros((4, 4))
     predicted = 0.0
     for b in range(pairs.shape[0]):
         for t in range(pairs.shape[1]):
             i, j = pairs[b, t, 0], pairs[b, t, 1]
             status, change = _scalar_pair(x, b, i, j, g_rows[b, t, 0], g_rows[b, t, 1], jvec[i],
-                                          jvec[j], sigma, theta, q)
+                                          jvec[j], sigma, theta)
             if status != OK:
                 return status, predicted
             predicted += change
@@ -364,13 +424,12 @@ def linear_sweep(x: np.ndarray, g: np.ndarray, jvec: np.ndarray, pairs: np.ndarr
     Returns:
         ``(status, predicted)`` as :func:`jacobi_pairs`.
     """
-    q = np.zeros((4, 4))
     predicted = 0.0
     for b in range(pairs.shape[0]):
         for t in range(pairs.shape[1]):
             i, j = pairs[b, t, 0], pairs[b, t, 1]
             status, change = _scalar_pair(x, b, i, j, g[b, i], g[b, j], jvec[i], jvec[j], sigma,
-                                          theta, q)
+                                          theta)
             if status != OK:
                 return status, predicted
             predicted += change
