@@ -120,11 +120,13 @@ def test_fitted_sigma_keeps_the_cost_non_increasing_at_every_evaluation(solver):
 
 
 def test_more_matchings_per_gradient_go_further_per_gradient():
-    """All n(n−1)/2 pairs per gradient against ⌊n/2⌋: lower cost after the same iterations."""
+    """All n(n−1)/2 pairs per gradient against ⌊n/2⌋: lower cost after the same iterations,
+    on average over the random matchings of 8 seeds (HSPP is nonconvex: a single seed may end
+    in a lower basin with one matching)."""
     problem, geo, x0 = _hspp()
-    costs = [JJOBCD(sigma_rule="fit", matchings=k, seed=0, max_iterations=30).run(
-        problem.oracle(), x0, geo).cost for k in (1, "all")]
-    assert costs[1] < costs[0]
+    means = [sum(JJOBCD(sigma_rule="fit", matchings=k, seed=seed, max_iterations=30).run(
+        problem.oracle(), x0, geo).cost for seed in range(8)) / 8 for k in (1, "all")]
+    assert means[1] < means[0]
 
 
 def test_matchings_and_sigma_rule_are_validated():
