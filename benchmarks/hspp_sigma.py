@@ -15,8 +15,9 @@ iterations, seconds, and the difference to CG in %.
 from __future__ import annotations
 
 import argparse
-import json
 import time
+
+from orthoplug.bench.runner import emit_row
 
 
 def _variant_runner(fraction: float, optimism: float):
@@ -88,10 +89,7 @@ def main(argv=None) -> None:
             reference = rows[0]["objective"]
             for row in rows:
                 row["vs_cg_percent"] = round(100 * (row["objective"] / reference - 1), 2)
-                print(json.dumps(row), flush=True)
-                if args.out:
-                    with open(args.out, "a") as f:
-                        f.write(json.dumps(row) + "\n")
+                emit_row(row, args.out)
 
 
 if __name__ == "__main__":

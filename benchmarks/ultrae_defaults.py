@@ -26,8 +26,9 @@ seconds as ``time_limit`` (and up to three times the epochs):
 from __future__ import annotations
 
 import argparse
-import json
 import os
+
+from orthoplug.bench.runner import emit_row
 
 
 def _parse(spec: str) -> tuple[str, dict]:
@@ -85,10 +86,7 @@ def main(argv=None) -> None:
                    "seconds_per_step": round(res.train_seconds / res.steps, 4),
                    "load_1min": round(os.getloadavg()[0], 2), "violation": res.violation,
                    **{k: round(v, 4) for k, v in res.test.items()}}
-            print(json.dumps(row), flush=True)
-            if args.out:
-                with open(args.out, "a") as f:
-                    f.write(json.dumps(row) + "\n")
+            emit_row(row, args.out)
 
 
 if __name__ == "__main__":

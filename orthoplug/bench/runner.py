@@ -15,7 +15,7 @@ from pathlib import Path
 
 from orthoplug.bench.core import SCALES, Experiment, Instance, Method, Record, pymanopt_method
 
-__all__ = ["SUITES", "Plan", "experiments_of", "plan", "run_plan", "read_records"]
+__all__ = ["SUITES", "Plan", "experiments_of", "plan", "run_plan", "read_records", "emit_row"]
 
 SUITES = ("jobcd", "obcd", "rsdm", "rssm")
 RESULTS = "results.jsonl"
@@ -208,6 +208,16 @@ def run_plan(p: Plan, out: str | Path, *, progress: bool = True, argv=None) -> l
                             bar.update(1)
     bar.close()
     return records
+
+
+def emit_row(row: dict, out: str | Path | None = None) -> None:
+    """Print ``row`` as one JSON line and, with ``out``, append that line to the file (the
+    stand-alone benchmark scripts' record format, one row per run)."""
+    line = json.dumps(row)
+    print(line, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(line + "\n")
 
 
 def read_records(path: str | Path) -> list[dict]:

@@ -50,7 +50,17 @@ import math
 import numpy as np
 from numba import njit
 
-from .jorth2 import _HYP, _MU_MAX, _ORTH, _TOL, NEEDS_BATCHED, SOLVED, largest_root, solve_jorth2
+from .jorth2 import (
+    _HYP,
+    _MU_MAX,
+    _ORTH,
+    _TOL,
+    NEEDS_BATCHED,
+    chosen,
+    form_point,
+    largest_root,
+    solve_jorth2,
+)
 
 __all__ = ["gs_pairs", "jacobi_pairs", "linear_sweep", "OK", "NONFINITE_CURVATURE",
            "NONFINITE_UPDATE", "NONFINITE_COST", "NEEDS_BATCHED_PAIR"]
@@ -324,13 +334,8 @@ def _scalar_solve(j1, j2, curv, m11, m12, m21, m22):
         val = C * (a + curv * C) + S * (b + curv * S)
         if val < f_best:
             f_best = val
-            b11 = C * forms[f, 0, 0] + S * forms[f, 1, 0]
-            b21 = C * forms[f, 0, 1] + S * forms[f, 1, 1]
-            b12 = C * forms[f, 0, 2] + S * forms[f, 1, 2]
-            b22 = C * forms[f, 0, 3] + S * forms[f, 1, 3]
-    if f_eye - _TOL * max(1.0, abs(f_eye)) <= f_best or f_best == math.inf:
-        return SOLVED, 1.0, 0.0, 0.0, 1.0
-    return SOLVED, b11, b12, b21, b22
+            b11, b12, b21, b22 = form_point(forms, f, C, S)
+    return chosen(f_eye, f_best, b11, b12, b21, b22)
 
 
 @njit(cache=True)

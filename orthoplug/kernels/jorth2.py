@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["HYP_AB", "ORTH_AB", "SOLVED", "NEEDS_BATCHED", "solve_jorth2", "largest_root",
-           "hyperbolic_point", "orthogonal_point"]
+           "hyperbolic_point", "orthogonal_point", "form_point", "chosen"]
 
 # (alpha, beta) of the one-parameter forms, column-major vecs; shared with the batched solver.
 # Hyperbolic: eps = (1, 1) and eps = (1, -1); the forms -eps are the negated bases.
@@ -187,10 +187,22 @@ def solve_jorth2(j1: float, j2: float, p11: float, p12: float, p21: float, p22: 
         val = C * (a + cq * C + d * S) + S * (b + e * S)
         if val < f_best:
             f_best = val
-            b11 = C * forms[f, 0, 0] + S * forms[f, 1, 0]
-            b21 = C * forms[f, 0, 1] + S * forms[f, 1, 1]
-            b12 = C * forms[f, 0, 2] + S * forms[f, 1, 2]
-            b22 = C * forms[f, 0, 3] + S * forms[f, 1, 3]
+            b11, b12, b21, b22 = form_point(forms, f, C, S)
+    return chosen(f_eye, f_best, b11, b12, b21, b22)
+
+
+@njit(cache=True)
+def form_point(forms: np.ndarray, f: int, C: float, S: float
+               ) -> tuple[float, float, float, float]:
+    """``(V11, V12, V21, V22)`` of the point ``C·α + S·β`` of form ``f`` (column-major vecs)."""
+    return (C * forms[f, 0, 0] + S * forms[f, 1, 0], C * forms[f, 0, 2] + S * forms[f, 1, 2],
+            C * forms[f, 0, 1] + S * forms[f, 1, 1], C * forms[f, 0, 3] + S * forms[f, 1, 3])
+
+
+@njit(cache=True)
+def chosen(f_eye: float, f_best: float, b11: float, b12: float, b21: float, b22: float):
+    """The tie rule of the 2×2 solvers: ``(SOLVED, V)`` with the best form's V, or V = I when
+    no form beats the identity's model value ``f_eye`` by more than the tolerance."""
     if f_eye - _TOL * max(1.0, abs(f_eye)) <= f_best or f_best == math.inf:
         return SOLVED, 1.0, 0.0, 0.0, 1.0
     return SOLVED, b11, b12, b21, b22
