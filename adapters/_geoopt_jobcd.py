@@ -63,7 +63,7 @@ from orthoplug.solvers.jobcd import (
     jacobi_step,
     resolve_matchings,
 )
-from orthoplug.solvers.steps import SigmaBacktracking, sigma_rule
+from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, sigma_rule
 
 from ._torch import OrthoplugOptimizer
 
@@ -109,7 +109,8 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         sigma: fixed scalar curvature σ ≥ the Lipschitz constant; ``None``: backtracking.
         theta: proximal weight θ > 0.
         sigma0: initial σ of the backtracking.
-        max_backtracks: doublings of σ in a row before giving up.
+        max_backtracks: doublings of σ in a row before giving up (default
+            :data:`~orthoplug.solvers.steps.MAX_REJECTIONS`, as in the core solvers).
         seed: seed of the pair draws (``None``: random, the same on every rank).
         side: ``"row"`` or ``"column"`` (square matrices).
         sigma_shrink: adaptive σ when < 1 (without a fixed ``sigma``).
@@ -124,7 +125,7 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
     """
 
     def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
-                 sigma0: float = 1.0, max_backtracks: int = 60, seed: int | None = None,
+                 sigma0: float = 1.0, max_backtracks: int = MAX_REJECTIONS, seed: int | None = None,
                  side: str = "row", sigma_shrink: float = 1.0,
                  sigma_rule: str = "backtracking", process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):

@@ -43,7 +43,7 @@ import torch
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.solvers.jobcd import random_matching
 from orthoplug.solvers.obcd import cyclic_pairs, draw_random_pairs, scalar_pair_step
-from orthoplug.solvers.steps import SigmaBacktracking
+from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking
 
 from ._torch import OrthoplugOptimizer
 
@@ -74,7 +74,7 @@ class OBCD(OrthoplugOptimizer):
 
     def __init__(self, params, *, h: SeparableTerm | None = None, working_set: str = "random",
                  alpha: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
-                 max_backtracks: int = 60, seed: int | None = None, process_group=None,
+                 max_backtracks: int = MAX_REJECTIONS, seed: int | None = None, process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):

@@ -24,7 +24,7 @@ import torch
 from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
-from .steps import SigmaBacktracking, SigmaFit, resolve_sigma_rule, sigma_rule
+from .steps import MAX_REJECTIONS, SigmaBacktracking, SigmaFit, resolve_sigma_rule, sigma_rule
 
 __all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
 
@@ -363,7 +363,7 @@ class ScalarCurvature:
     estimate and so starts with longer steps.
     """
 
-    max_backtracks = 200
+    max_backtracks = MAX_REJECTIONS
     sigma_shrink = 1.0
     #: ``"backtracking"`` (:class:`~orthoplug.solvers.steps.SigmaBacktracking`, adaptive with
     #: ``sigma_shrink < 1``), ``"fit"`` (:class:`~orthoplug.solvers.steps.SigmaFit`: σ refitted

@@ -16,7 +16,11 @@ from orthoplug.oracles import NonFiniteError
 
 __all__ = ["SigmaBacktracking", "StepSchedule", "PolyakStep", "RestartedGeometric",
            "SubgradientSteps", "ArmijoBacktracking", "DecaySchedule", "StallWatch", "SigmaFit",
-           "ModelDamping", "resolve_sigma_rule", "sigma_rule"]
+           "ModelDamping", "resolve_sigma_rule", "sigma_rule", "MAX_REJECTIONS"]
+
+#: Consecutive rejections after which a σ or damping rule gives up (raises): σ has grown by at
+#: least 2⁶⁰ ≈ 1e18 by then. The default of every such rule in both front-ends.
+MAX_REJECTIONS = 60
 
 
 class SigmaBacktracking:
@@ -39,7 +43,7 @@ class SigmaBacktracking:
     """
 
     def __init__(self, sigma: float, *, checked: bool = True, shrink: float = 1.0,
-                 max_rejections: int = 200):
+                 max_rejections: int = MAX_REJECTIONS):
         if not (math.isfinite(sigma) and (sigma > 0 or (sigma == 0 and not checked))):
             raise ValueError(f"sigma must be finite and > 0 (or 0 when not checked), got {sigma}")
         if not 0 < shrink <= 1:
@@ -595,7 +599,7 @@ class SigmaFit(SigmaBacktracking):
     likely = 0.7
 
     def __init__(self, sigma: float, *, fraction: float = 1e-4, min_factor: float = 0.1,
-                 optimism: float = 8.0, max_rejections: int = 200):
+                 optimism: float = 8.0, max_rejections: int = MAX_REJECTIONS):
         super().__init__(sigma, max_rejections=max_rejections)
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
@@ -672,7 +676,8 @@ def resolve_sigma_rule(rule: str, *, known: float | None, shrink: float = 1.0) -
 
 
 def sigma_rule(rule: str, sigma: float, *, shrink: float = 1.0, known: float | None = None,
-               checked: bool = True, max_rejections: int = 200) -> SigmaBacktracking:
+               checked: bool = True,
+               max_rejections: int = MAX_REJECTIONS) -> SigmaBacktracking:
     """The σ rule of a scalar majoriser named ``rule`` (:func:`resolve_sigma_rule`),
     starting from ``sigma``: :class:`SigmaFit` or :class:`SigmaBacktracking` (``checked`` and
     ``shrink`` concern backtracking only)."""
@@ -706,7 +711,8 @@ class ModelDamping:
     """
 
     def __init__(self, *, eta: float = 0.1, start: float = 1e-4, grow: float = 10.0,
-                 shrink: float = 0.25, rtol: float = 100 * 2.0**-52, max_rejections: int = 60):
+                 shrink: float = 0.25, rtol: float = 100 * 2.0**-52,
+                 max_rejections: int = MAX_REJECTIONS):
         if not (0 < eta < 1 and start > 0 and grow > 1 and 0 < shrink < 1 and rtol >= 0):
             raise ValueError(f"need 0 < eta < 1, start > 0, grow > 1, 0 < shrink < 1, "
                              f"rtol >= 0; got {eta}, {start}, {grow}, {shrink}, {rtol}")
