@@ -394,7 +394,7 @@ def test_geoopt_optimizers_update_every_matrix_monotonically(name):
         loss.backward()
         return loss
 
-    losses = [float(opt.step(closure)) for _ in range(1500)]
+    losses = [float(opt.step(closure).detach()) for _ in range(1500)]
     assert all(b <= a + 1e-12 * abs(a) for a, b in zip(losses[:-1], losses[1:], strict=True))
     assert (x.detach() - x_start).abs().amax(dim=(-2, -1)).min() > 0  # every matrix moved
     with torch.no_grad():
