@@ -14,6 +14,7 @@ with β = ``penalty``·L (default 2L, our choice: the paper states none). See
 from __future__ import annotations
 
 from orthoplug.baselines.splitting import SplittingSolver
+from orthoplug.solvers.obcd_layer import linearised_admm_step
 
 __all__ = ["LADMM"]
 
@@ -25,7 +26,5 @@ class LADMM(SplittingSolver):
 
     def iterate_splitting(self, run, g):
         """One iteration (see the module docstring); ``g = ∇f(X)``."""
-        beta = run.beta
-        run.x = self.x_step(run, g, beta)
-        run.y = self.h.prox(run.x + run.lam / beta, 1.0 / beta)
-        run.lam = run.lam + beta * (run.x - run.y)
+        run.x, run.y, run.lam = linearised_admm_step(run.x, run.y, run.lam, g, self.h, run.beta,
+                                                     run.lip)

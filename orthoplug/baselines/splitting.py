@@ -26,11 +26,11 @@ import math
 
 import torch
 
-from orthoplug.geometry.stiefel import StiefelGeometry, polar
+from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.oracles import NonFiniteError, Oracle, all_finite
 from orthoplug.solvers.base import IterativeSolver, Run, SolverResult
-from orthoplug.solvers.obcd_layer import nonneg_rounding
+from orthoplug.solvers.obcd_layer import linearised_x_step, nonneg_rounding
 
 __all__ = ["SplittingSolver"]
 
@@ -111,8 +111,7 @@ class SplittingSolver(IterativeSolver):
     def x_step(run: Run, g: torch.Tensor, beta: float) -> torch.Tensor:
         """``polar(X − (∇f + Λ + β(X − Y))/(L + β))``: one linearised step on the augmented
         Lagrangian, projected onto St(n, r) (``Λ = 0`` for the penalty method)."""
-        d = g + run.lam + beta * (run.x - run.y)
-        return polar(run.x - d / (run.lip + beta))
+        return linearised_x_step(run.x, run.y, run.lam, g, beta, run.lip)
 
     def finalize(self, run: Run, result: SolverResult) -> None:
         """``info["residual"]``, ``info["y_objective"]`` and ``info["y_orthogonality"]`` (see

@@ -56,8 +56,8 @@ from .obcd import OBCD
 
 __all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_rounding",
            "prox_polar", "sparse_orthonormal", "splitting_start", "splitting_iterates",
-           "row_move_gains", "partition_search", "partition_moves",
-           "pair_scores", "SparseOBCD"]
+           "row_move_gains", "partition_search", "partition_moves", "linearised_x_step",
+           "linearised_admm_step", "pair_scores", "SparseOBCD"]
 
 #: Pair steps per item of SparseOBCD's start phase off the compiled path (on it: one item per
 #: evaluation interval).
@@ -324,6 +324,27 @@ def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
                       patience, min_decrease, oracle.gradient if gradient is None else gradient)
 
 
+def linearised_x_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g: torch.Tensor,
+                      beta: float, lip: float) -> torch.Tensor:
+    """``polar(X − (∇f + Λ + β(X − Y))/(L + β))``: one linearised step on the augmented
+    Lagrangian of ``f(X) + h(Y)``, ``X = Y``, projected onto St(n, r) (``g = ∇f(X)``; ``Λ = 0``
+    for a penalty method)."""
+    return polar(x - (g + lam + beta * (x - y)) / (lip + beta))
+
+
+def linearised_admm_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g: torch.Tensor,
+                         h: SeparableTerm, beta: float, lip: float, mu: float = 0.0
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One iteration ``(X, Y, Λ) ↦ (X⁺, Y⁺, Λ⁺)`` of linearised ADMM with a Moreau-smoothed h
+    (μ = 0: plain; see :func:`splitting_start` for the formulas), ``g = ∇f(X)``."""
+    x = linearised_x_step(x, y, lam, g, beta, lip)
+    w = x + lam / beta
+    y = h.prox(w, 1.0 / beta + mu)
+    if mu:
+        y = (y + mu * beta * w) / (1.0 + mu * beta)
+    return x, y, lam + beta * (x - y)
+
+
 def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience, min_decrease,
                gradient):
     """The generator behind :func:`splitting_iterates` (arguments checked there)."""
@@ -332,11 +353,7 @@ def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience,
     y, lam = h.prox(x, 1.0 / beta), torch.zeros_like(x)
     since, done = 0, 0
     while done < steps and since < patience:
-        x = polar(x - (gradient(x) + lam + beta * (x - y)) / (lip + beta))
-        w = x + lam / beta
-        z = h.prox(w, 1.0 / beta + mu)
-        y = (z + mu * beta * w) / (1.0 + mu * beta)
-        lam = lam + beta * (x - y)
+        x, y, lam = linearised_admm_step(x, y, lam, gradient(x), h, beta, lip, mu)
         done += 1
         if done % check_every and done & (done - 1) and done < steps:
             continue
