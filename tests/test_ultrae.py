@@ -268,6 +268,45 @@ def test_preconditioned_jjobcd_trains_the_relations(synth, options):
     assert fits["trained"] > 3.0 * before and fits["trained"] > fits["frozen"] + 0.05
 
 
+@pytest.mark.parametrize("name", ["JJOBCD", "RiemannianSGD"])
+def test_cosine_schedule_scales_the_relation_step(synth, name):
+    """``relation_schedule="cosine"`` over two one-minibatch epochs: the first step is the
+    constant run's (t = 0), the second, from the same point with the same gradient, moves the
+    relations (1 + f)/2 times as far (t = ½; f the floor), for geoopt's lr and J-JOBCD's 1/σ."""
+    moves = {}
+    for schedule in (None, "cosine"):
+        snapshots = []
+        res = train_ultrae(synth, relation_optimizer=name, epochs=2, eval_every=1,
+                           batch_size=120, seed=0, evaluate=False, relation_schedule=schedule,
+                           callback=lambda epoch, model, s=snapshots: s.append(
+                               model.relation.detach().clone()),
+                           **{k: v for k, v in SMALL.items() if k != "batch_size"})
+        assert res.steps == 2 and len(snapshots) == 2
+        moves[schedule] = snapshots
+    first, second = moves[None], moves["cosine"]
+    assert torch.equal(first[0], second[0])
+    ratio = float((second[1] - second[0]).norm() / (first[1] - first[0]).norm())
+    assert ratio == pytest.approx((1 + ultrae.SCHEDULE_FLOOR) / 2, rel=0.02)
+
+
+def test_schedule_sets_lr_and_sigma():
+    model = UltraE(10, 3, 8, 4, generator=torch.Generator().manual_seed(0))
+    floor = ultrae.SCHEDULE_FLOOR
+    for name, key, lr in (("RiemannianAdam", "lr", 0.1), ("JJOBCD", "sigma", 0.01)):
+        opt = ultrae._relation_optimizer(name, model, lr, None, 0.1, 0, None, "adam", 4)
+        scale = ultrae._schedule(opt, "cosine")
+        for progress, factor in ((0.0, 1.0), (0.5, (1 + floor) / 2), (1.0, floor),
+                                 (2.0, floor)):
+            scale(progress)
+            step = opt.param_groups[0][key]
+            assert (step if key == "lr" else 1 / step) == pytest.approx(lr * factor)
+    backtracking = ultrae._relation_optimizer("JJOBCD", model, None, None, 0.1, 0, None, None, 1)
+    with pytest.raises(ValueError, match="fixed step"):
+        ultrae._schedule(backtracking, "cosine")
+    with pytest.raises(ValueError, match="relation_schedule"):
+        train_ultrae(synthetic_kg(30, 4, 120, seed=0), relation_schedule="linear")
+
+
 def test_deterministic_under_seed(synth, trained):
     again = train_ultrae(synth, relation_optimizer="JJOBCD", epochs=30, eval_every=10, seed=0,
                          **SMALL)

@@ -73,7 +73,9 @@ minibatches, up to rounding.
 from __future__ import annotations
 
 import inspect
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import geoopt
@@ -83,14 +85,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from orthoplug.adapters.geoopt import GSJOBCD, JJOBCD, JOrthogonal
-from orthoplug.distributed import all_reduce_any, all_reduce_sum_, is_distributed
+from orthoplug.distributed import (
+    all_reduce_any,
+    all_reduce_mean,
+    all_reduce_sum_,
+    is_distributed,
+)
 from orthoplug.problems.hspp import phi, ultrahyperbolic_distance
 from orthoplug.problems.kg import KGData, evaluate_ranking
 from orthoplug.solvers.jobcd import max_matchings
 
 __all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "draw_negatives", "rank_share",
            "RELATION_OPTIMIZERS", "NEGATIVE_CHUNK", "LOSS_CHUNK_ENTRIES", "DEFAULT_SIGMA0",
-           "DEFAULT_PRECONDITION", "DEFAULT_MATCHINGS", "DEFAULT_RELATION_LR"]
+           "DEFAULT_PRECONDITION", "DEFAULT_MATCHINGS", "DEFAULT_RELATION_LR",
+           "RELATION_SCHEDULES", "SCHEDULE_FLOOR"]
 
 RELATION_OPTIMIZERS = ("JJOBCD", "GSJOBCD", "RiemannianSGD", "RiemannianAdam")
 
@@ -117,6 +125,11 @@ DEFAULT_MATCHINGS = 16
 #: ``relation_lr`` of :func:`train_ultrae` when not given: the geoopt optimisers' and the
 #: preconditioned J-JOBCD's (σ = 1/lr).
 DEFAULT_RELATION_LR = {"RiemannianSGD": 5e-2, "RiemannianAdam": 5e-2, "JJOBCD": 1e-2}
+
+#: Schedules of the relation optimiser's step size (:func:`train_ultrae` ``relation_schedule``).
+RELATION_SCHEDULES = (None, "cosine")
+#: Smallest fraction of the initial step size that a ``relation_schedule`` reaches (at the end).
+SCHEDULE_FLOOR = 0.01
 
 #: Positives per chunk of a minibatch whose negatives :func:`draw_negatives` draws from one
 #: generator. Fixed, so that the negatives do not depend on the number of ranks.
@@ -344,6 +357,27 @@ class UltraEResult:
     model: UltraE = field(repr=False)
 
 
+def _schedule(optimizer, schedule: str | None) -> Callable[[float], None]:
+    """``scale(progress)``: sets the step size of every group of ``optimizer`` (``lr`` of geoopt,
+    ``1/sigma`` of a fixed-σ JOBCD) to its initial value times the schedule's factor at
+    ``progress`` ∈ [0, 1] (the fraction of the run done)."""
+    if schedule is None:
+        return lambda progress: None
+    key = "lr" if "lr" in optimizer.param_groups[0] else "sigma"
+    if key == "sigma" and any(g["sigma"] is None for g in optimizer.param_groups):
+        raise ValueError(f"relation_schedule={schedule!r} needs a fixed step: a relation_lr "
+                         "(geoopt, preconditioned J-JOBCD) or a fixed sigma (JOBCD)")
+    initial = [g[key] for g in optimizer.param_groups]
+
+    def scale(progress: float) -> None:
+        factor = SCHEDULE_FLOOR + (1.0 - SCHEDULE_FLOOR) * 0.5 * (
+            1.0 + math.cos(math.pi * min(max(progress, 0.0), 1.0)))
+        for group, value in zip(optimizer.param_groups, initial, strict=True):
+            group[key] = value * factor if key == "lr" else value / factor
+
+    return scale
+
+
 def _relation_optimizer(name: str, model: UltraE, lr: float | None, sigma: float | None,
                         sigma0: float, seed: int, replica_check_every: int | None,
                         precondition: str | None, matchings: int | str):
@@ -376,7 +410,9 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
                  eval_every: int = 1, dtype: torch.dtype = torch.float64,
                  replica_check_every: int | None = None,
                  evaluate: bool = True, precondition: str | None = DEFAULT_PRECONDITION,
-                 matchings: int | str = DEFAULT_MATCHINGS) -> UltraEResult:
+                 matchings: int | str = DEFAULT_MATCHINGS,
+                 relation_schedule: str | None = None,
+                 callback: Callable[[int, UltraE], None] | None = None) -> UltraEResult:
     """Train UltraE on ``data.train``; validate on ``data.valid``; report ``data.test``.
 
     Args:
@@ -417,6 +453,14 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         matchings (int or str): The preconditioned J-JOBCD's rounds of a random round robin per
             gradient (at most a whole round robin, ``dim − 1``), or ``"all"`` (default
             :data:`DEFAULT_MATCHINGS`; ignored without ``precondition``).
+        relation_schedule (str, optional): ``"cosine"``: the relation optimiser's step size
+            (``relation_lr``; ``1/sigma`` of a fixed-σ JOBCD) follows ``f + (1 − f)(1 +
+            cos πt)/2`` of its initial value before every minibatch, ``f`` =
+            :data:`SCHEDULE_FLOOR` and ``t`` the fraction of the run done: of the ``epochs``'
+            minibatches, or of ``time_limit`` when that is reached first (the larger). ``None``
+            (default): a constant step.
+        callback (callable, optional): ``callback(epoch, model)`` after every evaluated epoch,
+            outside the training seconds (e.g. to record the test MRR along the way).
 
     Returns:
         UltraEResult
@@ -438,6 +482,9 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
         raise ValueError(f"learning rates must be > 0, got {entity_lr} and {relation_lr}")
     if not sigma0 > 0:
         raise ValueError(f"sigma0 must be > 0, got {sigma0}")
+    if relation_schedule not in RELATION_SCHEDULES:
+        raise ValueError(f"relation_schedule must be one of {RELATION_SCHEDULES}, got "
+                         f"{relation_schedule!r}")
 
     gen = torch.Generator().manual_seed(seed)
     model = UltraE(data.num_entities, data.num_relations, dim, p, alpha=alpha, margin=margin,
@@ -460,6 +507,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
     rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, sigma0, seed,
                                   replica_check_every, precondition, matchings)
     ent_opt = torch.optim.Adam([model.entity, model.bias], lr=entity_lr)
+    schedule = _schedule(rel_opt, relation_schedule)
+    total_steps = epochs * -(-data.train.shape[0] // batch_size)
     known = data.all_triples
 
     def validate() -> float:
@@ -488,6 +537,13 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
                 value.backward()
                 return value
 
+            if relation_schedule is not None:
+                progress = steps / total_steps
+                if time_limit is not None:
+                    spent = (elapsed + time.perf_counter() - start) / time_limit
+                    # the same step size on every rank
+                    progress = max(progress, all_reduce_mean(spent) if parallel else spent)
+                schedule(progress)
             losses.append(rel_opt.step(closure).detach())
             ent_opt.step()
             steps += 1
@@ -506,6 +562,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
             all_reduce_sum_([epoch_losses])  # ranks' weighted means → the minibatches' means
             mean = sum(epoch_losses.tolist()) / len(losses) / world
             history.append((elapsed, mean, validate()))
+            if callback is not None:
+                callback(epoch, model)
         if stop:
             break
     test = (evaluate_ranking(model.score, data.test, known, num_entities=data.num_entities)
