@@ -246,6 +246,13 @@ class JJOBCD(_JOBCDOptimizer):
       bias-corrected exponential average (β₂) of the mean square entry of ``G_r`` (a per-matrix
       σ_r = σ(√v̂_r + ε) on the raw gradient).
 
+    ``weight_decay`` λ ≥ 0 (with ``precondition`` only) adds ``λX``, the gradient of
+    ``λ‖X‖_F²/2``, to ``D`` after the preconditioner (decoupled, as in AdamW). On a J-orthogonal
+    ``X`` this pulls towards ``O(p) × O(q)`` (where ``‖X‖_F² = n`` is smallest): rotations in a
+    block leave ``‖X‖_F`` unchanged, so only the hyperbolic pairs feel it. Without it Adam's
+    per-entry normalisation gives the small, noisy gradients of the hyperbolic pairs full-size
+    steps.
+
     The new point stays exactly J-orthogonal (``V ∈ O(J_BB)`` on every pair), but the model is
     no majoriser of the loss any more, so a fixed ``sigma`` is required, no descent check is
     made and no step is guaranteed to decrease the loss. The moments are kept in the
@@ -254,11 +261,13 @@ class JJOBCD(_JOBCDOptimizer):
 
     Raises:
         ValueError: an unknown ``precondition`` or ``matchings``, ``precondition`` without a
-            fixed ``sigma``, or ``betas`` / ``eps`` out of range.
+            fixed ``sigma``, ``betas`` / ``eps`` out of range, or a negative ``weight_decay`` (or
+            one without ``precondition``).
     """
 
     def __init__(self, params, *, matchings: int | str = 1, precondition: str | None = None,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, **kwargs):
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, **kwargs):
         if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
             raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
         if precondition not in (None, *PRECONDITIONERS):
@@ -273,8 +282,12 @@ class JJOBCD(_JOBCDOptimizer):
                 and precondition is None:
             raise ValueError("matchings > 1 needs checked steps (no fixed sigma): a σ ≥ L_f "
                              "majorises one matching on a stale gradient, not several")
+        if not weight_decay >= 0 or (weight_decay > 0 and precondition is None):
+            raise ValueError(f"weight_decay must be >= 0 and > 0 only with a precondition, got "
+                             f"{weight_decay} with precondition={precondition!r}")
         self.matchings, self.precondition = matchings, precondition
         self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
+        self.weight_decay = float(weight_decay)
         super().__init__(params, **kwargs)
 
     def _direction(self, grads):
@@ -296,6 +309,8 @@ class JJOBCD(_JOBCDOptimizer):
                                1 - beta2)
                 directions[p] = g / ((v / (1 - beta2**t)).sqrt() + self.eps)
                 pending[p] = {"matrix_sq": v, "precondition_step": t}
+            if self.weight_decay > 0:
+                directions[p] = directions[p] + self.weight_decay * p.detach()
         return directions, pending
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):

@@ -157,3 +157,41 @@ def test_option_errors():
         go.JJOBCD([x], sigma=1.0, precondition="adam", betas=(1.0, 0.999))
     with pytest.raises(ValueError, match="matchings > 1 needs checked steps"):
         go.JJOBCD([x], sigma=1.0, matchings=2)
+
+
+def test_weight_decay_pulls_towards_the_compact_subgroup():
+    """With a zero loss the direction is ``λX`` alone: ``‖X‖_F²`` falls monotonically towards
+    its minimum ``n`` over O(J) (reached on O(p) × O(q)), the points stay J-orthogonal; without
+    decay nothing moves."""
+    def zero_closure(opt, x):
+        def closure():
+            opt.zero_grad()
+            value = (0.0 * x).sum()
+            value.backward()
+            return value
+        return closure
+
+    x = _point(cond=3.0)
+    start = x.detach().clone()
+    still = go.JJOBCD([x], sigma=5.0, seed=0, precondition="adam")
+    for _ in range(3):
+        still.step(zero_closure(still, x))
+    assert torch.equal(x.detach(), start)
+    opt = go.JJOBCD([x], sigma=5.0, seed=0, precondition="adam", weight_decay=1.0,
+                    matchings="all")
+    norms = [float((x.detach() ** 2).sum(dim=(-2, -1)).max())]
+    for _ in range(60):
+        opt.step(zero_closure(opt, x))
+        assert _violation(x) <= 1e-12
+        norms.append(float((x.detach() ** 2).sum(dim=(-2, -1)).max()))
+    assert norms[0] > N + 1.0
+    assert all(b <= a + 1e-12 for a, b in zip(norms, norms[1:], strict=False))
+    assert norms[-1] == pytest.approx(N, abs=1e-3)
+
+
+def test_weight_decay_errors():
+    x = _point()
+    with pytest.raises(ValueError, match="weight_decay"):
+        go.JJOBCD([x], sigma=1.0, weight_decay=0.1)
+    with pytest.raises(ValueError, match="weight_decay"):
+        go.JJOBCD([x], sigma=1.0, precondition="adam", weight_decay=-1.0)

@@ -307,6 +307,20 @@ def test_schedule_sets_lr_and_sigma():
         train_ultrae(synthetic_kg(30, 4, 120, seed=0), relation_schedule="linear")
 
 
+def test_relation_weight_decay_reaches_the_preconditioned_jjobcd(synth):
+    """``relation_weight_decay`` is J-JOBCD's decoupled decay: a strong one keeps the relations
+    nearer ``O(p) × O(q)`` (smaller ``‖R_r‖_F²``, whose minimum is n) than none."""
+    norms = {}
+    for decay in (0.0, 3.0):
+        res = train_ultrae(synth, epochs=5, eval_every=5, seed=0, evaluate=False,
+                           relation_weight_decay=decay, **SMALL)
+        assert res.violation <= 1e-12
+        norms[decay] = float((res.model.relation.detach() ** 2).sum(dim=(-2, -1)).mean())
+    assert SMALL["dim"] <= norms[3.0] < norms[0.0]
+    with pytest.raises(ValueError, match="relation_weight_decay"):
+        train_ultrae(synth, relation_optimizer="RiemannianAdam", relation_weight_decay=0.1)
+
+
 def test_deterministic_under_seed(synth, trained):
     again = train_ultrae(synth, relation_optimizer="JJOBCD", epochs=30, eval_every=10, seed=0,
                          **SMALL)

@@ -380,7 +380,8 @@ def _schedule(optimizer, schedule: str | None) -> Callable[[float], None]:
 
 def _relation_optimizer(name: str, model: UltraE, lr: float | None, sigma: float | None,
                         sigma0: float, seed: int, replica_check_every: int | None,
-                        precondition: str | None, matchings: int | str):
+                        precondition: str | None, matchings: int | str,
+                        weight_decay: float = 0.0):
     # under DDP the gradients arrive averaged: the optimizer need not average them again
     options = dict(sigma=sigma, sigma0=sigma0, seed=seed,
                    replica_check_every=replica_check_every, average_gradients=False)
@@ -392,7 +393,10 @@ def _relation_optimizer(name: str, model: UltraE, lr: float | None, sigma: float
         elif isinstance(matchings, int):  # at most a whole round robin (small dims)
             matchings = min(matchings, max_matchings(model.relation.shape[-1]))
         return JJOBCD([model.relation], precondition=precondition, matchings=matchings,
-                      **options)
+                      weight_decay=weight_decay, **options)
+    if weight_decay:
+        raise ValueError(f"relation_weight_decay is an option of the preconditioned J-JOBCD, "
+                         f"not of {name}")
     if name == "GSJOBCD":
         return GSJOBCD([model.relation], **options)
     if name == "RiemannianSGD":
@@ -411,7 +415,7 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
                  replica_check_every: int | None = None,
                  evaluate: bool = True, precondition: str | None = DEFAULT_PRECONDITION,
                  matchings: int | str = DEFAULT_MATCHINGS,
-                 relation_schedule: str | None = None,
+                 relation_schedule: str | None = None, relation_weight_decay: float = 0.0,
                  callback: Callable[[int, UltraE], None] | None = None) -> UltraEResult:
     """Train UltraE on ``data.train``; validate on ``data.valid``; report ``data.test``.
 
@@ -459,6 +463,9 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
             :data:`SCHEDULE_FLOOR` and ``t`` the fraction of the run done: of the ``epochs``'
             minibatches, or of ``time_limit`` when that is reached first (the larger). ``None``
             (default): a constant step.
+        relation_weight_decay (float): The preconditioned J-JOBCD's decoupled decay λ of
+            ``‖R_r‖_F²/2`` (:class:`~orthoplug.adapters.geoopt.JJOBCD` ``weight_decay``: a pull
+            of the relations towards ``O(p) × O(q)``).
         callback (callable, optional): ``callback(epoch, model)`` after every evaluated epoch,
             outside the training seconds (e.g. to record the test MRR along the way).
 
@@ -505,7 +512,8 @@ def train_ultrae(data: KGData, *, relation_optimizer: str = "JJOBCD", epochs: in
     else:
         world, loss_module = 1, _ScaledLoss(model)
     rel_opt = _relation_optimizer(relation_optimizer, model, relation_lr, sigma, sigma0, seed,
-                                  replica_check_every, precondition, matchings)
+                                  replica_check_every, precondition, matchings,
+                                  relation_weight_decay)
     ent_opt = torch.optim.Adam([model.entity, model.bias], lr=entity_lr)
     schedule = _schedule(rel_opt, relation_schedule)
     total_steps = epochs * -(-data.train.shape[0] // batch_size)
