@@ -14,8 +14,17 @@ alone was the σ backtracking, now ``JJOBCD,precondition=None``.
     python benchmarks/ultrae_defaults.py --dataset kinships --epochs 15 --seeds 0 1 \
         --methods JJOBCD RiemannianSGD RiemannianAdam --out rows.jsonl
 
-``--no-evaluate`` skips the rankings (for timing: repeat a seed, ``--seeds 0 0 0``, to
-interleave the methods' runs under the same load). ``--equal-time`` runs the first method for
+``--curves`` validates after every epoch and ranks the test set there too (through
+``train_ultrae(callback=...)``, outside the training seconds), adding ``curve`` = [epoch, training
+seconds, validation MRR, test MRR] per epoch to each row:
+
+    python benchmarks/ultrae_defaults.py --dataset nations --epochs 40 --seeds 0 1 2 --curves \
+        --methods JJOBCD RiemannianAdam,relation_lr=0.1 --out rows.jsonl
+
+The compiled kernels are loaded (and torch's optimizer import done) before the first run, as the
+suite's runner does, so that no timed run pays for them. ``--no-evaluate`` skips the rankings
+(for timing: repeat a seed, ``--seeds 0 0 0``, to interleave the methods' runs under the same
+load). ``--equal-time`` runs the first method for
 ``--epochs`` and every other one, right after it on the same seed, with the first one's training
 seconds as ``time_limit`` (and up to three times the epochs):
 
