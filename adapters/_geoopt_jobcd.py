@@ -248,10 +248,10 @@ class JJOBCD(_JOBCDOptimizer):
 
     ``weight_decay`` λ ≥ 0 (with ``precondition`` only) adds ``λX``, the gradient of
     ``λ‖X‖_F²/2``, to ``D`` after the preconditioner (decoupled, as in AdamW). On a J-orthogonal
-    ``X`` this pulls towards ``O(p) × O(q)`` (where ``‖X‖_F² = n`` is smallest): rotations in a
-    block leave ``‖X‖_F`` unchanged, so only the hyperbolic pairs feel it. Without it Adam's
-    per-entry normalisation gives the small, noisy gradients of the hyperbolic pairs full-size
-    steps.
+    ``X`` this pulls towards ``O(p) × O(q)`` (where ``‖X‖_F² = n`` is smallest): rotations
+    within a block leave ``‖X‖_F`` unchanged (the term adds nothing to the first-order part of
+    their angle), so the pull acts through the hyperbolic pairs, whose boosts Adam's per-entry
+    normalisation otherwise moves as far as any other entry.
 
     The new point stays exactly J-orthogonal (``V ∈ O(J_BB)`` on every pair), but the model is
     no majoriser of the loss any more, so a fixed ``sigma`` is required, no descent check is
