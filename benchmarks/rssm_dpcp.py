@@ -137,6 +137,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--n", type=int, default=None)
     parser.add_argument("--d", type=int, default=None)
     parser.add_argument("--inliers", type=int, default=None)
+    parser.add_argument("--outlier-ratio", type=float, default=0.5,
+                        help="outliers / (inliers + outliers)")
     parser.add_argument("--ells", type=str, default="4,10,20")
     parser.add_argument("--decay", type=float, default=0.95, help="β per epoch")
     parser.add_argument("--init", choices=("spectral", "random"), default="spectral")
@@ -168,7 +170,7 @@ def main(argv=None) -> dict:
     ells = [int(e) for e in args.ells.split(",")]
     torch.set_num_threads(args.threads)
 
-    prob = dpcp_instance(n, d, inliers, outlier_ratio=0.5, seed=args.seed)
+    prob = dpcp_instance(n, d, inliers, outlier_ratio=args.outlier_ratio, seed=args.seed)
     c = n - d
     x0 = prob.spectral_point() if args.init == "spectral" else prob.random_point(args.seed + 1)
     geo = StiefelGeometry(n, c)
@@ -250,7 +252,8 @@ def main(argv=None) -> dict:
               f"{1e3 * res['time_per_iteration']:10.2f}  {1e3 * res['time_per_epoch']:9.2f}   "
               + ", ".join(f"{k} {1e3 * v:.2f}" for k, v in b.items()))
     out = {"config": {"n": n, "d": d, "c": c, "m": int(prob.data.shape[1]),
-                      "outliers": prob.num_outliers, "decay_per_epoch": args.decay,
+                      "outliers": prob.num_outliers, "outlier_ratio": args.outlier_ratio,
+                      "decay_per_epoch": args.decay,
                       "init": args.init, "schedules": schedules,
                       "rsubgrad_schedules": base_schedules, "pairs": args.pairs.split(","),
                       "patience": patiences, "rounds": args.rounds,

@@ -18,7 +18,7 @@ DT = torch.float64
 
 
 def test_polyak_step_formula_and_level_adjustment():
-    rule = PolyakStep(level=0.5, patience=2)
+    rule = PolyakStep(level=0.5, patience=2, grow=1.5, drop=0.5)  # the classical values
     rule.start(4.0, epoch_length=1)
     assert rule.delta == 2.0
     # f = 4, target f̂ = 4 − 2 = 2, ‖ξ‖² = 8: γ = 2/8
@@ -49,15 +49,51 @@ def test_polyak_block_norm_estimate_is_a_running_average():
 @pytest.mark.parametrize("epoch_length", [1, 2, 5])
 def test_polyak_level_grows_by_the_same_factor_per_epoch_for_every_block_count(epoch_length):
     """δ grows by ``grow^(1/E)`` per sufficient drop: an epoch of E drops grows it by ``grow``."""
-    rule = PolyakStep(level=0.5, patience=2)
+    rule = PolyakStep(level=0.5, patience=2, grow=1.5, drop=0.5)
     rule.start(4.0, epoch_length=epoch_length)
     for _ in range(2 * epoch_length):  # two epochs without a drop: δ halves
         rule.observe(4.0)
     assert rule.delta == pytest.approx(1.0) and rule.halvings == 1
     for i in range(epoch_length):  # every iteration drops by 0.8 ≥ δ/2
         rule.observe(4.0 - 0.8 * (i + 1))
-        assert rule.delta == pytest.approx(PolyakStep.grow ** ((i + 1) / epoch_length))
+        assert rule.delta == pytest.approx(1.5 ** ((i + 1) / epoch_length))
     assert rule.halvings == 1
+
+
+def test_polyak_default_drop_and_growth():
+    """Defaults ``drop = 0.7``, ``grow = 1.2``: a drop of 0.6δ is not sufficient (δ halves after
+    ``patience`` epochs), one of 0.7δ is and grows δ by ``1.2^(1/E)``; the step uses the new δ."""
+    rule = PolyakStep(level=0.5, patience=1)
+    assert (rule.grow, rule.drop) == (1.2, 0.7)
+    rule.start(4.0, epoch_length=2)  # δ₀ = 2
+    rule.observe(4.0)
+    rule.observe(3.0)  # drop 1.0 < 0.7·2 = 1.4; second iteration of the window: δ halves
+    assert rule.delta == 1.0 and rule.halvings == 1 and rule.ref == 3.0
+    rule.observe(2.4)  # drop 0.6 < 0.7
+    assert rule.delta == 1.0 and rule.ref == 3.0
+    rule.observe(2.25)  # drop 0.75 ≥ 0.7·1: δ·1.2^(1/2)
+    assert rule.ref == 2.25 and rule.delta == pytest.approx(math.sqrt(1.2))
+    # γ = (f − (f_best − δ))/N with N = ‖ξ_C‖²/ω on the first call
+    assert rule(2.5, 0.5, share=0.5) == pytest.approx((2.5 - 2.25 + math.sqrt(1.2)) / 1.0)
+    for _ in range(20):  # sufficient drops grow δ up to δ₀ and no further
+        rule.observe(rule.best - 0.75 * rule.delta)
+    assert rule.delta == 2.0 and rule.halvings == 1
+
+
+def test_polyak_target_never_rises_above_the_best_value():
+    """``f̂ = f_best − δ`` with ``δ > 0``, and ``f_best`` never increases: on any sequence the
+    target stays below every value seen, and ``f_best`` is monotone."""
+    gen = torch.Generator().manual_seed(3)
+    rule = PolyakStep(level=0.3, patience=2)
+    rule.start(1.0, epoch_length=3)
+    seen, best = [1.0], 1.0
+    for _ in range(300):
+        f = float(torch.rand((), dtype=DT, generator=gen)) * best * 1.5
+        rule.observe(f)
+        seen.append(f)
+        assert rule.best == min(seen) <= best
+        assert rule.best - rule.delta < min(seen)
+        best = rule.best
 
 
 @pytest.mark.parametrize("share", [1.0, 0.5, 0.2])
@@ -101,6 +137,10 @@ def test_restarted_geometric_rule():
         PolyakStep(level=0.0)
     with pytest.raises(ValueError, match="patience"):
         PolyakStep(patience=0)
+    with pytest.raises(ValueError, match="grow"):
+        PolyakStep(grow=0.9)
+    with pytest.raises(ValueError, match="drop"):
+        PolyakStep(drop=0.0)
 
 
 def test_block_subgradient_norm_matches_formula_15():
