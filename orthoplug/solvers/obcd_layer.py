@@ -37,6 +37,7 @@ nonnegative for the indicator).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -46,7 +47,7 @@ import torch
 from scipy.sparse.linalg import eigsh
 
 from orthoplug.geometry.stiefel import polar
-from orthoplug.kernels.obcd import column_pairs
+from orthoplug.kernels.obcd import column_pairs, move_gains, partition_polish, partition_row_moves
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.oracles import host_array
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2
@@ -62,6 +63,12 @@ __all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_r
 #: Pair steps per item of SparseOBCD's start phase off the compiled path (on it: one item per
 #: evaluation interval).
 PHASE_EVERY = 100
+
+#: The most of the splitting phase's time that refining its feasible points may take (on Gaussian
+#: NN-PCA, n = 300, seeds 0–2, one run each: with 0.25 RADMM's final F was reached 1.3–1.6×
+#: sooner than with 0.5; with the float32 iterates, 0.15 reached it at 0.46–0.95 s, 0.25 at
+#: 0.60–1.12 s).
+REFINE_SHARE = 0.15
 
 
 def column_invariant(oracle) -> bool:
@@ -308,12 +315,22 @@ def _feasible_candidate(x: torch.Tensor, y: torch.Tensor, h: SeparableTerm
 def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
                        smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
                        patience: int = 10, min_decrease: float = 1e-4,
-                       gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
+                       gradient: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                       refine: Callable[[torch.Tensor], tuple[torch.Tensor, float]] | None = None,
+                       dtype: torch.dtype | None = None
                        ) -> Iterator[tuple[torch.Tensor, float, int]]:
     """The splitting phase of :func:`splitting_start`, one check at a time: yields
     ``(best point, its F, iterations done)`` at every check, so that a run can record its
     progress (and stop it) between checks. Arguments as
-    :func:`splitting_start`, which this validates first."""
+    :func:`splitting_start`, which this validates first, and ``refine``: a local search that
+    maps a feasible point to ``(a point, its F)`` no higher (e.g. :func:`partition_search`).
+    With ``refine``, a check forms its feasible point only while the time spent refining is
+    at most :data:`REFINE_SHARE` of the phase's time so far, and refines it (no unrefined point
+    is scored) unless its support is the last refined one's; the patience then counts refined
+    points only. ``dtype``: the iterates'
+    dtype (default ``x``'s; ``gradient`` must accept and return it); the feasible points are
+    formed and scored in ``x``'s dtype (a heuristic phase in float32 costs about half as much
+    per iteration at n = 1000)."""
     if steps < 0 or smoothing < 0 or penalty <= 0 or check_every < 1:
         raise ValueError(f"need steps >= 0, smoothing >= 0, penalty > 0, check_every >= 1; got "
                          f"{steps}, {smoothing}, {penalty}, {check_every}")
@@ -321,7 +338,8 @@ def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     if not lip:
         raise ValueError("the splitting phase needs an oracle with a Lipschitz constant")
     return _splitting(x, oracle, h, steps, smoothing, penalty * lip, float(lip), check_every,
-                      patience, min_decrease, oracle.gradient if gradient is None else gradient)
+                      patience, min_decrease, oracle.gradient if gradient is None else gradient,
+                      refine, x.dtype if dtype is None else dtype)
 
 
 def linearised_x_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g: torch.Tensor,
@@ -346,20 +364,35 @@ def linearised_admm_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g:
 
 
 def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience, min_decrease,
-               gradient):
+               gradient, refine, dtype):
     """The generator behind :func:`splitting_iterates` (arguments checked there)."""
     mu = smoothing / beta
     best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
+    out, x = x.dtype, x.to(dtype)
     y, lam = h.prox(x, 1.0 / beta), torch.zeros_like(x)
     since, done = 0, 0
+    began, refining, refined = time.perf_counter(), 0.0, None
     while done < steps and since < patience:
         x, y, lam = linearised_admm_step(x, y, lam, gradient(x), h, beta, lip, mu)
         done += 1
         if done % check_every and done & (done - 1) and done < steps:
             continue
-        cand = _feasible_candidate(x, y, h)
-        if cand is not None:
+        if refine is not None and refining > REFINE_SHARE * (time.perf_counter() - began):
+            yield best_x, best_f, done  # only refined points count: none is due yet
+            continue
+        cand = _feasible_candidate(x.to(out), y.to(out), h)
+        if cand is not None and refine is not None:
+            support = cand != 0
+            if refined is not None and torch.equal(support, refined):
+                cand = None
+            else:
+                now = time.perf_counter()
+                cand, fc = refine(cand)
+                refined = support
+                refining += time.perf_counter() - now
+        elif cand is not None:
             fc = float(oracle.value(cand)) + float(h.value(cand))
+        if cand is not None:
             since = 0 if fc < best_f - min_decrease * abs(best_f) else since + 1
             if fc < best_f:
                 best_x, best_f = cand, fc
@@ -408,25 +441,10 @@ def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     return out
 
 
-def _power_polish(x: np.ndarray, a: np.ndarray, g: np.ndarray, iterations: int) -> None:
-    """``iterations`` restricted power steps per column, in place on ``x`` (and ``g = A x``):
-    ``x_b ← (A x_b)⁺ / ‖·‖`` on the support of ``x_b``; a column's step is kept only if it does
-    not lower ``x_bᵀ A x_b`` (for a PSD ``A`` it never does: the step maximises the
-    linearisation of the convex form over the column's feasible set)."""
-    for _ in range(iterations):
-        y = np.where(x > 0, np.maximum(g, 0.0), 0.0)
-        nrm = np.linalg.norm(y, axis=0)
-        ok = nrm > 0
-        y[:, ok] /= nrm[ok]
-        gy = a @ y
-        ok &= np.einsum("ib,ib->b", y, gy) >= np.einsum("ib,ib->b", x, g)
-        x[:, ok], g[:, ok] = y[:, ok], gy[:, ok]
-
-
 def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
     """``gain[i, b]``: the increase of ``tr(XᵀAX)`` when row i leaves its column (rescaled) and
     joins column b with the best nonnegative weight, at a nonnegative orthonormal ``x`` (n × r,
-    disjoint column supports), ``g = A x``.
+    disjoint column supports), ``g = A x``, ``A`` symmetric.
 
     Leaving column a: ``x_a ← (x_a − x_ia e_i)/√(1 − x_ia²)``, whose form is
     ``(q_a − 2 x_ia g_ia + x_ia² A_ii)/(1 − x_ia²)`` (``q_a = x_aᵀ A x_a``); ``−∞`` if row i
@@ -435,30 +453,17 @@ def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
     eigenvalue of ``[[q_b, g_ib], [g_ib, A_ii]]`` when ``g_ib > 0`` (its eigenvector is then
     nonnegative) and ``max(q_b, A_ii)`` otherwise (an end of the quarter circle: x_b kept, row
     i dropped, or x_b replaced by e_i, its rows dropped). A row outside every
-    support only joins; ``gain[i, own column] = −∞``.
+    support only joins; ``gain[i, own column] = −∞``. Compiled
+    (:func:`~orthoplug.kernels.obcd.move_gains`; the partition search's moves use the same
+    gain).
     """
-    n, r = x.shape
-    rows = np.arange(n)
-    q = np.einsum("ib,ib->b", x, g)
-    d = np.diagonal(a)
-    owned = x.max(axis=1) > 0
-    own = np.argmax(x, axis=1)
-    xi, gi, qa = x[rows, own], g[rows, own], q[own]
-    left = np.full(n, -np.inf)
-    single = np.bincount(own[owned], minlength=r)[own] <= 1
-    ok = owned & ~single & (1 - xi ** 2 > 1e-8)  # else the rest of the column is ill-determined
-    left[ok] = (qa[ok] - 2 * xi[ok] * gi[ok] + xi[ok] ** 2 * d[ok]) / (1 - xi[ok] ** 2)
-    loss = np.where(owned, qa - left, 0.0)
-    half = (q[None, :] + d[:, None]) / 2
-    top = half + np.sqrt(np.maximum(half ** 2 - q[None, :] * d[:, None] + g ** 2, 0.0))
-    top = np.where(g > 0, top, np.maximum(q[None, :], d[:, None]))
-    gain = top - q[None, :] - loss[:, None]
-    gain[rows[owned], own[owned]] = -np.inf
-    return gain
+    out = np.empty(x.shape)
+    move_gains(*(np.ascontiguousarray(v, dtype=np.float64) for v in (x, a, g)), out)
+    return out
 
 
 def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
-                    chunk: int = 25) -> Iterator[tuple[torch.Tensor, float, int]]:
+                    chunk: int = 200) -> Iterator[tuple[torch.Tensor, float, int]]:
     """The local search of :func:`partition_search`, yielding ``(point, its F, moves done)``
     after every ``chunk`` moves and after every polish, so that a run can record its progress
     (and stop it) in between. Arguments as :func:`partition_search`, checked first."""
@@ -468,7 +473,7 @@ def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish:
     xa = host_array(x).astype(np.float64, copy=True)
     if (xa < 0).any() or ((xa > 0).sum(axis=1) > 1).any():
         raise ValueError("partition search needs a nonnegative X with disjoint column supports")
-    a = -float(q.scale) * host_array(q.c).astype(np.float64)
+    a = np.ascontiguousarray(-float(q.scale) * host_array(q.c).astype(np.float64))
     return _partition_moves(xa, a, oracle, x, max_moves, polish, chunk)
 
 
@@ -485,36 +490,13 @@ def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
     while moves < max_moves:
         start = form
         while moves < max_moves:
-            gain = row_move_gains(xa, a, g)
-            i, b = np.unravel_index(int(np.argmax(gain)), gain.shape)
-            if not gain[i, b] > 1e-12 * abs(form):
+            done = partition_row_moves(xa, a, g, min(chunk, max_moves - moves), 1e-12)
+            moves += done
+            if done < chunk:
                 break
-            cols = [b] if xa[i].max() <= 0 else [int(np.argmax(xa[i])), b]
-            old_x, old_g = xa[:, cols].copy(), g[:, cols].copy()
-            before = float(np.einsum("ib,ib->", old_x, old_g))
-            if len(cols) == 2:  # leave column a: g_a ← (g_a − x_ia A e_i)/‖rest‖
-                col = cols[0]
-                rest = math.sqrt(max(1.0 - xa[i, col] ** 2, 0.0))
-                g[:, col] = (g[:, col] - xa[i, col] * a[:, i]) / rest
-                xa[i, col] = 0.0
-                xa[:, col] /= rest
-            qb = float(xa[:, b] @ g[:, b])
-            if g[i, b] > 0:
-                _, v = np.linalg.eigh(np.array([[qb, g[i, b]], [g[i, b], a[i, i]]]))
-                al, be = np.abs(v[:, 1])  # the top eigenvector has one sign
-            else:
-                al, be = (0.0, 1.0) if a[i, i] > qb else (1.0, 0.0)
-            xa[:, b] *= al
-            xa[i, b] = be
-            g[:, b] = al * g[:, b] + be * a[:, i]
-            if float(np.einsum("ib,ib->", xa[:, cols], g[:, cols])) <= before:  # rounding
-                xa[:, cols], g[:, cols] = old_x, old_g
-                break
-            moves += 1
-            if moves % chunk == 0:
-                yield point()
+            yield point()
         g = a @ xa  # exact again after the updates
-        _power_polish(xa, a, g, polish)
+        partition_polish(xa, a, g, polish)
         form = float(np.einsum("ib,ib->", xa, g))
         yield point()
         if form <= start + 1e-10 * abs(start):
@@ -522,7 +504,7 @@ def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
 
 
 def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
-                     chunk: int = 25, deadline: float | None = None
+                     chunk: int = 200, deadline: float | None = None
                      ) -> tuple[torch.Tensor, float, int]:
     """Local search over the row partitions of ``{X ≥ 0, XᵀX = I}`` for ``f = s·tr(XᵀCX)``.
 
@@ -532,12 +514,13 @@ def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish
     column, the move of largest exact gain (:func:`row_move_gains`, ``A = −s·C``), with the
     two columns rescaled as there, until no move gains more than 1e-12 relative (or a move's
     gain, recomputed after it, is not positive: it is then undone); then ``polish`` restricted
-    power steps per column (:func:`_power_polish`), and again, until a round of moves and
+    power steps per column (:func:`~orthoplug.kernels.obcd.partition_polish`, ending early
+    once no column gains), and again, until a round of moves and
     polish lowers F by less than 1e-10 relative, after ``max_moves`` moves, or at the first
     ``chunk`` of moves past ``deadline`` (``time.perf_counter()``). Every move and every kept
     power step lowers F, and the point stays exactly nonnegative with disjoint supports.
     Cost per move ``O(n r)`` (``A X`` is updated in the two changed columns and recomputed
-    after each round); per power step ``O(n² r)``.
+    after each round); per power step ``O(n · nnz(X))``.
 
     Returns:
         ``(point, its F, moves done)``.
@@ -552,6 +535,35 @@ def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish
         if deadline is not None and time.perf_counter() >= deadline:
             break
     return out
+
+
+def _low_precision_gradient(oracle, x: torch.Tensor):
+    """``(∇f in float32, torch.float32)`` for a quadratic ``f = s·tr(XᵀCX)`` and a float64 CPU
+    ``x`` (``2s·C`` is copied to float32 once; numpy's float32 product took 0.3 ms against
+    the oracle's 0.45 ms at n = 300 and 1.3 against 3.3 ms at n = 1000, single-threaded);
+    ``(None, None)`` otherwise (the oracle's gradient in ``x``'s dtype)."""
+    q = getattr(oracle, "quadratic", None)
+    if q is None or q.d is not None or x.dtype != torch.float64 or x.device.type != "cpu":
+        return None, None
+    c32 = (2.0 * float(q.scale) * host_array(q.c)).astype(np.float32)
+
+    def gradient(y: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(c32 @ y.numpy())
+
+    return gradient, torch.float32
+
+
+@functools.cache
+def _load_partition_kernels() -> None:
+    """Compile (or load from numba's cache) the partition search's kernels once per process, on
+    a 3 × 2 partition, so that a timed run does not pay for it (a cached load takes about a
+    second)."""
+    a = np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]])
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    g = a @ x
+    row_move_gains(x, a, g)
+    partition_row_moves(x, a, g, 1, 1e-12)
+    partition_polish(x, a, g, 1)
 
 
 def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -594,17 +606,30 @@ class SparseOBCD(OBCD):
             steps from a dense start do not reach in time.
         split_smoothing: μβ of :func:`splitting_start`; ``"auto"`` (default): 0.1 for an
             indicator h (the hard projection alone stalled on Gaussian NN-PCA), else 0.
-        split_fraction: the share of the time budget the splitting phase may use, in (0, 1]
-            (default 0.5); a partition search after it runs until no move gains. The start
-            phase runs interleaved with the pair steps: one item (a check of
-            :func:`splitting_iterates`, or a chunk of :func:`partition_moves`) per evaluation
-            interval on the compiled path, per
+        split_fraction: the share of the time budget the splitting phase may use, in (0, 1];
+            ``"auto"`` (default): 1 with the partition search (its refined points kept
+            improving on Gaussian NN-PCA after half of the budget, and pair steps gain little
+            there), else 0.5; a partition search after it runs until no move gains. The start
+            phase runs interleaved with the pair steps: items (a check of
+            :func:`splitting_iterates`, or a chunk of :func:`partition_moves`) up to
+            ``phase_share`` of the time per evaluation interval on the compiled path, per
             ``PHASE_EVERY`` pair steps elsewhere; an item's point replaces the run's when its
             F is lower. Pair steps thus keep their progress where the phase is slow (large n),
             and the run records the phase's progress as it goes.
-        partition: :func:`partition_moves` after the splitting phase; ``"auto"`` (default):
-            for the nonnegativity indicator (its feasible points are row partitions, whose
-            local minima pair steps cannot leave).
+        partition: :func:`partition_moves` from the chosen start, on the rounded points of
+            the splitting phase and after it; ``"auto"`` (default): for the nonnegativity
+            indicator (its feasible points are row partitions, whose local minima pair steps
+            cannot leave).
+        split_from: where the splitting phase starts: ``"start"`` (the chosen start) or
+            ``"x0"`` (the run's initial point); ``"auto"`` (default): ``"x0"`` with the
+            partition search, else ``"start"``. On Gaussian NN-PCA (n = 300, seeds 0–2) the
+            splitting from the rounded PCA start stayed near it (−0.0304 to −0.0305 after 1200
+            iterations and a partition search), from a random partition it ended at −0.0307
+            to −0.0308.
+        phase_share: the share of the time since the start phase began that its items may use
+            before the next pair steps, in [0, 1) (at least one item per evaluation interval);
+            ``"auto"`` (default): 0.9 with the partition search (pair steps gain little on a
+            row partition), else 0 (one item per interval).
         **kwargs: :class:`~orthoplug.solvers.obcd.OBCD` options except ``k`` and
             ``working_set`` (pairs are this class's choice).
 
@@ -621,7 +646,8 @@ class SparseOBCD(OBCD):
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
                  prox_steps: int | str = "auto", prox_fraction: float = 0.5,
                  split_steps: int | str = "auto", split_smoothing: float | str = "auto",
-                 split_fraction: float = 0.5, partition: bool | str = "auto", **kwargs):
+                 split_fraction: float | str = "auto", partition: bool | str = "auto",
+                 split_from: str = "auto", phase_share: float | str = "auto", **kwargs):
         for key in ("k", "working_set"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2 and its own pairs; {key}= is not "
@@ -651,17 +677,30 @@ class SparseOBCD(OBCD):
         if not (isinstance(split_smoothing, (int, float)) and split_smoothing >= 0):
             raise ValueError(f"split_smoothing must be 'auto' or a number >= 0, got "
                              f"{split_smoothing!r}")
-        for key, frac in (("prox_fraction", prox_fraction), ("split_fraction", split_fraction)):
-            if not 0 < frac <= 1:
-                raise ValueError(f"{key} must lie in (0, 1], got {frac}")
-        self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
-        self.split_steps, self.split_smoothing = split_steps, float(split_smoothing)
-        self.split_fraction = float(split_fraction)
         if partition == "auto":
             partition = self.h.is_indicator
         if partition and not self.h.is_indicator:
             raise ValueError("partition search applies to the nonnegativity indicator only")
         self.partition = bool(partition)
+        if split_fraction == "auto":
+            split_fraction = 1.0 if self.partition else 0.5
+        for key, frac in (("prox_fraction", prox_fraction), ("split_fraction", split_fraction)):
+            if not (isinstance(frac, (int, float)) and 0 < frac <= 1):
+                raise ValueError(f"{key} must lie in (0, 1], got {frac}")
+        self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
+        self.split_steps, self.split_smoothing = split_steps, float(split_smoothing)
+        self.split_fraction = float(split_fraction)
+        if split_from == "auto":
+            split_from = "x0" if self.partition else "start"
+        if split_from not in ("x0", "start"):
+            raise ValueError(f"split_from must be 'auto', 'x0' or 'start', got {split_from!r}")
+        self.split_from = split_from
+        if phase_share == "auto":
+            phase_share = 0.9 if self.partition else 0.0
+        if not (isinstance(phase_share, (int, float)) and 0 <= phase_share < 1):
+            raise ValueError(f"phase_share must be 'auto' or a number in [0, 1), got "
+                             f"{phase_share!r}")
+        self.phase_share = float(phase_share)
         self.starts, self.candidates = tuple(starts), candidates
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
 
@@ -680,6 +719,9 @@ class SparseOBCD(OBCD):
         run.prox_done = run.split_done = run.moves_done = 0
         run.part_counts = {}
         run.phase, run.phase_deadline = None, None
+        run.phase_began, run.phase_time, run.phase_best = None, 0.0, math.inf
+        if self.partition:
+            _load_partition_kernels()
         run.start_chosen = "x0"
         run.column_sweeps_done = 0
 
@@ -688,7 +730,7 @@ class SparseOBCD(OBCD):
 
     def _choose_start(self, run) -> None:
         tracker, generator = run.tracker, run.generator
-        x0 = tracker.x.clone()
+        x0 = run.x0 = tracker.x.clone()
         best_name, best_x, best_f = "x0", None, self._objective(run, x0)
         found = start_candidates(tracker.oracle, x0.shape[1]) if self.starts else {}
         for name, x in found.items():
@@ -718,18 +760,29 @@ class SparseOBCD(OBCD):
             run.phase_deadline = self._deadline(self.split_fraction)
 
     def _phases(self, run) -> Iterator[tuple[int, str, torch.Tensor, float, int]]:
-        """The start phase as ``(part, name, point, F, count so far in the part)`` items: the
-        splitting phase, then (for the nonnegativity indicator) a partition search, each from
-        the run's point when it begins (a partition search first and the splitting from its
-        point ended higher on Gaussian NN-PCA: the splitting then found nothing lower)."""
+        """The start phase as ``(part, name, point, F, count so far in the part)`` items. For
+        the nonnegativity indicator: a partition search from the chosen start, the splitting
+        phase from ``x0`` (``split_from``) whose rounded points are refined by partition
+        searches, and a partition search from the run's point after it; otherwise the splitting
+        phase from the chosen start. Each part starts from the run's point when it begins
+        (the splitting from ``x0`` if ``split_from`` says so)."""
         tracker = run.tracker
-        parts = (["splitting"] if self.split_steps else []) + (
-            ["partition search"] if self.partition else [])
+        parts = (["partition search"] if self.partition else []) + (
+            ["splitting"] if self.split_steps else []) + (
+            ["partition search"] if self.partition and self.split_steps else [])
         for part, name in enumerate(parts):
             if name == "splitting":
-                items = splitting_iterates(tracker.x.clone(), tracker.oracle, self.h,
+                start = run.x0 if self.split_from == "x0" else tracker.x
+                refine = None
+                if self.partition:
+                    def refine(x):
+                        return partition_search(x, tracker.oracle, polish=5,
+                                                deadline=run.deadline)[:2]
+                gradient, dtype = _low_precision_gradient(tracker.oracle, start)
+                items = splitting_iterates(start.clone(), tracker.oracle, self.h,
                                            self.split_steps, smoothing=self.split_smoothing,
-                                           gradient=tracker.gradient_at)
+                                           gradient=gradient or tracker.gradient_at,
+                                           refine=refine, dtype=dtype)
             else:
                 items = partition_moves(tracker.x.clone(), tracker.oracle)
             for x, fx, count in items:
@@ -739,23 +792,33 @@ class SparseOBCD(OBCD):
                     break
 
     def _advance_phase(self, run) -> None:
-        """One item of the start phase, if it runs: its point replaces the run's if lower. The
-        phase ends when its last part ends (the splitting part at ``split_fraction`` of the
-        budget at the latest; a partition search ends by itself)."""
-        if run.phase is None:
-            return
-        item = next(run.phase, None)
-        if item is not None:
-            part, name, x, fx, count = item
-            run.part_counts[part] = (name, count)
-            run.split_done = sum(c for n, c in run.part_counts.values() if n == "splitting")
-            run.moves_done = sum(c for n, c in run.part_counts.values() if n != "splitting")
-            if fx < self._objective(run, run.tracker.x):
-                if not run.start_chosen.endswith(name):
-                    run.start_chosen += f" + {name}"
-                run.tracker.set_point(x.contiguous())
-        if item is None:
-            run.phase = None
+        """Items of the start phase, if it runs, each point replacing the run's if lower: at
+        least one, and more while the phase has used less than ``phase_share`` of the time since
+        it began. The phase ends when its last part ends (the splitting part at
+        ``split_fraction`` of the budget at the latest; a partition search ends by itself)."""
+        while run.phase is not None:
+            began = time.perf_counter()
+            if run.phase_began is None:
+                run.phase_began = began
+            item = next(run.phase, None)
+            if item is None:
+                run.phase = None
+            else:
+                part, name, x, fx, count = item
+                run.part_counts[part] = (name, count)
+                run.split_done = sum(c for n, c in run.part_counts.values() if n == "splitting")
+                run.moves_done = sum(c for n, c in run.part_counts.values() if n != "splitting")
+                # F never rises in a run, so an item no lower than an earlier one cannot be lower
+                if fx < run.phase_best and fx < self._objective(run, run.tracker.x):
+                    if not run.start_chosen.endswith(name):
+                        run.start_chosen += f" + {name}"
+                    run.tracker.set_point(x.contiguous())
+                run.phase_best = min(run.phase_best, fx)
+            now = time.perf_counter()
+            run.phase_time += now - began
+            if (run.phase_time >= self.phase_share * (now - run.phase_began)
+                    or now >= run.deadline):
+                return
 
     def _deadline(self, fraction: float) -> float | None:
         """``time.perf_counter()`` plus ``fraction`` of the time budget (None: no budget)."""
