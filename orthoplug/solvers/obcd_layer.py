@@ -164,32 +164,42 @@ def nonneg_rounding(x: torch.Tensor) -> torch.Tensor:
     return out / torch.linalg.norm(out, dim=0)
 
 
-def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
-    """Data-driven starts for ``f = s·tr(XᵀCX)`` on St(n, r): ``"diagonal"`` (the unit vectors
-    of the r entries of ``s·diag(C)`` that are lowest) and ``"pca"`` (the r eigenvectors of
-    ``s·C`` with the lowest eigenvalues: the minimiser of f alone). For ``n > max(200, 4r)``
-    the r eigenvectors come from Lanczos (``scipy.sparse.linalg.eigsh``, fixed start vector,
-    full precision) rather than a full ``eigh``: 3–12× less time at n = 768–1000, r = 20.
+def start_candidates(oracle, r: int, names=("diagonal", "pca")) -> dict[str, torch.Tensor]:
+    """Data-driven starts for ``f = s·tr(XᵀCX)`` on St(n, r), those of ``names``:
+    ``"diagonal"`` (the unit vectors of the r entries of ``s·diag(C)`` that are lowest) and
+    ``"pca"`` (the r eigenvectors of ``s·C`` with the lowest eigenvalues: the minimiser of f
+    alone). For ``n > max(200, 4r)`` the r eigenvectors come from Lanczos
+    (``scipy.sparse.linalg.eigsh``, fixed start vector, full precision) rather than a full
+    ``eigh``: 3–12× less time at n = 768–1000, r = 20.
 
     Raises:
-        ValueError: the oracle is not a quadratic oracle (no ``C`` to read).
+        ValueError: the oracle is not a quadratic oracle (no ``C`` to read), or an unknown
+            name.
     """
+    bad = sorted(set(names) - {"diagonal", "pca"})
+    if bad:
+        raise ValueError(f"unknown start(s) {bad}; choose from ('diagonal', 'pca')")
     q = getattr(oracle, "quadratic", None)
     if q is None:
         raise ValueError("start candidates need a quadratic oracle s·tr(XᵀCX) (QuadraticOracle)")
     c = q.scale * q.c
     n = c.shape[0]
-    diag = torch.zeros(n, r, dtype=c.dtype, device=c.device)
-    idx = torch.argsort(torch.diagonal(c))[:r]
-    diag[idx, torch.arange(r, device=c.device)] = 1.0
+    out = {}
+    if "diagonal" in names:
+        out["diagonal"] = torch.zeros(n, r, dtype=c.dtype, device=c.device)
+        idx = torch.argsort(torch.diagonal(c))[:r]
+        out["diagonal"][idx, torch.arange(r, device=c.device)] = 1.0
+    if "pca" not in names:
+        return out
     if n > max(200, 4 * r):
         ca = c.detach().cpu().numpy()
         v0 = np.random.default_rng(0).standard_normal(n)
         _, vecs = eigsh(ca, k=r, which="SA", v0=v0)  # ascending, as eigh
-        pca = torch.from_numpy(np.ascontiguousarray(vecs)).to(dtype=c.dtype, device=c.device)
+        out["pca"] = torch.from_numpy(np.ascontiguousarray(vecs)).to(dtype=c.dtype,
+                                                                     device=c.device)
     else:
-        pca = torch.linalg.eigh(c)[1][:, :r].contiguous()
-    return {"diagonal": diag, "pca": pca}
+        out["pca"] = torch.linalg.eigh(c)[1][:, :r].contiguous()
+    return out
 
 
 def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
@@ -728,20 +738,28 @@ class SparseOBCD(OBCD):
     def _objective(self, run, x: torch.Tensor) -> float:
         return float(run.tracker.oracle.value(x)) + float(self.h.value(x))
 
+    def _prepared(self, run, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """A start candidate in the run's dtype, rounded to the feasible set for an indicator h
+        and after ``start_sweeps`` column sweeps; with its F."""
+        x = x.to(dtype=run.x0.dtype, device=run.x0.device)
+        if self.h.is_indicator:  # e.g. PCA has negative entries: its nearest feasible point
+            x = nonneg_rounding(x)
+        if self.start_sweeps:
+            x = column_rotations(x, self.h, run.generator, self.start_sweeps)
+        return x, self._objective(run, x)
+
     def _choose_start(self, run) -> None:
-        tracker, generator = run.tracker, run.generator
+        """The lowest-F start among ``x0`` and ``starts`` (then the prox phase, if on). With a
+        start phase the PCA candidate is left to it (:meth:`_phases`): its eigenvectors cost
+        0.15 s at n = 1000, and the run records the cheap start's point first."""
+        tracker = run.tracker
         x0 = run.x0 = tracker.x.clone()
+        phases = bool(self.split_steps or self.partition)
+        run.deferred = ("pca",) if phases and "pca" in self.starts else ()
+        now = [name for name in self.starts if name not in run.deferred]
         best_name, best_x, best_f = "x0", None, self._objective(run, x0)
-        found = start_candidates(tracker.oracle, x0.shape[1]) if self.starts else {}
-        for name, x in found.items():
-            if name not in self.starts:
-                continue
-            x = x.to(dtype=x0.dtype, device=x0.device)
-            if self.h.is_indicator:  # e.g. PCA has negative entries: its nearest feasible point
-                x = nonneg_rounding(x)
-            if self.start_sweeps:
-                x = column_rotations(x, self.h, generator, self.start_sweeps)
-            fx = self._objective(run, x)
+        for name, x in start_candidates(tracker.oracle, x0.shape[1], now).items():
+            x, fx = self._prepared(run, x)
             if math.isfinite(fx) and fx < best_f:
                 best_name, best_x, best_f = name, x, fx
         if self.prox_steps:
@@ -755,22 +773,27 @@ class SparseOBCD(OBCD):
         if best_x is not None:
             tracker.set_point(best_x.contiguous())
         run.start_chosen = best_name
-        if self.split_steps or self.partition:
+        if phases:
             run.phase = self._phases(run)
             run.phase_deadline = self._deadline(self.split_fraction)
 
     def _phases(self, run) -> Iterator[tuple[int, str, torch.Tensor, float, int]]:
-        """The start phase as ``(part, name, point, F, count so far in the part)`` items. For
-        the nonnegativity indicator: a partition search from the chosen start, the splitting
-        phase from ``x0`` (``split_from``) whose rounded points are refined by partition
-        searches, and a partition search from the run's point after it; otherwise the splitting
-        phase from the chosen start. Each part starts from the run's point when it begins
-        (the splitting from ``x0`` if ``split_from`` says so)."""
+        """The start phase as ``(part, name, point, F, count so far in the part)`` items: the
+        deferred PCA start (:meth:`_choose_start`); for the nonnegativity indicator then a
+        partition search from the run's point, the splitting phase from ``x0``
+        (``split_from``) whose rounded points are refined by partition searches, and a
+        partition search from the run's point after it; otherwise the splitting phase from the
+        run's point. Each part starts from the run's point when it begins (the splitting from
+        ``x0`` if ``split_from`` says so)."""
         tracker = run.tracker
-        parts = (["partition search"] if self.partition else []) + (
+        parts = list(run.deferred) + (["partition search"] if self.partition else []) + (
             ["splitting"] if self.split_steps else []) + (
             ["partition search"] if self.partition and self.split_steps else [])
         for part, name in enumerate(parts):
+            if name in self.start_names:
+                found = start_candidates(tracker.oracle, run.x0.shape[1], (name,))[name]
+                yield part, name, *self._prepared(run, found), 1
+                continue
             if name == "splitting":
                 start = run.x0 if self.split_from == "x0" else tracker.x
                 refine = None
@@ -807,7 +830,8 @@ class SparseOBCD(OBCD):
                 part, name, x, fx, count = item
                 run.part_counts[part] = (name, count)
                 run.split_done = sum(c for n, c in run.part_counts.values() if n == "splitting")
-                run.moves_done = sum(c for n, c in run.part_counts.values() if n != "splitting")
+                run.moves_done = sum(c for n, c in run.part_counts.values()
+                                     if n == "partition search")
                 # F never rises in a run, so an item no lower than an earlier one cannot be lower
                 if fx < run.phase_best and fx < self._objective(run, run.tracker.x):
                     if not run.start_chosen.endswith(name):
@@ -852,8 +876,9 @@ class SparseOBCD(OBCD):
         :func:`pair_scores`. Elsewhere one :meth:`step`."""
         if not run.kernel:
             return super().steps(run, count)
+        if run.started:  # the interval that chooses the start records it before any phase item
+            self._advance_phase(run)
         self._start_once(run)
-        self._advance_phase(run)
         if run.column_every:
             count = min(count, run.column_every - run.count % run.column_every)
         done = super().steps(run, count)
