@@ -67,7 +67,7 @@ __all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_r
 PHASE_EVERY = 100
 
 #: The most of the splitting phase's time that refining its feasible points may take (on Gaussian
-#: NN-PCA, n = 300, seeds 0–2, one run each: with 0.25 RADMM's final F was reached 1.3–1.6×
+#: NN-PCA, n = 300, seeds 0–2, one run each: with 0.25 RADMM's final F was reached 1.15–1.66×
 #: sooner than with 0.5; with the float32 iterates, 0.15 reached it at 0.46–0.95 s, 0.25 at
 #: 0.60–1.12 s).
 REFINE_SHARE = 0.15
