@@ -451,6 +451,21 @@ def test_sparse_obcd_start_phases_monotone_and_feasible(kind, dtype):
                     or res.info["partition_moves"] == 0)
 
 
+def test_sparse_obcd_nonneg_start_with_tiny_overlaps():
+    # x0 is feasible but not an exact partition (a 1e-20 entry beside a row's own one): the
+    # partition searches run from its rounding, and the run stays feasible and monotone
+    prob = _problem("nonneg", n=16, r=3)
+    x0 = prob.initial_point("random", 0)
+    row = int(torch.nonzero(x0[:, 0]).flatten()[0])
+    x0[row, 1] = 1e-20
+    res = SparseOBCD(prob.h, starts=(), seed=0, max_iterations=2000, eval_every=20).run(
+        prob.oracle, x0, StiefelGeometry(16, 3))  # no other start: x0 is the start
+    costs = res.history["cost"]
+    assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))
+    assert float(res.point.min()) >= 0.0 and res.violation < 1e-12
+    assert res.cost < prob.objective(x0)
+
+
 def test_sparse_obcd_phase_option_errors():
     prob = _problem("l1")
     with pytest.raises(ValueError, match="split_steps"):

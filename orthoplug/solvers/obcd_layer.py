@@ -820,7 +820,9 @@ class SparseOBCD(OBCD):
                                            refine=refine, dtype=dtype)
             else:
                 first = part == parts.index("partition search")  # from the start
-                items = partition_moves((run.start_x if first else tracker.x).clone(),
+                # rounded: a point with tiny overlapping entries is no partition (an exact one
+                # is its own rounding up to rounding errors; a point no lower is never taken)
+                items = partition_moves(nonneg_rounding(run.start_x if first else tracker.x),
                                         tracker.oracle)
             for x, fx, count in items:
                 yield part, name, x, fx, count
