@@ -18,6 +18,7 @@ from orthoplug.solvers.obcd_layer import (
     _column_sweep,
     column_invariant,
     column_rotations,
+    linearised_x_step,
     nonneg_rounding,
     pair_scores,
     partition_search,
@@ -449,6 +450,24 @@ def test_sparse_obcd_start_phases_monotone_and_feasible(kind, dtype):
         if dtype == DT:
             assert (res.info["start"].endswith("partition search")
                     or res.info["partition_moves"] == 0)
+
+
+def test_tangent_x_step_ignores_the_normal_part():
+    # D = X S with S symmetric is normal to St(n, r) at X: the Riemannian step keeps X, the
+    # plain step moves it (with S = 3(L + β) I it flips the sign); a tangent D moves both alike
+    gen = torch.Generator().manual_seed(0)
+    x = torch.linalg.qr(torch.randn(8, 3, dtype=DT, generator=gen))[0]
+    zero = torch.zeros_like(x)
+    lip, beta = 1.0, 2.0
+    normal = 3.0 * (lip + beta) * x
+    assert torch.allclose(linearised_x_step(x, x, zero, normal, beta, lip, tangent=True), x,
+                          atol=1e-12)
+    assert torch.allclose(linearised_x_step(x, x, zero, normal, beta, lip), -x, atol=1e-12)
+    skew = torch.randn(3, 3, dtype=DT, generator=gen)
+    tan = x @ (skew - skew.mT) + (torch.eye(8, dtype=DT) - x @ x.mT) @ torch.randn(
+        8, 3, dtype=DT, generator=gen)
+    assert torch.allclose(linearised_x_step(x, x, zero, tan, beta, lip, tangent=True),
+                          linearised_x_step(x, x, zero, tan, beta, lip), atol=1e-12)
 
 
 def test_sparse_obcd_nonneg_start_with_tiny_overlaps():
