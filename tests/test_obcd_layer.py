@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.kernels.obcd import partition_polish, partition_row_moves
 from orthoplug.nonsmooth import L0, L1, NonNegative
 from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems import spca
@@ -17,12 +18,14 @@ from orthoplug.solvers.obcd_layer import (
     _column_sweep,
     column_invariant,
     column_rotations,
+    linearised_x_step,
     nonneg_rounding,
     pair_scores,
     partition_search,
     prox_polar,
     row_move_gains,
     sparse_orthonormal,
+    splitting_iterates,
     splitting_start,
     start_candidates,
 )
@@ -128,6 +131,8 @@ def test_start_candidates_closed_forms():
     assert prob.f(diag) == pytest.approx(-float(top), abs=1e-12)
     for x in (pca, diag):
         assert float(StiefelGeometry(10, 3).violation(x)) < 1e-12
+    assert torch.equal(start_candidates(prob.oracle, 3, ("diagonal",))["diagonal"], diag)
+    assert set(start_candidates(prob.oracle, 3, ("pca",))) == {"pca"}
 
 
 def test_pca_start_by_lanczos_matches_eigh():
@@ -355,6 +360,71 @@ def test_partition_search_descends_and_stays_feasible(seed):
         partition_search(torch.ones(20, 3, dtype=DT) / math.sqrt(20), prob.oracle)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_partition_row_move_gains_what_row_move_gains_predicts(seed):
+    # one compiled move: the form grows by exactly the largest predicted gain, G stays A X,
+    # the point stays a nonnegative partition with orthonormal columns
+    prob = _problem("nonneg", n=9, r=3, seed=seed)
+    a = (-prob.oracle.quadratic.scale * prob.c).numpy()
+    x = _nonneg_partition(9, 3, torch.Generator().manual_seed(seed)).numpy()
+    x[8] = 0.0  # a row outside every support
+    x /= np.linalg.norm(x, axis=0)
+    g = a @ x
+    predicted = row_move_gains(x, a, g).max()
+    before = float(np.trace(x.T @ a @ x))
+    assert partition_row_moves(x, a, g, 1, 1e-12) == (1 if predicted > 1e-12 * before else 0)
+    assert float(np.trace(x.T @ a @ x)) == pytest.approx(before + max(predicted, 0.0), abs=1e-12)
+    assert np.allclose(g, a @ x, atol=1e-12)
+    assert x.min() >= 0.0 and ((x > 0).sum(axis=1) <= 1).all()
+    assert np.abs(x.T @ x - np.eye(3)).max() <= 1e-12
+
+
+def test_partition_polish_never_lowers_a_column_nor_grows_a_support():
+    prob = _problem("nonneg", n=15, r=3, seed=3)
+    a = (-prob.oracle.quadratic.scale * prob.c).numpy()
+    x = _nonneg_partition(15, 3, torch.Generator().manual_seed(3)).numpy()
+    support = x > 0
+    g = a @ x
+    before = np.einsum("ib,ib->b", x, g)
+    partition_polish(x, a, g, 50)
+    assert (np.einsum("ib,ib->b", x, g) >= before - 1e-15).all()
+    assert not (x > 0)[~support].any() and x.min() >= 0.0
+    assert np.allclose(g, a @ x, atol=1e-12)
+    assert np.allclose(np.linalg.norm(x, axis=0), 1.0, atol=1e-12)
+    # at the end no power step gains any more: x_b is the normalised (A x_b)⁺ on its support
+    y = np.where(x > 0, np.maximum(g, 0.0), 0.0)
+    assert np.allclose(y / np.linalg.norm(y, axis=0), x, atol=1e-6)
+
+
+def test_refined_float32_splitting_yields_feasible_float64_points():
+    # the splitting with float32 iterates and a partition search on its rounded points: every
+    # point is a float64 nonnegative partition with orthonormal columns, its F is the one
+    # yielded, F never rises, and a refined point is a local minimum of the row moves
+    prob = _problem("nonneg", n=20, r=3, seed=4)
+    x0 = _nonneg_partition(20, 3, torch.Generator().manual_seed(4))
+    c32 = (2.0 * prob.oracle.quadratic.scale * prob.c).float()
+    refined = []
+
+    def refine(x):
+        out = partition_search(x, prob.oracle)[:2]
+        refined.append(out[0])
+        return out
+
+    last = math.inf
+    for x, fx, _ in splitting_iterates(x0, prob.oracle, prob.h, 200, smoothing=0.1,
+                                       gradient=lambda y: c32 @ y, refine=refine,
+                                       dtype=torch.float32):
+        assert x.dtype == DT and fx <= last
+        assert fx == pytest.approx(prob.objective(x), abs=1e-12)
+        assert float(x.min()) >= 0.0 and int(((x > 0).sum(dim=1) > 1).sum()) == 0
+        assert float(StiefelGeometry(20, 3).violation(x)) <= 1e-12
+        last = fx
+    assert refined and last < prob.objective(x0)
+    a = (-prob.oracle.quadratic.scale * prob.c).numpy()
+    xa = refined[-1].numpy()
+    assert row_move_gains(xa, a, a @ xa).max() <= 1e-10
+
+
 @pytest.mark.parametrize("kind", ["l0", "nonneg"])
 @pytest.mark.parametrize("dtype", [DT, torch.float32])
 def test_sparse_obcd_start_phases_monotone_and_feasible(kind, dtype):
@@ -382,6 +452,39 @@ def test_sparse_obcd_start_phases_monotone_and_feasible(kind, dtype):
                     or res.info["partition_moves"] == 0)
 
 
+def test_tangent_x_step_ignores_the_normal_part():
+    # D = X S with S symmetric is normal to St(n, r) at X: the Riemannian step keeps X, the
+    # plain step moves it (with S = 3(L + β) I it flips the sign); a tangent D moves both alike
+    gen = torch.Generator().manual_seed(0)
+    x = torch.linalg.qr(torch.randn(8, 3, dtype=DT, generator=gen))[0]
+    zero = torch.zeros_like(x)
+    lip, beta = 1.0, 2.0
+    normal = 3.0 * (lip + beta) * x
+    assert torch.allclose(linearised_x_step(x, x, zero, normal, beta, lip, tangent=True), x,
+                          atol=1e-12)
+    assert torch.allclose(linearised_x_step(x, x, zero, normal, beta, lip), -x, atol=1e-12)
+    skew = torch.randn(3, 3, dtype=DT, generator=gen)
+    tan = x @ (skew - skew.mT) + (torch.eye(8, dtype=DT) - x @ x.mT) @ torch.randn(
+        8, 3, dtype=DT, generator=gen)
+    assert torch.allclose(linearised_x_step(x, x, zero, tan, beta, lip, tangent=True),
+                          linearised_x_step(x, x, zero, tan, beta, lip), atol=1e-12)
+
+
+def test_sparse_obcd_nonneg_start_with_tiny_overlaps():
+    # x0 is feasible but not an exact partition (a 1e-20 entry beside a row's own one): the
+    # partition searches run from its rounding, and the run stays feasible and monotone
+    prob = _problem("nonneg", n=16, r=3)
+    x0 = prob.initial_point("random", 0)
+    row = int(torch.nonzero(x0[:, 0]).flatten()[0])
+    x0[row, 1] = 1e-20
+    res = SparseOBCD(prob.h, starts=(), seed=0, max_iterations=2000, eval_every=20).run(
+        prob.oracle, x0, StiefelGeometry(16, 3))  # no other start: x0 is the start
+    costs = res.history["cost"]
+    assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))
+    assert float(res.point.min()) >= 0.0 and res.violation < 1e-12
+    assert res.cost < prob.objective(x0)
+
+
 def test_sparse_obcd_phase_option_errors():
     prob = _problem("l1")
     with pytest.raises(ValueError, match="split_steps"):
@@ -392,3 +495,11 @@ def test_sparse_obcd_phase_option_errors():
         SparseOBCD(prob.h, split_fraction=2.0)
     with pytest.raises(ValueError, match="indicator"):
         SparseOBCD(prob.h, partition=True)
+    with pytest.raises(ValueError, match="split_from"):
+        SparseOBCD(prob.h, split_from="pca")
+    with pytest.raises(ValueError, match="phase_share"):
+        SparseOBCD(prob.h, phase_share=1.0)
+    with pytest.raises(ValueError, match="split_fraction"):
+        SparseOBCD(prob.h, split_fraction="half")
+    with pytest.raises(ValueError, match="unknown start"):
+        start_candidates(prob.oracle, 2, ("diagonal", "random"))

@@ -249,3 +249,196 @@ def column_pairs(X, Y, pairs, th, g, kk, inf, pval, knot, h0, shared, continuous
                 Y[i, a] = V[0, 0] * y0 + V[0, 1] * y1
                 Y[i, b] = V[1, 0] * y0 + V[1, 1] * y1
     return total
+
+
+# ---- row partitions of {X >= 0, X^T X = I} (SparseOBCD's partition search) --------------------
+# X (n, r) nonnegative with orthonormal columns has disjoint column supports; A = -s C (the form
+# tr(X^T A X) is maximised), G = A X kept current. own[i]: the column holding row i (-1: none),
+# cnt[b]: rows in column b, q[b] = x_b^T A x_b.
+
+
+@njit(cache=True)
+def _partition_state(X, G, own, cnt, q):
+    """Fill ``own``, ``cnt`` and ``q`` from ``X`` and ``G``."""
+    n, r = X.shape
+    for b in range(r):
+        cnt[b] = 0
+        q[b] = 0.0
+    for i in range(n):
+        own[i] = -1
+        for b in range(r):
+            if X[i, b] > 0.0:
+                own[i] = b
+                q[b] += X[i, b] * G[i, b]
+        if own[i] >= 0:
+            cnt[own[i]] += 1
+
+
+@njit(cache=True)
+def _join_form(qb, gib, aii):
+    """The best form of ``alpha x_b + beta e_i`` (alpha, beta >= 0, unit): the top eigenvalue of
+    ``[[qb, gib], [gib, aii]]`` when ``gib > 0``, else the better end of the quarter circle."""
+    if gib > 0.0:
+        half = 0.5 * (qb + aii)
+        return half + math.sqrt(max(half * half - qb * aii + gib * gib, 0.0))
+    return max(qb, aii)
+
+
+@njit(cache=True)
+def _leave_loss(X, A, G, own, cnt, q, i):
+    """What column ``own[i]`` loses when row ``i`` leaves it (the rest renormalised; see
+    :func:`orthoplug.solvers.obcd_layer.row_move_gains`): 0 for a row outside every support,
+    ``inf`` where not allowed (the column's only row, or all but 1e-8 of its mass)."""
+    a = own[i]
+    if a < 0:
+        return 0.0
+    xi = X[i, a]
+    if cnt[a] <= 1 or 1.0 - xi * xi <= 1e-8:
+        return np.inf
+    return q[a] - (q[a] - 2.0 * xi * G[i, a] + xi * xi * A[i, i]) / (1.0 - xi * xi)
+
+
+@njit(cache=True)
+def move_gains(X, A, G, out):
+    """``out[i, b]``: the gain of every single-row move (``-inf`` where not allowed)."""
+    n, r = X.shape
+    own = np.empty(n, np.int64)
+    cnt = np.empty(r, np.int64)
+    q = np.empty(r)
+    _partition_state(X, G, own, cnt, q)
+    for i in range(n):
+        loss = _leave_loss(X, A, G, own, cnt, q, i)
+        for b in range(r):
+            if b == own[i] or loss == np.inf:
+                out[i, b] = -np.inf
+            else:
+                out[i, b] = _join_form(q[b], G[i, b], A[i, i]) - q[b] - loss
+
+
+@njit(cache=True)
+def partition_row_moves(X, A, G, max_moves, rtol):
+    """Up to ``max_moves`` best single-row moves, in place on ``X`` and ``G``.
+
+    Each step applies the move of largest gain (:func:`move_gains`) if it exceeds ``rtol``
+    times the total form: row i leaves its column a (``x_a <- (x_a - x_ia e_i)/sqrt(1 - x_ia^2)``)
+    and joins column b with the best nonnegative weight (``x_b <- alpha x_b + beta e_i``, the
+    top eigenvector of the 2 x 2 form); ``G`` is updated in the two columns (``A`` symmetric:
+    its row i is read). A move whose recomputed gain is not positive (rounding) is undone and
+    ends the call. Returns the number of moves made.
+    """
+    n, r = X.shape
+    own = np.empty(n, np.int64)
+    cnt = np.empty(r, np.int64)
+    q = np.empty(r)
+    old = np.empty((4, n))
+    moves = 0
+    while moves < max_moves:
+        _partition_state(X, G, own, cnt, q)
+        total = 0.0
+        for b in range(r):
+            total += q[b]
+        best = -np.inf
+        bi = bb = -1
+        for i in range(n):
+            loss = _leave_loss(X, A, G, own, cnt, q, i)
+            if loss == np.inf:
+                continue
+            aii = A[i, i]
+            for b in range(r):
+                if b != own[i]:
+                    gain = _join_form(q[b], G[i, b], aii) - q[b] - loss
+                    if gain > best:
+                        best, bi, bb = gain, i, b
+        if not best > rtol * abs(total):
+            break
+        a = own[bi]
+        before = q[bb] + (q[a] if a >= 0 else 0.0)
+        for k in range(n):
+            old[0, k] = X[k, bb]
+            old[1, k] = G[k, bb]
+            if a >= 0:
+                old[2, k] = X[k, a]
+                old[3, k] = G[k, a]
+        if a >= 0:
+            xi = X[bi, a]
+            rest = math.sqrt(max(1.0 - xi * xi, 0.0))
+            X[bi, a] = 0.0
+            for k in range(n):
+                G[k, a] = (G[k, a] - xi * A[bi, k]) / rest
+                X[k, a] /= rest
+        qb = 0.0
+        for k in range(n):
+            qb += X[k, bb] * G[k, bb]
+        gib = G[bi, bb]
+        aii = A[bi, bi]
+        if gib > 0.0:  # the top eigenvector (gib, top - qb), nonnegative
+            al = gib
+            be = _join_form(qb, gib, aii) - qb
+            nrm = math.sqrt(al * al + be * be)
+            al /= nrm
+            be /= nrm
+        elif aii > qb:
+            al, be = 0.0, 1.0
+        else:
+            al, be = 1.0, 0.0
+        for k in range(n):
+            X[k, bb] *= al
+            G[k, bb] = al * G[k, bb] + be * A[bi, k]
+        X[bi, bb] = be
+        after = 0.0
+        for k in range(n):
+            after += X[k, bb] * G[k, bb]
+            if a >= 0:
+                after += X[k, a] * G[k, a]
+        if not after > before:  # rounding: undo, stop
+            for k in range(n):
+                X[k, bb] = old[0, k]
+                G[k, bb] = old[1, k]
+                if a >= 0:
+                    X[k, a] = old[2, k]
+                    G[k, a] = old[3, k]
+            break
+        moves += 1
+    return moves
+
+
+@njit(cache=True)
+def partition_polish(X, A, G, steps):
+    """Up to ``steps`` restricted power steps per column, in place: ``x_b <- (A x_b)^+ / ||.||``
+    on the support of ``x_b``, kept only if ``x_b^T A x_b`` does not decrease (for a PSD ``A``
+    it never does); stops early once no column's form grows by more than 1e-14 relative.
+    Cost per step ``O(n * nnz(X))``."""
+    n, r = X.shape
+    y = np.empty(n)
+    gy = np.empty(n)
+    for _ in range(steps):
+        grew = False
+        for b in range(r):
+            nrm = 0.0
+            for k in range(n):
+                v = G[k, b] if X[k, b] > 0.0 and G[k, b] > 0.0 else 0.0
+                y[k] = v
+                nrm += v * v
+            if nrm <= 0.0:
+                continue
+            nrm = math.sqrt(nrm)
+            for k in range(n):
+                y[k] /= nrm
+                gy[k] = 0.0
+            for i in range(n):
+                yi = y[i]
+                if yi != 0.0:
+                    for k in range(n):
+                        gy[k] += A[i, k] * yi
+            new = 0.0
+            cur = 0.0
+            for k in range(n):
+                new += y[k] * gy[k]
+                cur += X[k, b] * G[k, b]
+            if new >= cur:
+                grew = grew or new > cur + 1e-14 * abs(cur)
+                for k in range(n):
+                    X[k, b] = y[k]
+                    G[k, b] = gy[k]
+        if not grew:
+            break

@@ -21,13 +21,15 @@ which also moves f. This layer adds, without touching OBCD's step:
   steps; the support never grows) or by :func:`nonneg_rounding`;
 * :func:`partition_moves` — for NN-PCA: single-row moves between the columns of a nonnegative
   orthonormal X (a row partition), each of exact gain (:func:`row_move_gains`), with
-  restricted power steps per column;
+  restricted power steps per column (compiled: :mod:`orthoplug.kernels.obcd`); the splitting
+  phase refines its rounded points by it;
 * :class:`SparseOBCD` — OBCD whose first iteration replaces the start by the lowest-``F``
   of ``x0`` and the candidates (each after column sweeps), which picks each pair as the best of
   ``candidates`` random pairs by the first-order score ``|⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩|``
   (``Ĝ = ∇f + s_h``, the derivative of F along the rotation of rows i, j at angle 0), and which
   runs a column sweep every ``column_every`` pair steps, with the start phases above interleaved
-  with its pair steps. All of this runs inside the timed loop.
+  with its pair steps (for NN-PCA most of the time goes to them). All of this runs inside the
+  timed loop.
 
 Every step keeps OBCD's guarantees: pair steps are OBCD's exact steps (F decreases by at least
 ``α/2‖V − I‖²``), column sweeps never increase F, and the start replacement and the start
@@ -37,6 +39,7 @@ nonnegative for the indicator).
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -45,8 +48,9 @@ import numpy as np
 import torch
 from scipy.sparse.linalg import eigsh
 
+from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel import polar
-from orthoplug.kernels.obcd import column_pairs
+from orthoplug.kernels.obcd import column_pairs, move_gains, partition_polish, partition_row_moves
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.oracles import host_array
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2
@@ -62,6 +66,12 @@ __all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_r
 #: Pair steps per item of SparseOBCD's start phase off the compiled path (on it: one item per
 #: evaluation interval).
 PHASE_EVERY = 100
+
+#: The most of the splitting phase's time that refining its feasible points may take (on Gaussian
+#: NN-PCA, n = 300, seeds 0–2, one run each: with 0.25 RADMM's final F was reached 1.15–1.66×
+#: sooner than with 0.5; with the float32 iterates, 0.15 reached it at 0.46–0.95 s, 0.25 at
+#: 0.60–1.12 s).
+REFINE_SHARE = 0.15
 
 
 def column_invariant(oracle) -> bool:
@@ -157,32 +167,42 @@ def nonneg_rounding(x: torch.Tensor) -> torch.Tensor:
     return out / torch.linalg.norm(out, dim=0)
 
 
-def start_candidates(oracle, r: int) -> dict[str, torch.Tensor]:
-    """Data-driven starts for ``f = s·tr(XᵀCX)`` on St(n, r): ``"diagonal"`` (the unit vectors
-    of the r entries of ``s·diag(C)`` that are lowest) and ``"pca"`` (the r eigenvectors of
-    ``s·C`` with the lowest eigenvalues: the minimiser of f alone). For ``n > max(200, 4r)``
-    the r eigenvectors come from Lanczos (``scipy.sparse.linalg.eigsh``, fixed start vector,
-    full precision) rather than a full ``eigh``: 3–12× less time at n = 768–1000, r = 20.
+def start_candidates(oracle, r: int, names=("diagonal", "pca")) -> dict[str, torch.Tensor]:
+    """Data-driven starts for ``f = s·tr(XᵀCX)`` on St(n, r), those of ``names``:
+    ``"diagonal"`` (the unit vectors of the r entries of ``s·diag(C)`` that are lowest) and
+    ``"pca"`` (the r eigenvectors of ``s·C`` with the lowest eigenvalues: the minimiser of f
+    alone). For ``n > max(200, 4r)`` the r eigenvectors come from Lanczos
+    (``scipy.sparse.linalg.eigsh``, fixed start vector, full precision) rather than a full
+    ``eigh``: 3–12× less time at n = 768–1000, r = 20.
 
     Raises:
-        ValueError: the oracle is not a quadratic oracle (no ``C`` to read).
+        ValueError: the oracle is not a quadratic oracle (no ``C`` to read), or an unknown
+            name.
     """
+    bad = sorted(set(names) - {"diagonal", "pca"})
+    if bad:
+        raise ValueError(f"unknown start(s) {bad}; choose from ('diagonal', 'pca')")
     q = getattr(oracle, "quadratic", None)
     if q is None:
         raise ValueError("start candidates need a quadratic oracle s·tr(XᵀCX) (QuadraticOracle)")
     c = q.scale * q.c
     n = c.shape[0]
-    diag = torch.zeros(n, r, dtype=c.dtype, device=c.device)
-    idx = torch.argsort(torch.diagonal(c))[:r]
-    diag[idx, torch.arange(r, device=c.device)] = 1.0
+    out = {}
+    if "diagonal" in names:
+        out["diagonal"] = torch.zeros(n, r, dtype=c.dtype, device=c.device)
+        idx = torch.argsort(torch.diagonal(c))[:r]
+        out["diagonal"][idx, torch.arange(r, device=c.device)] = 1.0
+    if "pca" not in names:
+        return out
     if n > max(200, 4 * r):
         ca = c.detach().cpu().numpy()
         v0 = np.random.default_rng(0).standard_normal(n)
         _, vecs = eigsh(ca, k=r, which="SA", v0=v0)  # ascending, as eigh
-        pca = torch.from_numpy(np.ascontiguousarray(vecs)).to(dtype=c.dtype, device=c.device)
+        out["pca"] = torch.from_numpy(np.ascontiguousarray(vecs)).to(dtype=c.dtype,
+                                                                     device=c.device)
     else:
-        pca = torch.linalg.eigh(c)[1][:, :r].contiguous()
-    return {"diagonal": diag, "pca": pca}
+        out["pca"] = torch.linalg.eigh(c)[1][:, :r].contiguous()
+    return out
 
 
 def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
@@ -308,12 +328,22 @@ def _feasible_candidate(x: torch.Tensor, y: torch.Tensor, h: SeparableTerm
 def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
                        smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
                        patience: int = 10, min_decrease: float = 1e-4,
-                       gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
+                       gradient: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                       refine: Callable[[torch.Tensor], tuple[torch.Tensor, float]] | None = None,
+                       dtype: torch.dtype | None = None, tangent: bool = False
                        ) -> Iterator[tuple[torch.Tensor, float, int]]:
     """The splitting phase of :func:`splitting_start`, one check at a time: yields
     ``(best point, its F, iterations done)`` at every check, so that a run can record its
     progress (and stop it) between checks. Arguments as
-    :func:`splitting_start`, which this validates first."""
+    :func:`splitting_start`, which this validates first, and ``refine``: a local search that
+    maps a feasible point to ``(a point, its F)`` no higher (e.g. :func:`partition_search`).
+    With ``refine``, a check forms its feasible point only while the time spent refining is
+    at most :data:`REFINE_SHARE` of the phase's time so far, and refines it (no unrefined point
+    is scored) unless its support is the last refined one's; the patience then counts refined
+    points only. ``dtype``: the iterates'
+    dtype (default ``x``'s; ``gradient`` must accept and return it); the feasible points are
+    formed and scored in ``x``'s dtype (a heuristic phase in float32 costs about half as much
+    per iteration at n = 1000). ``tangent``: Riemannian X-steps (:func:`linearised_x_step`)."""
     if steps < 0 or smoothing < 0 or penalty <= 0 or check_every < 1:
         raise ValueError(f"need steps >= 0, smoothing >= 0, penalty > 0, check_every >= 1; got "
                          f"{steps}, {smoothing}, {penalty}, {check_every}")
@@ -321,23 +351,30 @@ def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     if not lip:
         raise ValueError("the splitting phase needs an oracle with a Lipschitz constant")
     return _splitting(x, oracle, h, steps, smoothing, penalty * lip, float(lip), check_every,
-                      patience, min_decrease, oracle.gradient if gradient is None else gradient)
+                      patience, min_decrease, oracle.gradient if gradient is None else gradient,
+                      refine, x.dtype if dtype is None else dtype, tangent)
 
 
 def linearised_x_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g: torch.Tensor,
-                      beta: float, lip: float) -> torch.Tensor:
-    """``polar(X − (∇f + Λ + β(X − Y))/(L + β))``: one linearised step on the augmented
+                      beta: float, lip: float, tangent: bool = False) -> torch.Tensor:
+    """``polar(X − D/(L + β))``, ``D = ∇f + Λ + β(X − Y)``: one linearised step on the augmented
     Lagrangian of ``f(X) + h(Y)``, ``X = Y``, projected onto St(n, r) (``g = ∇f(X)``; ``Λ = 0``
-    for a penalty method)."""
-    return polar(x - (g + lam + beta * (x - y)) / (lip + beta))
+    for a penalty method). ``tangent``: ``D`` replaced by its tangent part
+    ``D − X sym(XᵀD)`` (a Riemannian gradient step, as RADMM takes)."""
+    d = g + lam + beta * (x - y)
+    if tangent:
+        d = d - x @ sym(x.mT @ d)
+    return polar(x - d / (lip + beta))
 
 
 def linearised_admm_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g: torch.Tensor,
-                         h: SeparableTerm, beta: float, lip: float, mu: float = 0.0
+                         h: SeparableTerm, beta: float, lip: float, mu: float = 0.0,
+                         tangent: bool = False
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One iteration ``(X, Y, Λ) ↦ (X⁺, Y⁺, Λ⁺)`` of linearised ADMM with a Moreau-smoothed h
-    (μ = 0: plain; see :func:`splitting_start` for the formulas), ``g = ∇f(X)``."""
-    x = linearised_x_step(x, y, lam, g, beta, lip)
+    (μ = 0: plain; see :func:`splitting_start` for the formulas), ``g = ∇f(X)``; ``tangent``
+    as :func:`linearised_x_step`."""
+    x = linearised_x_step(x, y, lam, g, beta, lip, tangent)
     w = x + lam / beta
     y = h.prox(w, 1.0 / beta + mu)
     if mu:
@@ -346,20 +383,35 @@ def linearised_admm_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g:
 
 
 def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience, min_decrease,
-               gradient):
+               gradient, refine, dtype, tangent):
     """The generator behind :func:`splitting_iterates` (arguments checked there)."""
     mu = smoothing / beta
     best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
+    out, x = x.dtype, x.to(dtype)
     y, lam = h.prox(x, 1.0 / beta), torch.zeros_like(x)
     since, done = 0, 0
+    began, refining, refined = time.perf_counter(), 0.0, None
     while done < steps and since < patience:
-        x, y, lam = linearised_admm_step(x, y, lam, gradient(x), h, beta, lip, mu)
+        x, y, lam = linearised_admm_step(x, y, lam, gradient(x), h, beta, lip, mu, tangent)
         done += 1
         if done % check_every and done & (done - 1) and done < steps:
             continue
-        cand = _feasible_candidate(x, y, h)
-        if cand is not None:
+        if refine is not None and refining > REFINE_SHARE * (time.perf_counter() - began):
+            yield best_x, best_f, done  # only refined points count: none is due yet
+            continue
+        cand = _feasible_candidate(x.to(out), y.to(out), h)
+        if cand is not None and refine is not None:
+            support = cand != 0
+            if refined is not None and torch.equal(support, refined):
+                cand = None
+            else:
+                now = time.perf_counter()
+                cand, fc = refine(cand)
+                refined = support
+                refining += time.perf_counter() - now
+        elif cand is not None:
             fc = float(oracle.value(cand)) + float(h.value(cand))
+        if cand is not None:
             since = 0 if fc < best_f - min_decrease * abs(best_f) else since + 1
             if fc < best_f:
                 best_x, best_f = cand, fc
@@ -408,25 +460,10 @@ def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     return out
 
 
-def _power_polish(x: np.ndarray, a: np.ndarray, g: np.ndarray, iterations: int) -> None:
-    """``iterations`` restricted power steps per column, in place on ``x`` (and ``g = A x``):
-    ``x_b ← (A x_b)⁺ / ‖·‖`` on the support of ``x_b``; a column's step is kept only if it does
-    not lower ``x_bᵀ A x_b`` (for a PSD ``A`` it never does: the step maximises the
-    linearisation of the convex form over the column's feasible set)."""
-    for _ in range(iterations):
-        y = np.where(x > 0, np.maximum(g, 0.0), 0.0)
-        nrm = np.linalg.norm(y, axis=0)
-        ok = nrm > 0
-        y[:, ok] /= nrm[ok]
-        gy = a @ y
-        ok &= np.einsum("ib,ib->b", y, gy) >= np.einsum("ib,ib->b", x, g)
-        x[:, ok], g[:, ok] = y[:, ok], gy[:, ok]
-
-
 def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
     """``gain[i, b]``: the increase of ``tr(XᵀAX)`` when row i leaves its column (rescaled) and
     joins column b with the best nonnegative weight, at a nonnegative orthonormal ``x`` (n × r,
-    disjoint column supports), ``g = A x``.
+    disjoint column supports), ``g = A x``, ``A`` symmetric.
 
     Leaving column a: ``x_a ← (x_a − x_ia e_i)/√(1 − x_ia²)``, whose form is
     ``(q_a − 2 x_ia g_ia + x_ia² A_ii)/(1 − x_ia²)`` (``q_a = x_aᵀ A x_a``); ``−∞`` if row i
@@ -435,30 +472,17 @@ def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
     eigenvalue of ``[[q_b, g_ib], [g_ib, A_ii]]`` when ``g_ib > 0`` (its eigenvector is then
     nonnegative) and ``max(q_b, A_ii)`` otherwise (an end of the quarter circle: x_b kept, row
     i dropped, or x_b replaced by e_i, its rows dropped). A row outside every
-    support only joins; ``gain[i, own column] = −∞``.
+    support only joins; ``gain[i, own column] = −∞``. Compiled
+    (:func:`~orthoplug.kernels.obcd.move_gains`; the partition search's moves use the same
+    gain).
     """
-    n, r = x.shape
-    rows = np.arange(n)
-    q = np.einsum("ib,ib->b", x, g)
-    d = np.diagonal(a)
-    owned = x.max(axis=1) > 0
-    own = np.argmax(x, axis=1)
-    xi, gi, qa = x[rows, own], g[rows, own], q[own]
-    left = np.full(n, -np.inf)
-    single = np.bincount(own[owned], minlength=r)[own] <= 1
-    ok = owned & ~single & (1 - xi ** 2 > 1e-8)  # else the rest of the column is ill-determined
-    left[ok] = (qa[ok] - 2 * xi[ok] * gi[ok] + xi[ok] ** 2 * d[ok]) / (1 - xi[ok] ** 2)
-    loss = np.where(owned, qa - left, 0.0)
-    half = (q[None, :] + d[:, None]) / 2
-    top = half + np.sqrt(np.maximum(half ** 2 - q[None, :] * d[:, None] + g ** 2, 0.0))
-    top = np.where(g > 0, top, np.maximum(q[None, :], d[:, None]))
-    gain = top - q[None, :] - loss[:, None]
-    gain[rows[owned], own[owned]] = -np.inf
-    return gain
+    out = np.empty(x.shape)
+    move_gains(*(np.ascontiguousarray(v, dtype=np.float64) for v in (x, a, g)), out)
+    return out
 
 
 def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
-                    chunk: int = 25) -> Iterator[tuple[torch.Tensor, float, int]]:
+                    chunk: int = 200) -> Iterator[tuple[torch.Tensor, float, int]]:
     """The local search of :func:`partition_search`, yielding ``(point, its F, moves done)``
     after every ``chunk`` moves and after every polish, so that a run can record its progress
     (and stop it) in between. Arguments as :func:`partition_search`, checked first."""
@@ -468,7 +492,7 @@ def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish:
     xa = host_array(x).astype(np.float64, copy=True)
     if (xa < 0).any() or ((xa > 0).sum(axis=1) > 1).any():
         raise ValueError("partition search needs a nonnegative X with disjoint column supports")
-    a = -float(q.scale) * host_array(q.c).astype(np.float64)
+    a = np.ascontiguousarray(-float(q.scale) * host_array(q.c).astype(np.float64))
     return _partition_moves(xa, a, oracle, x, max_moves, polish, chunk)
 
 
@@ -485,36 +509,13 @@ def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
     while moves < max_moves:
         start = form
         while moves < max_moves:
-            gain = row_move_gains(xa, a, g)
-            i, b = np.unravel_index(int(np.argmax(gain)), gain.shape)
-            if not gain[i, b] > 1e-12 * abs(form):
+            done = partition_row_moves(xa, a, g, min(chunk, max_moves - moves), 1e-12)
+            moves += done
+            if done < chunk:
                 break
-            cols = [b] if xa[i].max() <= 0 else [int(np.argmax(xa[i])), b]
-            old_x, old_g = xa[:, cols].copy(), g[:, cols].copy()
-            before = float(np.einsum("ib,ib->", old_x, old_g))
-            if len(cols) == 2:  # leave column a: g_a ← (g_a − x_ia A e_i)/‖rest‖
-                col = cols[0]
-                rest = math.sqrt(max(1.0 - xa[i, col] ** 2, 0.0))
-                g[:, col] = (g[:, col] - xa[i, col] * a[:, i]) / rest
-                xa[i, col] = 0.0
-                xa[:, col] /= rest
-            qb = float(xa[:, b] @ g[:, b])
-            if g[i, b] > 0:
-                _, v = np.linalg.eigh(np.array([[qb, g[i, b]], [g[i, b], a[i, i]]]))
-                al, be = np.abs(v[:, 1])  # the top eigenvector has one sign
-            else:
-                al, be = (0.0, 1.0) if a[i, i] > qb else (1.0, 0.0)
-            xa[:, b] *= al
-            xa[i, b] = be
-            g[:, b] = al * g[:, b] + be * a[:, i]
-            if float(np.einsum("ib,ib->", xa[:, cols], g[:, cols])) <= before:  # rounding
-                xa[:, cols], g[:, cols] = old_x, old_g
-                break
-            moves += 1
-            if moves % chunk == 0:
-                yield point()
+            yield point()
         g = a @ xa  # exact again after the updates
-        _power_polish(xa, a, g, polish)
+        partition_polish(xa, a, g, polish)
         form = float(np.einsum("ib,ib->", xa, g))
         yield point()
         if form <= start + 1e-10 * abs(start):
@@ -522,7 +523,7 @@ def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
 
 
 def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
-                     chunk: int = 25, deadline: float | None = None
+                     chunk: int = 200, deadline: float | None = None
                      ) -> tuple[torch.Tensor, float, int]:
     """Local search over the row partitions of ``{X ≥ 0, XᵀX = I}`` for ``f = s·tr(XᵀCX)``.
 
@@ -532,12 +533,13 @@ def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish
     column, the move of largest exact gain (:func:`row_move_gains`, ``A = −s·C``), with the
     two columns rescaled as there, until no move gains more than 1e-12 relative (or a move's
     gain, recomputed after it, is not positive: it is then undone); then ``polish`` restricted
-    power steps per column (:func:`_power_polish`), and again, until a round of moves and
+    power steps per column (:func:`~orthoplug.kernels.obcd.partition_polish`, ending early
+    once no column gains), and again, until a round of moves and
     polish lowers F by less than 1e-10 relative, after ``max_moves`` moves, or at the first
     ``chunk`` of moves past ``deadline`` (``time.perf_counter()``). Every move and every kept
     power step lowers F, and the point stays exactly nonnegative with disjoint supports.
     Cost per move ``O(n r)`` (``A X`` is updated in the two changed columns and recomputed
-    after each round); per power step ``O(n² r)``.
+    after each round); per power step ``O(n · nnz(X))``.
 
     Returns:
         ``(point, its F, moves done)``.
@@ -552,6 +554,35 @@ def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish
         if deadline is not None and time.perf_counter() >= deadline:
             break
     return out
+
+
+def _low_precision_gradient(oracle, x: torch.Tensor):
+    """``(∇f in float32, torch.float32)`` for a quadratic ``f = s·tr(XᵀCX)`` and a float64 CPU
+    ``x`` (``2s·C`` is copied to float32 once; numpy's float32 product took 0.3 ms against
+    the oracle's 0.45 ms at n = 300 and 1.3 against 3.3 ms at n = 1000, single-threaded);
+    ``(None, None)`` otherwise (the oracle's gradient in ``x``'s dtype)."""
+    q = getattr(oracle, "quadratic", None)
+    if q is None or q.d is not None or x.dtype != torch.float64 or x.device.type != "cpu":
+        return None, None
+    c32 = (2.0 * float(q.scale) * host_array(q.c)).astype(np.float32)
+
+    def gradient(y: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(c32 @ y.numpy())
+
+    return gradient, torch.float32
+
+
+@functools.cache
+def _load_partition_kernels() -> None:
+    """Compile (or load from numba's cache) the partition search's kernels once per process, on
+    a 3 × 2 partition, so that a timed run does not pay for it (a cached load takes about a
+    second)."""
+    a = np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]])
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    g = a @ x
+    row_move_gains(x, a, g)
+    partition_row_moves(x, a, g, 1, 1e-12)
+    partition_polish(x, a, g, 1)
 
 
 def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -594,17 +625,32 @@ class SparseOBCD(OBCD):
             steps from a dense start do not reach in time.
         split_smoothing: μβ of :func:`splitting_start`; ``"auto"`` (default): 0.1 for an
             indicator h (the hard projection alone stalled on Gaussian NN-PCA), else 0.
-        split_fraction: the share of the time budget the splitting phase may use, in (0, 1]
-            (default 0.5); a partition search after it runs until no move gains. The start
-            phase runs interleaved with the pair steps: one item (a check of
-            :func:`splitting_iterates`, or a chunk of :func:`partition_moves`) per evaluation
-            interval on the compiled path, per
+        split_fraction: the share of the time budget the splitting phase may use, in (0, 1];
+            ``"auto"`` (default): 1 with the partition search (its refined points kept
+            improving on Gaussian NN-PCA after half of the budget, and pair steps gain little
+            there), else 0.5; a partition search after it runs until no move gains. The start
+            phase runs interleaved with the pair steps: items (a check of
+            :func:`splitting_iterates`, or a chunk of :func:`partition_moves`) up to
+            ``phase_share`` of the time per evaluation interval on the compiled path, per
             ``PHASE_EVERY`` pair steps elsewhere; an item's point replaces the run's when its
             F is lower. Pair steps thus keep their progress where the phase is slow (large n),
             and the run records the phase's progress as it goes.
-        partition: :func:`partition_moves` after the splitting phase; ``"auto"`` (default):
-            for the nonnegativity indicator (its feasible points are row partitions, whose
-            local minima pair steps cannot leave).
+        partition: :func:`partition_moves` from the chosen start, on the rounded points of
+            the splitting phase and after it; ``"auto"`` (default): for the nonnegativity
+            indicator (its feasible points are row partitions, whose local minima pair steps
+            cannot leave).
+        split_from: where the splitting phase starts: ``"start"`` (the chosen start) or
+            ``"x0"`` (the run's initial point); ``"auto"`` (default): ``"x0"`` with the
+            partition search, else ``"start"``. On Gaussian NN-PCA (n = 300, seeds 0–2; 1200
+            iterations and a partition search) the splitting from the rounded PCA start ended
+            at −0.03042 to −0.03077, from a random partition at −0.03068 to −0.03077. With the
+            partition search its X-steps are also Riemannian (``tangent`` of
+            :func:`linearised_x_step`): on seeds 0, 1, 3, 4 they reached RADMM's final F at
+            0.35–0.76 s against 0.58–0.89 s (one run each), with the same final F.
+        phase_share: the share of the time since the start phase began that its items may use
+            before the next pair steps, in [0, 1) (at least one item per evaluation interval);
+            ``"auto"`` (default): 0.9 with the partition search (pair steps gain little on a
+            row partition), else 0 (one item per interval).
         **kwargs: :class:`~orthoplug.solvers.obcd.OBCD` options except ``k`` and
             ``working_set`` (pairs are this class's choice).
 
@@ -621,7 +667,8 @@ class SparseOBCD(OBCD):
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
                  prox_steps: int | str = "auto", prox_fraction: float = 0.5,
                  split_steps: int | str = "auto", split_smoothing: float | str = "auto",
-                 split_fraction: float = 0.5, partition: bool | str = "auto", **kwargs):
+                 split_fraction: float | str = "auto", partition: bool | str = "auto",
+                 split_from: str = "auto", phase_share: float | str = "auto", **kwargs):
         for key in ("k", "working_set"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2 and its own pairs; {key}= is not "
@@ -651,17 +698,30 @@ class SparseOBCD(OBCD):
         if not (isinstance(split_smoothing, (int, float)) and split_smoothing >= 0):
             raise ValueError(f"split_smoothing must be 'auto' or a number >= 0, got "
                              f"{split_smoothing!r}")
-        for key, frac in (("prox_fraction", prox_fraction), ("split_fraction", split_fraction)):
-            if not 0 < frac <= 1:
-                raise ValueError(f"{key} must lie in (0, 1], got {frac}")
-        self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
-        self.split_steps, self.split_smoothing = split_steps, float(split_smoothing)
-        self.split_fraction = float(split_fraction)
         if partition == "auto":
             partition = self.h.is_indicator
         if partition and not self.h.is_indicator:
             raise ValueError("partition search applies to the nonnegativity indicator only")
         self.partition = bool(partition)
+        if split_fraction == "auto":
+            split_fraction = 1.0 if self.partition else 0.5
+        for key, frac in (("prox_fraction", prox_fraction), ("split_fraction", split_fraction)):
+            if not (isinstance(frac, (int, float)) and 0 < frac <= 1):
+                raise ValueError(f"{key} must lie in (0, 1], got {frac}")
+        self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
+        self.split_steps, self.split_smoothing = split_steps, float(split_smoothing)
+        self.split_fraction = float(split_fraction)
+        if split_from == "auto":
+            split_from = "x0" if self.partition else "start"
+        if split_from not in ("x0", "start"):
+            raise ValueError(f"split_from must be 'auto', 'x0' or 'start', got {split_from!r}")
+        self.split_from = split_from
+        if phase_share == "auto":
+            phase_share = 0.9 if self.partition else 0.0
+        if not (isinstance(phase_share, (int, float)) and 0 <= phase_share < 1):
+            raise ValueError(f"phase_share must be 'auto' or a number in [0, 1), got "
+                             f"{phase_share!r}")
+        self.phase_share = float(phase_share)
         self.starts, self.candidates = tuple(starts), candidates
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
 
@@ -680,26 +740,37 @@ class SparseOBCD(OBCD):
         run.prox_done = run.split_done = run.moves_done = 0
         run.part_counts = {}
         run.phase, run.phase_deadline = None, None
+        run.phase_began, run.phase_time, run.phase_best = None, 0.0, math.inf
+        if self.partition:
+            _load_partition_kernels()
         run.start_chosen = "x0"
         run.column_sweeps_done = 0
 
     def _objective(self, run, x: torch.Tensor) -> float:
         return float(run.tracker.oracle.value(x)) + float(self.h.value(x))
 
+    def _prepared(self, run, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """A start candidate in the run's dtype, rounded to the feasible set for an indicator h
+        and after ``start_sweeps`` column sweeps; with its F."""
+        x = x.to(dtype=run.x0.dtype, device=run.x0.device)
+        if self.h.is_indicator:  # e.g. PCA has negative entries: its nearest feasible point
+            x = nonneg_rounding(x)
+        if self.start_sweeps:
+            x = column_rotations(x, self.h, run.generator, self.start_sweeps)
+        return x, self._objective(run, x)
+
     def _choose_start(self, run) -> None:
-        tracker, generator = run.tracker, run.generator
-        x0 = tracker.x.clone()
+        """The lowest-F start among ``x0`` and ``starts`` (then the prox phase, if on). With a
+        start phase the PCA candidate is left to it (:meth:`_phases`): its eigenvectors cost
+        0.15 s at n = 1000, and the run records the cheap start's point first."""
+        tracker = run.tracker
+        x0 = run.x0 = tracker.x.clone()
+        phases = bool(self.split_steps or self.partition)
+        run.deferred = ("pca",) if phases and "pca" in self.starts else ()
+        now = [name for name in self.starts if name not in run.deferred]
         best_name, best_x, best_f = "x0", None, self._objective(run, x0)
-        found = start_candidates(tracker.oracle, x0.shape[1]) if self.starts else {}
-        for name, x in found.items():
-            if name not in self.starts:
-                continue
-            x = x.to(dtype=x0.dtype, device=x0.device)
-            if self.h.is_indicator:  # e.g. PCA has negative entries: its nearest feasible point
-                x = nonneg_rounding(x)
-            if self.start_sweeps:
-                x = column_rotations(x, self.h, generator, self.start_sweeps)
-            fx = self._objective(run, x)
+        for name, x in start_candidates(tracker.oracle, x0.shape[1], now).items():
+            x, fx = self._prepared(run, x)
             if math.isfinite(fx) and fx < best_f:
                 best_name, best_x, best_f = name, x, fx
         if self.prox_steps:
@@ -712,26 +783,57 @@ class SparseOBCD(OBCD):
                 best_name, best_x, best_f = f"{best_name} + prox", x, fx
         if best_x is not None:
             tracker.set_point(best_x.contiguous())
+        run.start_x, run.start_f = x0 if best_x is None else best_x, best_f
         run.start_chosen = best_name
-        if self.split_steps or self.partition:
+        if phases:
             run.phase = self._phases(run)
             run.phase_deadline = self._deadline(self.split_fraction)
 
     def _phases(self, run) -> Iterator[tuple[int, str, torch.Tensor, float, int]]:
         """The start phase as ``(part, name, point, F, count so far in the part)`` items: the
-        splitting phase, then (for the nonnegativity indicator) a partition search, each from
-        the run's point when it begins (a partition search first and the splitting from its
-        point ended higher on Gaussian NN-PCA: the splitting then found nothing lower)."""
+        deferred PCA start (:meth:`_choose_start`; it becomes the start if its F is lower than
+        the chosen one's) and the splitting phase, the latter first when it starts from ``x0``
+        (``split_from``; for NN-PCA its refined points came first: on Gaussian NN-PCA the PCA
+        start and its partition search took 0.35 s before it under load and ended higher),
+        else from the start; for the nonnegativity indicator then a partition search from the
+        start and one from the run's point. The start is not the run's point: pair steps
+        from the cheap start may have gone below the PCA start, which the splitting phase
+        still starts from (on Gaussian ℓ0 at n = 300 from the diagonal start it ended at
+        −0.099, from PCA at −0.117)."""
         tracker = run.tracker
-        parts = (["splitting"] if self.split_steps else []) + (
-            ["partition search"] if self.partition else [])
+        split = ["splitting"] if self.split_steps else []
+        if self.split_from == "x0":  # it needs no start: the splitting first
+            parts = split + list(run.deferred)
+        else:
+            parts = list(run.deferred) + split
+        parts += ["partition search"] * (self.partition * (1 + bool(self.split_steps)))
         for part, name in enumerate(parts):
+            if name in self.start_names:
+                x, fx = self._prepared(run, start_candidates(tracker.oracle, run.x0.shape[1],
+                                                             (name,))[name])
+                if math.isfinite(fx) and fx < run.start_f:
+                    run.start_x, run.start_f = x, fx
+                yield part, name, x, fx, 1
+                continue
             if name == "splitting":
-                items = splitting_iterates(tracker.x.clone(), tracker.oracle, self.h,
+                start = run.x0 if self.split_from == "x0" else run.start_x
+                refine = None
+                if self.partition:
+                    def refine(x):
+                        return partition_search(x, tracker.oracle, polish=5,
+                                                deadline=run.deadline)[:2]
+                gradient, dtype = _low_precision_gradient(tracker.oracle, start)
+                items = splitting_iterates(start.clone(), tracker.oracle, self.h,
                                            self.split_steps, smoothing=self.split_smoothing,
-                                           gradient=tracker.gradient_at)
+                                           gradient=gradient or tracker.gradient_at,
+                                           refine=refine, dtype=dtype,
+                                           tangent=self.partition)
             else:
-                items = partition_moves(tracker.x.clone(), tracker.oracle)
+                first = part == parts.index("partition search")  # from the start
+                # rounded: a point with tiny overlapping entries is no partition (an exact one
+                # is its own rounding up to rounding errors; a point no lower is never taken)
+                items = partition_moves(nonneg_rounding(run.start_x if first else tracker.x),
+                                        tracker.oracle)
             for x, fx, count in items:
                 yield part, name, x, fx, count
                 if name == "splitting" and run.phase_deadline is not None \
@@ -739,23 +841,34 @@ class SparseOBCD(OBCD):
                     break
 
     def _advance_phase(self, run) -> None:
-        """One item of the start phase, if it runs: its point replaces the run's if lower. The
-        phase ends when its last part ends (the splitting part at ``split_fraction`` of the
-        budget at the latest; a partition search ends by itself)."""
-        if run.phase is None:
-            return
-        item = next(run.phase, None)
-        if item is not None:
-            part, name, x, fx, count = item
-            run.part_counts[part] = (name, count)
-            run.split_done = sum(c for n, c in run.part_counts.values() if n == "splitting")
-            run.moves_done = sum(c for n, c in run.part_counts.values() if n != "splitting")
-            if fx < self._objective(run, run.tracker.x):
-                if not run.start_chosen.endswith(name):
-                    run.start_chosen += f" + {name}"
-                run.tracker.set_point(x.contiguous())
-        if item is None:
-            run.phase = None
+        """Items of the start phase, if it runs, each point replacing the run's if lower: at
+        least one, and more while the phase has used less than ``phase_share`` of the time since
+        it began. The phase ends when its last part ends (the splitting part at
+        ``split_fraction`` of the budget at the latest; a partition search ends by itself)."""
+        while run.phase is not None:
+            began = time.perf_counter()
+            if run.phase_began is None:
+                run.phase_began = began
+            item = next(run.phase, None)
+            if item is None:
+                run.phase = None
+            else:
+                part, name, x, fx, count = item
+                run.part_counts[part] = (name, count)
+                run.split_done = sum(c for n, c in run.part_counts.values() if n == "splitting")
+                run.moves_done = sum(c for n, c in run.part_counts.values()
+                                     if n == "partition search")
+                # F never rises in a run, so an item no lower than an earlier one cannot be lower
+                if fx < run.phase_best and fx < self._objective(run, run.tracker.x):
+                    if not run.start_chosen.endswith(name):
+                        run.start_chosen += f" + {name}"
+                    run.tracker.set_point(x.contiguous())
+                run.phase_best = min(run.phase_best, fx)
+            now = time.perf_counter()
+            run.phase_time += now - began
+            if (run.phase_time >= self.phase_share * (now - run.phase_began)
+                    or now >= run.deadline):
+                return
 
     def _deadline(self, fraction: float) -> float | None:
         """``time.perf_counter()`` plus ``fraction`` of the time budget (None: no budget)."""
@@ -789,8 +902,9 @@ class SparseOBCD(OBCD):
         :func:`pair_scores`. Elsewhere one :meth:`step`."""
         if not run.kernel:
             return super().steps(run, count)
+        if run.started:  # the interval that chooses the start records it before any phase item
+            self._advance_phase(run)
         self._start_once(run)
-        self._advance_phase(run)
         if run.column_every:
             count = min(count, run.column_every - run.count % run.column_every)
         done = super().steps(run, count)
