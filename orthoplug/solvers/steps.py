@@ -586,9 +586,10 @@ class SigmaFit(SigmaBacktracking):
     0–1 (the old constants: 1.2–6.0 %; neither set wins on all of them). Keeping the
     boldness after mild failures (round 3) raised J-JOBCD's quick-scale hits against the
     better of SD and CG at 1 s from 57 to 59 of the 60 instances of seeds 0–29 (mean gap
-    −3.0 → −4.2 % on gaussian, −9.9 → −12.0 % on digits); at 90 s it was within 0.4 point
-    of halving after every rejection (seed 0, one process, a load that left CG 24–60
-    iterations).
+    −3.0 → −4.2 % on gaussian, −9.9 → −12.0 % on digits). At 90 s (seeds 0–1, under a
+    load that left CG 24–96 iterations) it ended on the same side of CG as halving after
+    every rejection on all four instances, but behind it on three: by 0.07–0.16 point, and
+    by 2.4 points on digits 1 (117 iterations against 149).
 
     Args:
         sigma: the initial σ (> 0).
