@@ -167,3 +167,104 @@ def test_sigma_fit_is_optimistic_after_an_acceptance_and_tracks_acceptance_rates
     assert copy.state_dict() == rule.state_dict() and copy.likely_accepted()
     with pytest.raises(ValueError, match="optimism must be >= 1"):
         SigmaFit(1.0, optimism=0.5)
+
+
+def test_sigma_fit_keeps_its_boldness_after_a_mild_optimistic_failure():
+    """An optimistic trial (the one after an acceptance) rejected with ``ρ > 2 − boldness/2``
+    failed by less than a quadratic with the fitted curvature predicts for a step ``boldness``
+    times longer (``ρ = 2 − boldness``): the boldness stays. A failure the optimism explains,
+    a non-finite trial value, and a trial that predicts no decrease halve it."""
+    from orthoplug.solvers.steps import SigmaFit
+
+    def optimistic(rule, f1, predicted=-1.0):
+        assert rule.accepts(1.0, 1.0 - 0.9, -1.0)  # an accepted step: the next one is bold
+        bold = rule.boldness
+        assert not rule.accepts(1.0, f1, predicted)
+        return bold, rule.boldness
+
+    assert optimistic(SigmaFit(1.0), 1.3) == (8.0, 8.0)  # ρ = −0.3 > 2 − 8/2 = −2: kept
+    assert optimistic(SigmaFit(1.0), 1.0 + 2.5) == (8.0, 4.0)  # ρ = −2.5 ≤ −2: halved
+    rule = SigmaFit(1.0)
+    assert optimistic(rule, 1.3) == (8.0, 8.0)
+    assert optimistic(rule, 1.0 + 1.9) == (8.0, 8.0)  # kept again (ρ = −1.9)
+    assert optimistic(SigmaFit(1.0, optimism=4.0), 1.0 + 1e-5) == (4.0, 2.0)  # bound ρ ≤ 0
+    assert optimistic(SigmaFit(1.0), math.inf) == (8.0, 4.0)
+    assert optimistic(SigmaFit(1.0), 1.1, predicted=0.0) == (8.0, 4.0)
+    # σ is refitted as before: the mild failure's σ·(2 − ρ) with the rejection's clip [2, 10]
+    rule = SigmaFit(1.0)
+    assert rule.accepts(1.0, 0.1, -1.0)  # ρ = 0.9: σ·1.1 → grid 2^(1/4)·… / 8
+    sigma = rule.sigma
+    assert not rule.accepts(1.0, 1.3, -1.0)
+    assert rule.sigma == pytest.approx(sigma * 2.0 ** (round(4 * math.log2(2.3)) / 4))
+
+
+def _hspp_case(n: int = 6, m: int = 24):
+    prob = HSPP(make_hspp_data(m, n, source="gaussian", seed=4), n // 2)
+    geo, x0 = start(n, seed=5)
+    return prob, geo, x0
+
+
+def _record_boldness(monkeypatch):
+    """Record ``(accepted, ρ, boldness before, after)`` of every optimistic trial."""
+    from orthoplug.solvers.steps import SigmaFit
+
+    seen, original = [], SigmaFit._observe
+
+    def observe(self, accepted, rho=-math.inf):
+        before, optimistic = self.boldness, self._last
+        original(self, accepted, rho)
+        if optimistic:
+            seen.append((accepted, rho, before, self.boldness))
+
+    monkeypatch.setattr(SigmaFit, "_observe", observe)
+    return seen
+
+
+def test_j_jobcd_on_hspp_is_monotone_at_every_evaluation_with_mild_failures(monkeypatch):
+    seen = _record_boldness(monkeypatch)
+    prob, geo, x0 = _hspp_case()
+    result = JJOBCD(max_iterations=60, eval_every=1, seed=2).run(prob.oracle(), x0, geo)
+    assert result.iterations == 60
+    costs = result.history["cost"]
+    assert all(b <= a for a, b in zip(costs, costs[1:], strict=False))
+    assert costs[-1] < costs[0] - 1e-3
+    # the rule kept its boldness after some rejected optimistic trials and halved it after others
+    kept = [s for s in seen if not s[0] and s[3] == s[2] > 1.0]
+    halved = [s for s in seen if not s[0] and s[3] < s[2]]
+    assert kept and all(rho > 2.0 - bold / 2.0 for _, rho, bold, _ in kept)
+    assert all(rho <= 2.0 - bold / 2.0 for _, rho, bold, _ in halved)
+
+
+def test_j_jobcd_front_ends_take_the_same_steps_on_hspp(monkeypatch):
+    """Core J-JOBCD (the pymanopt front-end runs it) and geoopt's JJOBCD optimizer on HSPP, a
+    cost where rejected optimistic trials are mild: equal iterates and σ decisions."""
+    import geoopt
+
+    from orthoplug.adapters import geoopt as go
+
+    seen = _record_boldness(monkeypatch)
+    prob, geo, x0 = _hspp_case()
+
+    def gradient(x):
+        xr = x.detach().clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(prob.value(xr), xr)
+        return g
+
+    steps, options = 40, dict(sigma0=1.0, sigma_rule="fit", matchings="all")
+    res = JJOBCD(max_iterations=steps, eval_every=steps, seed=3, **options).run(
+        FunctionOracle(prob.value, gradient), x0, geo)
+    assert any(not s[0] and s[3] == s[2] > 1.0 for s in seen)  # a mild failure kept it
+    x = geoopt.ManifoldParameter(x0.clone(), manifold=go.JOrthogonal(prob.n, prob.n // 2))
+    opt = go.JJOBCD([x], seed=3, **options)
+
+    def closure():
+        opt.zero_grad()
+        loss = prob.value(x)
+        loss.backward()
+        return loss
+
+    for _ in range(steps):
+        opt.step(closure)
+    torch.testing.assert_close(res.point, x.detach(), rtol=0, atol=1e-10)
+    assert res.info["backtracks"] == opt.state[x]["backtracks"] > 0
+    assert res.info["final_sigma"] == pytest.approx(opt.state[x]["sigma"], rel=1e-12)

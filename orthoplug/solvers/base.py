@@ -435,8 +435,8 @@ class ScalarCurvature:
         iteration, a gradient; a rejected one costs a gradient instead of a value, so fusing
         pays when the chance of acceptance exceeds 1 − (cost of a value / cost of a gradient)
         (0.45–0.75 on HSPP). With SigmaFit's optimistic σ the trial after an acceptance is
-        accepted in 0.50–0.61 of the cases on HSPP (the adaptive boldness settles there) and
-        the one after a rejection in 0.51–0.74 (quick scale, seeds 0–4, 120 iterations;
+        accepted in 0.16–0.39 of the cases on HSPP (mild failures keep the boldness) and the
+        one after a rejection in 0.48–0.65 (J-JOBCD, quick scale, seeds 0–2, 1 s;
         ``docs/results.md``, issue #17), so there it seldom fuses. The iterates do not depend
         on it.
         """
