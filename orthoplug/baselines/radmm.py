@@ -19,8 +19,7 @@ Defaults ρ = 2L, μ = 0.1/ρ (ours: the paper states none). See
 from __future__ import annotations
 
 from orthoplug.baselines.splitting import SplittingSolver
-from orthoplug.geometry._linalg import sym
-from orthoplug.geometry.stiefel import polar
+from orthoplug.solvers.obcd_layer import linearised_admm_step
 
 __all__ = ["RADMM"]
 
@@ -43,15 +42,9 @@ class RADMM(SplittingSolver):
 
     def iterate_splitting(self, run, g):
         """One iteration (see the module docstring); ``g = ∇f(X)``."""
-        rho = run.beta
-        mu = self.smoothing / rho
-        x = run.x
-        d = g + run.lam + rho * (x - run.y)
-        run.x = polar(x - (d - x @ sym(x.mT @ d)) / (run.lip + rho))
-        w = run.x + run.lam / rho
-        z = self.h.prox(w, 1.0 / rho + mu)
-        run.y = (z + mu * rho * w) / (1.0 + mu * rho)
-        run.lam = run.lam + rho * (run.x - run.y)
+        run.x, run.y, run.lam = linearised_admm_step(
+            run.x, run.y, run.lam, g, self.h, run.beta, run.lip, self.smoothing / run.beta,
+            tangent=True)
 
     def info(self, run=None):
         return {**super().info(run), "smoothing": self.smoothing}
