@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from orthoplug.bench.runner import warm_up_kernels
+from orthoplug import warm_up
 from orthoplug.bench.suites.jobcd import build_solver, make_c
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.oracles import FunctionOracle, QuadraticOracle
@@ -351,7 +351,7 @@ def main(argv=None) -> int:
     settings = {**vars(args), "out": Path(args.out).name if args.out else None}  # no machine paths
     results: dict = {"settings": settings, "hevp": {}}
     with threadpool_limits(args.threads):
-        warm_up_kernels()
+        warm_up()
         if args.profile:
             c, label, x0 = make_instance(datasets[0], scale, args.seed)
             n = c.shape[0]

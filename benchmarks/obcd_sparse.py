@@ -24,11 +24,11 @@ import math
 
 import torch
 
+from orthoplug import warm_up
 from orthoplug.baselines.ladmm import LADMM
 from orthoplug.baselines.manpg import ManPG
 from orthoplug.baselines.psm import PSM
 from orthoplug.baselines.radmm import RADMM
-from orthoplug.bench.runner import warm_up_kernels
 from orthoplug.bench.suites.obcd import spca_datasets, spca_lambda
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.problems import spca
@@ -106,7 +106,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    warm_up_kernels()
+    warm_up()
     results = []
     datasets = spca_datasets(args.scale, args.seed)
     if args.datasets:

@@ -45,7 +45,7 @@ import time
 
 import torch
 
-from orthoplug.bench.runner import warm_up_kernels
+from orthoplug import warm_up
 from orthoplug.bench.suites.rssm import dpcp_solver, epoch_length
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import (
@@ -202,7 +202,7 @@ def main(argv=None) -> dict:
     methods = [(label(ell, sched, **opts),
                 dpcp_solver(ell, args.decay, args.seed, schedule=sched, **opts),
                 epoch_length(ell)) for ell, sched, opts in runs]
-    warm_up_kernels()
+    warm_up()
     rounds = {name: [] for name, _, _ in methods}
     for _ in range(args.rounds):
         for name, solver, per_epoch in methods:

@@ -6,7 +6,7 @@ Sphinx caches its configuration by pickling it, so the gallery's ``reset_argv`` 
 
 from __future__ import annotations
 
-import ast
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,15 +16,10 @@ EXECUTED = ("rsdm_pca.py", "obcd_sparse_pca.py", "procrustes.py", "nonnegative_p
 
 
 def tiny_args() -> dict[str, list[str]]:
-    """``TINY_ARGS`` of ``tests/test_examples.py`` (one source for the small sizes).
-
-    The file is parsed, not imported, so building the docs does not need pytest.
-    """
-    tree = ast.parse((ROOT / "tests" / "test_examples.py").read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "TINY_ARGS":
-            return ast.literal_eval(node.value)
-    raise RuntimeError("tests/test_examples.py defines no TINY_ARGS")
+    """The tiny argv of each example, from ``examples/tiny.json`` (the one source of the small
+    sizes: the tests and the install check read it too)."""
+    entries = json.loads((ROOT / "examples" / "tiny.json").read_text(encoding="utf-8"))
+    return {name: entry["args"] for name, entry in entries.items()}
 
 
 def tiny_argv(gallery_conf, script_vars) -> list[str]:

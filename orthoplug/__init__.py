@@ -4,6 +4,9 @@ The nonsmooth terms and the oracles are importable from the top level::
 
     from orthoplug import L1, QuadraticOracle, FunctionOracle
 
+:func:`warm_up` compiles every numba kernel once (solvers never count compilation against
+their ``max_time``; this moves it to a moment of your choosing).
+
 ``import orthoplug`` loads numpy and torch only: the front-ends are in
 :mod:`orthoplug.adapters.pymanopt` and :mod:`orthoplug.adapters.geoopt`, the solvers in
 :mod:`orthoplug.solvers`, the comparison methods in :mod:`orthoplug.baselines`.
@@ -11,6 +14,7 @@ The nonsmooth terms and the oracles are importable from the top level::
 
 # explicit re-exports ("X as X"); no __all__, so the API reference documents each class once,
 # in its home module
+from orthoplug._version import __version__ as __version__
 from orthoplug.nonsmooth import L0 as L0
 from orthoplug.nonsmooth import L1 as L1
 from orthoplug.nonsmooth import CappedL1 as CappedL1
@@ -29,4 +33,10 @@ from orthoplug.oracles import RowGradientOracle as RowGradientOracle
 from orthoplug.oracles import StochasticOracle as StochasticOracle
 from orthoplug.oracles import Tracker as Tracker
 
-__version__ = "0.1.0"
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every compiled kernel of the package; see
+    :func:`orthoplug.warmup.warm_up`."""
+    from orthoplug.warmup import warm_up as _warm_up
+
+    _warm_up()

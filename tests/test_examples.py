@@ -1,6 +1,7 @@
 """Every script in ``examples/`` runs at a tiny size and passes its own check.
 
-Each example is imported from its path and ``main(TINY_ARGS[name])`` is called in-process. Most
+Each example is imported from its path and ``main(TINY_ARGS[name])`` is called in-process
+(``examples/tiny.json`` holds the arguments and the expected output line). Most
 examples return an exit code (0 = their check against a closed form, certificate or baseline
 passed); the older ``obcd_sparse_pca.py`` and ``rssm_dpcp.py`` return a dict of results, checked
 here. A new example needs an entry in ``TINY_ARGS`` (``test_every_example_has_tiny_args``).
@@ -11,6 +12,7 @@ machine.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from pathlib import Path
 
@@ -18,39 +20,11 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-#: argv of each example at a size that runs in a few seconds.
-TINY_ARGS: dict[str, list[str]] = {
-    "distributed_ultrae.py": ["--dataset", "synthetic", "--epochs", "2", "--dim", "8", "--p",
-                              "4", "--negatives", "10", "--synthetic-entities", "20"],
-    "hevp_certificate.py": ["--n", "6", "--geoopt-steps", "300"],
-    "hspp_probe.py": ["--m", "30", "--n", "4", "--steps", "5"],
-    "nonnegative_pca.py": ["--data", "gaussian", "--m", "60", "--n", "20", "--r", "3",
-                           "--iterations", "300"],
-    "obcd_sparse_pca.py": ["--r", "2", "--iterations", "300"],
-    "orthogonal_mlp.py": ["--epochs", "1", "--hidden", "64", "--layers", "1", "--r", "16",
-                          "--min-accuracy", "0.5"],
-    "procrustes.py": ["--n", "30", "--p", "4", "--r", "10", "--iterations", "2000"],
-    "qap.py": ["--n", "12", "--r", "6", "--iterations", "300"],
-    "rsdm_pca.py": ["--n", "40", "--p", "4", "--r", "12", "--iterations", "800"],
-    "rssm_dpcp.py": ["--n", "12", "--d", "8", "--inliers", "60", "--iterations", "300"],
-    "ultrae_kg.py": ["--dataset", "synthetic", "--epochs", "2", "--dim", "8", "--p", "4",
-                     "--negatives", "10", "--synthetic-entities", "20"],
-}
-
-#: A line every example prints with its check (besides a zero exit code).
-EXPECTED_OUTPUT = {
-    "distributed_ultrae.py": "replicas identical",
-    "hevp_certificate.py": "largest pymanopt certificate gap",
-    "hspp_probe.py": "RiemannianAdam",
-    "nonnegative_pca.py": "PCA bound",
-    "obcd_sparse_pca.py": "nonzeros",
-    "orthogonal_mlp.py": "RiemannianSGD",
-    "procrustes.py": "largest relative gap",
-    "qap.py": "optimum −‖B‖²_F",
-    "rsdm_pca.py": "relative gap",
-    "rssm_dpcp.py": "principal angle",
-    "ultrae_kg.py": "RiemannianAdam",
-}
+#: argv of each example at a size that runs in a few seconds, and a line its output must contain
+#: (besides a zero exit code); the same file drives the install check of ``.ci/check_install.sh``.
+TINY = json.loads((EXAMPLES / "tiny.json").read_text(encoding="utf-8"))
+TINY_ARGS: dict[str, list[str]] = {name: entry["args"] for name, entry in TINY.items()}
+EXPECTED_OUTPUT: dict[str, str] = {name: entry["expect"] for name, entry in TINY.items()}
 
 
 def _load(name: str):

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from orthoplug import warm_up
 from orthoplug.bench.core import SCALES, Experiment, Instance, Method, Record, pymanopt_method
 
 __all__ = ["SUITES", "Plan", "experiments_of", "plan", "run_plan", "read_records", "emit_row"]
@@ -130,46 +131,6 @@ def environment() -> dict:
             "torch_threads": torch.get_num_threads(), "platform": platform.platform()}
 
 
-def warm_up_kernels() -> None:
-    """Compile (or load from numba's cache) every compiled kernel on tiny problems — column
-    J-Jacobi, the GS-JOBCD pair loop with its orders, J-JOBCD's matching step, stale-gradient
-    sweep and Hessian-model sweep, the OBCD pair loop with its greedy order and SparseOBCD's
-    column sweep, the RCD sweep, the DPCP column pass — so that no timed run pays for it (a cold
-    compile takes tens of seconds, a cached load about one)."""
-    import torch
-
-    from orthoplug.baselines.rcd import RCD
-    from orthoplug.geometry.manifolds import JOrthogonalGeometry
-    from orthoplug.geometry.stiefel import StiefelGeometry
-    from orthoplug.nonsmooth import L1
-    from orthoplug.oracles import FunctionOracle, QuadraticOracle
-    from orthoplug.problems.nonsmooth_problems import dpcp_instance
-    from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
-    from orthoplug.solvers.obcd import OBCD
-    from orthoplug.solvers.obcd_layer import column_rotations
-    from orthoplug.solvers.rssm import RSSM
-
-    c = torch.eye(4, dtype=torch.float64) + 0.1
-    x = torch.eye(4, dtype=torch.float64)
-    j_geo, st_geo = JOrthogonalGeometry(4, 2), StiefelGeometry(4, 2)
-    for options in ({"side": "column"}, {"side": "row"}, {"side": "row", "pairs": "greedy"}):
-        GSJOBCD(**options, seed=0, max_iterations=2).run(QuadraticOracle(c), x, j_geo)
-    plain = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y))
-    hessian = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y),
-                             hessian=lambda y, u: 2.0 * (c @ u))
-    for options in ({"matchings": 1}, {"matchings": "all"}):  # scalar model
-        JJOBCD(**options, seed=0, max_iterations=2).run(plain, x, j_geo)
-    JJOBCD(seed=0, max_iterations=2).run(hessian, x, j_geo)  # Hessian model
-    for working_set in ("random", "greedy"):
-        OBCD(L1(0.1), working_set=working_set, seed=0, max_iterations=2).run(
-            QuadraticOracle(-c), x[:, :2], st_geo)
-    column_rotations(x[:, :2].clone(), L1(0.1), torch.Generator().manual_seed(0))
-    RCD(seed=0, max_iterations=1).run(QuadraticOracle(-c), x[:, :2], st_geo)
-    prob = dpcp_instance(12, 8, 16, outlier_ratio=0.5, seed=0)
-    RSSM(num_blocks=2, schedule="polyak", seed=0, max_iterations=3).run(
-        prob.oracle(), prob.spectral_point(), StiefelGeometry(12, 4))
-
-
 def run_plan(p: Plan, out: str | Path, *, progress: bool = True, argv=None) -> list[Record]:
     """Run every (experiment, instance, method setting, seed); write each record to
     ``out/results.jsonl`` (started afresh) as soon as it exists (a crash keeps what finished)."""
@@ -186,7 +147,7 @@ def run_plan(p: Plan, out: str | Path, *, progress: bool = True, argv=None) -> l
 
     # the first torch optimizer imports torch._dynamo (seconds): keep that out of every timing
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
-    warm_up_kernels()
+    warm_up()
     bar = _progress(p.runs(), progress)
     records = []
     with open(out / RESULTS, "w") as fh:

@@ -24,6 +24,7 @@ import torch
 from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
+from .clock import RunClock
 from .steps import MAX_REJECTIONS, SigmaBacktracking, SigmaFit, resolve_sigma_rule, sigma_rule
 
 __all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
@@ -63,7 +64,11 @@ class StoppingCriteria:
 
 @dataclass
 class SolverResult:
-    """Outcome of a run: final point, cost, why it stopped, and the evaluation history."""
+    """Outcome of a run: final point, cost, why it stopped, and the evaluation history.
+
+    ``time`` is the run's own time in seconds; the seconds numba spent compiling (or loading
+    cached) kernels during the run are left out of it and reported as ``compile_time``.
+    """
 
     point: torch.Tensor
     cost: float
@@ -75,6 +80,7 @@ class SolverResult:
     gradient_evaluations: float
     history: dict[str, list] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    compile_time: float = 0.0
     #: the lowest-cost evaluated point of methods that are not monotone (subgradient methods),
     #: its cost and iteration; ``None`` for the others.
     best_point: torch.Tensor | None = None
@@ -109,6 +115,8 @@ class Run:
         geometry: the manifold's geometry.
         generator: the run's random generator (seeded from the solver's ``seed``).
         deadline: ``time.perf_counter()`` value at which a long step may end early.
+        clock: the run's :class:`~orthoplug.solvers.clock.RunClock` (set by the run loop);
+            a long step that may end early asks :meth:`out_of_time`.
         iteration: iterations completed so far.
         finished: set by a step that finds the method converged (a stop reason), else ``None``.
     """
@@ -119,8 +127,15 @@ class Run:
         self.geometry = geometry
         self.generator = generator
         self.deadline = math.inf
+        self.clock: RunClock | None = None
         self.iteration = 0
         self.finished: str | None = None
+
+    def out_of_time(self) -> bool:
+        """Whether the run has used its ``max_time``, compilation excluded (never in a
+        distributed run, whose replicas agree on the stop in the run loop)."""
+        return (self.clock is not None and math.isfinite(self.deadline)
+                and self.clock.out_of_time())
 
 
 class IterativeSolver:
@@ -268,15 +283,15 @@ class IterativeSolver:
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
         every = self.eval_every or self.default_eval_every(run)
-        start = time.perf_counter()
-        run.deadline = start + stop.max_time if shard is None else math.inf
+        clock = run.clock = RunClock(stop.max_time)
+        run.deadline = time.perf_counter() + stop.max_time if shard is None else math.inf
         best_recent = cost
         stalled = 0
         reason = None
 
         def record():
             extra = self.on_evaluation(run, cost, gnorm, viol)
-            elapsed = time.perf_counter() - start
+            elapsed = clock.elapsed()
             if self.log_verbosity >= 1:
                 row = {"iteration": run.iteration, "time": elapsed, "cost": cost,
                        "gradient_norm": gnorm, "violation": viol, **extra}
@@ -294,7 +309,7 @@ class IterativeSolver:
             if run.iteration >= limit:
                 reason = f"max iterations ({stop.max_iterations}) reached"
                 break
-            late = time.perf_counter() - start >= stop.max_time
+            late = clock.out_of_time()
             if shard is not None and math.isfinite(stop.max_time):
                 late = all_reduce_any(late, shard.group)
             if late:
@@ -329,7 +344,7 @@ class IterativeSolver:
                         reason = f"stalled: no progress over {stalled} evaluations"
             if reason is None and run.finished:
                 reason = run.finished
-        elapsed = time.perf_counter() - start
+        elapsed = clock.elapsed()
         if last_eval != run.iteration or reason.startswith("stopped on"):
             try:
                 cost, gnorm, viol = self.measure(run)
@@ -340,6 +355,7 @@ class IterativeSolver:
                               stop_reason=reason, time=elapsed, gradient_norm=gnorm,
                               violation=viol, gradient_evaluations=tracker.gradient_evaluations,
                               history=history,
+                              compile_time=clock.compile_time,
                               info={"solver": self.name, "seed": self.seed, **self.info(run)})
         self.finalize(run, result)
         return result

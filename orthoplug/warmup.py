@@ -1,0 +1,60 @@
+"""Compile every numba kernel of the package once, before anything is timed.
+
+numba compiles a kernel on its first call in a process and caches the machine code: next to the
+sources where that folder is writable, else in the user's cache folder (``NUMBA_CACHE_DIR`` when
+set, otherwise numba's per-user cache, e.g. ``~/.cache/numba``), so a read-only install works too.
+A cold compile of all kernels takes tens of seconds, a cached load about one. Solvers never count
+either against their ``max_time`` (see :class:`orthoplug.solvers.clock.RunClock`);
+:func:`warm_up` just moves the cost to a moment of the caller's choosing.
+"""
+
+from __future__ import annotations
+
+__all__ = ["warm_up"]
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) every compiled kernel, by running each solver that
+    has one for a few iterations on a tiny problem: column J-Jacobi (cyclic and random orders),
+    the GS-JOBCD pair loop with its orders, the single 2×2 J-orthogonal and O(2) solves,
+    J-JOBCD's matching, stale-gradient and Hessian-model sweeps, the OBCD pair loop with its
+    greedy order, SparseOBCD's column sweep and partition search, the RCD sweep and the DPCP
+    column pass."""
+    import torch
+
+    from orthoplug.baselines.rcd import RCD
+    from orthoplug.geometry.manifolds import JOrthogonalGeometry
+    from orthoplug.geometry.stiefel import StiefelGeometry
+    from orthoplug.nonsmooth import L1
+    from orthoplug.oracles import FunctionOracle, QuadraticOracle
+    from orthoplug.problems.nonsmooth_problems import dpcp_instance
+    from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
+    from orthoplug.solvers.obcd import OBCD
+    from orthoplug.solvers.obcd_layer import _load_partition_kernels, column_rotations
+    from orthoplug.solvers.rssm import RSSM
+
+    c = torch.eye(4, dtype=torch.float64) + 0.1
+    x = torch.eye(4, dtype=torch.float64)
+    j_geo, st_geo = JOrthogonalGeometry(4, 2), StiefelGeometry(4, 2)
+    for options in ({"side": "column"}, {"side": "column", "pairs": "random"}, {"side": "row"},
+                    {"side": "row", "pairs": "greedy"}):
+        GSJOBCD(**options, seed=0, max_iterations=2).run(QuadraticOracle(c), x, j_geo)
+    plain = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y))
+    hessian = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y),
+                             hessian=lambda y, u: 2.0 * (c @ u))
+    GSJOBCD(side="row", seed=0, max_iterations=2).run(  # float32: one exact 2×2 solve a step
+        QuadraticOracle(c.float()), x.float(), j_geo)
+    for options in ({"matchings": 1}, {"matchings": "all"}):  # scalar model
+        JJOBCD(**options, seed=0, max_iterations=2).run(plain, x, j_geo)
+    JJOBCD(seed=0, max_iterations=2).run(hessian, x, j_geo)  # Hessian model
+    for working_set in ("random", "greedy"):
+        OBCD(L1(0.1), working_set=working_set, seed=0, max_iterations=2).run(
+            QuadraticOracle(-c), x[:, :2], st_geo)
+    OBCD(L1(0.1), seed=0, max_iterations=2).run(  # one O(2) breakpoint search per step
+        FunctionOracle(lambda y: -(y * (c @ y)).sum(), lambda y: -2.0 * (c @ y)), x[:, :2], st_geo)
+    column_rotations(x[:, :2].clone(), L1(0.1), torch.Generator().manual_seed(0))
+    _load_partition_kernels()
+    RCD(seed=0, max_iterations=1).run(QuadraticOracle(-c), x[:, :2], st_geo)
+    prob = dpcp_instance(12, 8, 16, outlier_ratio=0.5, seed=0)
+    RSSM(num_blocks=2, schedule="polyak", seed=0, max_iterations=3).run(
+        prob.oracle(), prob.spectral_point(), StiefelGeometry(12, 4))
