@@ -3,9 +3,9 @@
     python benchmarks/distributed_scaling.py                      # default size, 5 repeats
     python benchmarks/distributed_scaling.py --repeats 3 --out scaling.json
 
-UltraE (:mod:`orthoplug.problems.ultrae`) on a synthetic knowledge graph, relations by J-JOBCD
+UltraE (:mod:`orthoplug.training.ultrae`) on a synthetic knowledge graph, relations by J-JOBCD
 with σ backtracking (two closure calls per step), entities by Adam, trained by
-:func:`~orthoplug.problems.ultrae.train_ultrae` in fresh processes with one torch thread each:
+:func:`~orthoplug.training.ultrae.train_ultrae` in fresh processes with one torch thread each:
 once as a plain single process, once as two gloo ranks on 127.0.0.1 (DDP, each rank on half of
 every minibatch, drawing only that half's negatives). Both runs follow the same iterates (the
 two-process run equals the one-process run up to rounding), so the training losses match epoch
@@ -16,7 +16,7 @@ paper's n = 36, 2 per epoch. There the gradient dominates a step: scoring the 20
 and back-propagating (forward and backward, twice per step) is ~97 % of a one-process step,
 while the work every rank repeats — φ of the whole entity table in each closure call, the
 J-JOBCD 2×2 solves, Adam on the entity table, an all-reduce of ~85 k gradient entries per
-closure call — is ~15-20 ms of ~800 ms. :meth:`~orthoplug.problems.ultrae.UltraE.loss` scores
+closure call — is ~15-20 ms of ~800 ms. :meth:`~orthoplug.training.ultrae.UltraE.loss` scores
 the negatives in chunks of at most 16 MiB tensors, so neither run's tensors cross glibc's
 32 MiB mmap ceiling (before it did so, a one-process step at 4096 paid page faults that a
 rank's half-size step did not: CPU ratio 3.3, not a property of the code).
@@ -76,7 +76,7 @@ def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
     import torch.distributed as dist
 
     from orthoplug.problems.kg import synthetic_kg
-    from orthoplug.problems.ultrae import train_ultrae
+    from orthoplug.training.ultrae import train_ultrae
 
     torch.set_num_threads(1)
     if world > 1:

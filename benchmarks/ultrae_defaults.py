@@ -1,6 +1,6 @@
 r"""UltraE relation optimisers at equal epochs: test MRR and training seconds per seed.
 
-Each run is :func:`orthoplug.problems.ultrae.train_ultrae` with its defaults (n = 36, p = 18,
+Each run is :func:`orthoplug.training.ultrae.train_ultrae` with its defaults (n = 36, p = 18,
 k = 50 negatives, batch 128, entities by Adam at 5e-2) and one relation optimiser, given as
 ``NAME`` or ``NAME,option=value,...`` (e.g. ``JJOBCD`` for the default Adam-preconditioned
 J-JOBCD, ``JJOBCD,relation_lr=0.005,matchings=all`` for another learning rate and all
@@ -79,7 +79,7 @@ def main(argv=None) -> None:
     import torch
 
     from orthoplug.problems.kg import evaluate_ranking, load_kg
-    from orthoplug.problems.ultrae import train_ultrae
+    from orthoplug.training.ultrae import train_ultrae
 
     torch.set_num_threads(1)
     # as the suite does: no timed run pays for loading the compiled kernels or torch._dynamo

@@ -15,7 +15,7 @@ more at the end) and equal a one-process run on the whole minibatches. Run witho
 
     python examples/distributed_ultrae.py --dataset synthetic
 
-GPUs (NCCL, not run here: this script and :func:`~orthoplug.problems.ultrae.train_ultrae` keep
+GPUs (NCCL, not run here: this script and :func:`~orthoplug.training.ultrae.train_ultrae` keep
 the model on the CPU): in your own DDP script, start one process per GPU, call
 ``torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))`` and
 ``dist.init_process_group("nccl")``, move the model and the data to that device before wrapping
@@ -43,7 +43,7 @@ import torch.distributed as dist
 
 from orthoplug.distributed import check_replicas
 from orthoplug.problems.kg import KG_DATASETS, load_kg, synthetic_kg
-from orthoplug.problems.ultrae import train_ultrae
+from orthoplug.training.ultrae import train_ultrae
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@
 
 The hidden weights are ``geoopt.ManifoldParameter``\\ s on geoopt's Stiefel manifold; swapping
 ``geoopt.optim.RiemannianSGD(groups, lr=...)`` for ``orthoplug.adapters.geoopt.RSDM(groups,
-lr=..., r=...)`` is the only change (``orthoplug.problems.orthonet.make_optimizer``). Each run
+lr=..., r=...)`` is the only change (``orthoplug.training.orthonet.make_optimizer``). Each run
 prints the test accuracy per epoch and ‖WᵀW − I‖ at the end; the baseline is the other optimizer
 trained in the same process from the same initialisation. Needs scikit-learn.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from orthoplug.problems.orthonet import OPTIMIZERS, train_orthonet
+from orthoplug.training.orthonet import OPTIMIZERS, train_orthonet
 
 #: Learning rates of the Stiefel weights that work well here (10 epochs, seed 0; RiemannianSGD:
 #: best of 0.02, 0.05, 0.2; RiemannianAdam: 3e-3 beat 1e-3, and its other parameters use it too).

@@ -17,7 +17,7 @@ import argparse
 import torch
 
 from orthoplug.problems.kg import KG_DATASETS, load_kg, synthetic_kg
-from orthoplug.problems.ultrae import train_ultrae
+from orthoplug.training.ultrae import train_ultrae
 
 
 def main(argv: list[str] | None = None) -> int:

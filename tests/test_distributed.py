@@ -29,9 +29,9 @@ from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import L1
 from orthoplug.oracles import FiniteSumOracle
 from orthoplug.problems.kg import synthetic_kg
-from orthoplug.problems.ultrae import UltraE, train_ultrae
 from orthoplug.solvers.jobcd import VRJJOBCD as CoreVRJJOBCD
 from orthoplug.solvers.rsdm import StochasticRSDM
+from orthoplug.training.ultrae import UltraE, train_ultrae
 
 F64 = torch.float64
 WORLD = 2

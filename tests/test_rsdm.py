@@ -26,10 +26,10 @@ from orthoplug.geometry.submanifold import (
     submanifold_gradient,
 )
 from orthoplug.oracles import FiniteSumOracle, FunctionOracle, RowGradientOracle
-from orthoplug.problems.orthonet import train_orthonet
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.base import Run
 from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
+from orthoplug.training.orthonet import train_orthonet
 
 F64 = torch.float64
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from orthoplug.problems import kg, ultrae
+from orthoplug.problems import kg
 from orthoplug.problems.kg import KGData, evaluate_ranking, load_kg, synthetic_kg
-from orthoplug.problems.ultrae import UltraE, corrupt, draw_negatives, train_ultrae
+from orthoplug.training import ultrae
+from orthoplug.training.ultrae import UltraE, corrupt, draw_negatives, train_ultrae
 
 SMALL = dict(dim=8, p=4, num_negatives=10, batch_size=32)
 

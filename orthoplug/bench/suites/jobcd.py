@@ -427,15 +427,15 @@ class HSPPExperiment(_JOrthogonalExperiment):
 
 
 class UltraEExperiment(Experiment):
-    """Ultrahyperbolic knowledge-graph embedding (:mod:`orthoplug.problems.ultrae`).
+    """Ultrahyperbolic knowledge-graph embedding (:mod:`orthoplug.training.ultrae`).
 
     One J-orthogonal relation matrix per relation (n = 36, p = 18, α = 1, δ = 5, k = 50
     negatives), trained by J-JOBCD / GS-JOBCD against geoopt's RiemannianSGD / RiemannianAdam on
     the same ``JOrthogonal`` parameter (entities by Adam in every run; J-JOBCD is
-    :func:`~orthoplug.problems.ultrae.train_ultrae`'s default, Adam-preconditioned pair steps with
-    :data:`~orthoplug.problems.ultrae.DEFAULT_MATCHINGS` matchings per gradient, its learning rate
+    :func:`~orthoplug.training.ultrae.train_ultrae`'s default, Adam-preconditioned pair steps with
+    :data:`~orthoplug.training.ultrae.DEFAULT_MATCHINGS` matchings per gradient, its learning rate
     tuned as geoopt's; GS-JOBCD's σ backtracking starts at
-    :data:`~orthoplug.problems.ultrae.DEFAULT_SIGMA0`). Objective: 1 − filtered
+    :data:`~orthoplug.training.ultrae.DEFAULT_SIGMA0`). Objective: 1 − filtered
     test MRR (history: 1 − validation MRR per epoch); metrics MRR and Hits@1/3/10; violation
     ``max_r ‖R_rᵀJR_r − J‖_F``. Data: the Nations / Kinships / UMLS triples shipped in pykeen's
     wheel (``pip install "orthoplug[kg]"``; the paper's FB15K / WN18RR subsets are not
@@ -477,7 +477,7 @@ class UltraEExperiment(Experiment):
 
     @staticmethod
     def _train(experiment, instance, *, seed, time_limit, optimizer, **options) -> Outcome:
-        from orthoplug.problems.ultrae import train_ultrae
+        from orthoplug.training.ultrae import train_ultrae
 
         res = train_ultrae(instance.data, relation_optimizer=optimizer, epochs=10**6,
                            time_limit=time_limit, seed=seed, **options)

@@ -386,7 +386,7 @@ class OrthonetExperiment(Experiment):
 
     @staticmethod
     def _train(experiment, instance, *, seed, time_limit, optimizer, lr) -> Outcome:
-        from orthoplug.problems.orthonet import train_orthonet
+        from orthoplug.training.orthonet import train_orthonet
 
         sizes = instance.sizes
         res = train_orthonet(optimizer, epochs=10**6, lr=lr, r=sizes["r"], seed=seed,

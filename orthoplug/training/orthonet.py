@@ -13,7 +13,7 @@ experiment (§7.4, MNIST/CIFAR10 there) at a size that trains in seconds on a CP
 optimizer (its second parameter group, learning rate ``other_lr``: 0.1 by default, ``lr`` for
 Adam)::
 
-    from orthoplug.problems.orthonet import train_orthonet
+    from orthoplug.training.orthonet import train_orthonet
 
     result = train_orthonet("RSDM", epochs=10, lr=0.05, r=64)
     result.accuracy, result.violation, result.history[-1]
