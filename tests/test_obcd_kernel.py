@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
-from orthoplug.kernels.obcd import BAD_MODEL, obcd_pairs
+from orthoplug.kernels.obcd import obcd_pairs
+from orthoplug.kernels.quadratic import NONFINITE_CURVATURE
 from orthoplug.nonsmooth import L0, L1, CappedL1, NonNegative, Zero
 from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems import spca
@@ -186,7 +187,7 @@ def test_non_finite_model_stops_before_writing():
     x_before = xa.copy()
     done, status = obcd_pairs(xa, ya, c.numpy(), np.empty((0, 0)), -1.0, 1e-5, pairs, 1, True,
                               *tabs, fval)
-    assert (done, status) == (2, BAD_MODEL)
+    assert (done, status) == (2, NONFINITE_CURVATURE)
     assert np.array_equal(xa[[4, 7]], x_before[[4, 7]])  # the failing pair was not written
     assert np.abs(xa - x_before).max() > 0  # the two steps before it were
 

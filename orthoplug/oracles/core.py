@@ -24,6 +24,15 @@ import numpy as np
 import torch
 
 from orthoplug.distributed import Shard
+from orthoplug.kernels.quadratic import (
+    MESSAGES,
+    NONFINITE_COST,
+    NONFINITE_CURVATURE,
+    NONFINITE_UPDATE,
+    OK,
+    pair_model,
+    update_rows,
+)
 
 __all__ = [
     "Oracle",
@@ -409,11 +418,10 @@ class QuadraticTracker(Tracker):
         self.c, self.d = c, d
         self.ca, self.da = host_array(c), (None if d is None else host_array(d))
         self.eye4 = host_array(torch.eye(4, dtype=c.dtype, device=c.device))
-        self._blas_gemm = None  # for the in-place update of Y (see the ``y`` setter)
-        if isinstance(self.ca, np.ndarray) and self.ca.dtype.char in "fd":
-            from scipy.linalg.blas import get_blas_funcs  # (scipy.linalg: slow to import)
-
-            self._blas_gemm = get_blas_funcs("gemm", (self.ca,))
+        if isinstance(self.ca, np.ndarray):  # scratch of the compiled pair model (host only)
+            dt = self.ca.dtype
+            self._d0 = np.empty((0, 0), dt) if self.da is None else self.da
+            self._zw = np.empty((2, 2, x.shape[-1]), dt)
         self.s = oracle.scale
         self.refresh()
 
@@ -435,10 +443,7 @@ class QuadraticTracker(Tracker):
     @y.setter
     def y(self, value: torch.Tensor) -> None:
         self._y = value
-        self.ya = ya = host_array(value)
-        # Y += C[B]ᵀ Δ as ONE in-place BLAS gemm on Yᵀ: Fortran order when Y is in C order
-        self._gemm = (self._blas_gemm if isinstance(ya, np.ndarray) and ya.flags.c_contiguous
-                      and ya.dtype == self.ca.dtype else None)
+        self.ya = host_array(value)
 
     @property
     def on_host(self) -> bool:
@@ -474,28 +479,32 @@ class QuadraticTracker(Tracker):
         return self._tensor(self.gradient_rows_array(self._index(rows)))
 
     def set_rows_array(self, rows, new_rows) -> None:
-        """``X[rows] = new_rows`` on the arrays (rows: distinct, 1-D); updates ``Y`` and ``f``.
+        """``X[rows] = new_rows`` on the arrays (rows: distinct, 1-D); updates ``Y`` and ``f``:
+        ``Y += C[B]ᵀ Δ`` and ``f += s⟨Δ D, Y[B] + Y⁺[B]⟩`` with ``Y⁺[B] = Y[B] + C_BB Δ``
+        (:func:`~orthoplug.kernels.quadratic.update_rows` on the host, the same expressions in
+        torch on other devices).
 
-        Raises :class:`NonFiniteError` (and leaves X unchanged) if the change or the new cost is
-        not finite: a non-finite change is refused before anything is written; a cost that
-        overflows only after ``Y`` was updated restores ``Y`` and f by :meth:`refresh`.
+        Raises :class:`NonFiniteError` (and leaves X, Y and f unchanged) if the change or the new
+        cost is not finite.
         """
         delta = new_rows - _take(self.xa, rows)
+        if self.on_host:
+            with np.errstate(invalid="ignore", over="ignore"):  # a non-finite Δ is refused
+                dd = self._times_d(delta)
+            status, value = update_rows(self.xa, self.ya, self.ca, self.s, self._f, rows,
+                                        new_rows, delta, dd, np.empty_like(delta))
+            if status != OK:
+                raise NonFiniteError(MESSAGES[status])
+            self._f = value
+            return
         if not math.isfinite(float(delta.sum())):
-            raise NonFiniteError("non-finite row update")
-        y_old = _take(self.ya, rows)
-        # C symmetric: Y += C[:, B] Δ = C[B]ᵀ Δ (contiguous rows instead of columns)
-        c_b = _take(self.ca, rows)
-        if self._gemm is not None:  # Yᵀ += Δᵀ C[B] in place (NumPy's matmul + add: 2-3× slower)
-            self._gemm(1.0, delta.T, c_b.T, 1.0, self.ya.T, trans_b=1, overwrite_c=1)
-        else:
-            self.ya += c_b.T @ delta
-        # f(X+Δ) − f(X) = s⟨Δ, (2 Y[B] + C_BB Δ) D⟩ = s⟨Δ, (Y[B] + Y⁺[B]) D⟩ for Δ on rows B
-        # (Y⁺[B] = Y[B] + C_BB Δ: read back, not recomputed — O(k²p) saved)
-        value = self._f + self.s * _dot(delta, self._times_d(y_old + _take(self.ya, rows)))
-        if not math.isfinite(value):  # refuse the change: X stays the last finite point
-            self.refresh()
-            raise NonFiniteError("non-finite cost")
+            raise NonFiniteError(MESSAGES[NONFINITE_UPDATE])
+        dd = self._times_d(delta)
+        y_b = _take(self.ya, rows)
+        value = self._f + self.s * _dot(dd, 2.0 * y_b + _take(self.ca, rows)[:, rows] @ delta)
+        if not math.isfinite(value):
+            raise NonFiniteError(MESSAGES[NONFINITE_COST])
+        self.ya += _take(self.ca, rows).T @ delta  # C symmetric: C[:, B] Δ = C[B]ᵀ Δ
         self._f = value
         self.xa[rows] = new_rows
 
@@ -544,28 +553,22 @@ class QuadraticTracker(Tracker):
         ``M = ∇f(X)[B] Zᵀ`` (2, 2) and ``Q = Q̲ + prox·I₄`` (4, 4), Q̲ as in
         :meth:`block_curvature_array` (its PSD part when ``psd``). The shared front half of the
         exact pair steps of GS-JOBCD (``psd=True``, prox θ) and OBCD (``psd=False``, prox α);
-        the back half is :meth:`set_rows_array` with ``V Z``. On the host the 4×4 Kronecker
-        product is formed from Python floats (a third of the NumPy calls' overhead).
+        the back half is :meth:`set_rows_array` with ``V Z``. On the host it is
+        :func:`~orthoplug.kernels.quadratic.pair_model`, the compiled loops' model.
         """
-        z = _take(self.xa, rows)
-        m = self.gradient_rows_array(rows) @ z.T
         if not self.on_host:
+            z = _take(self.xa, rows)
+            m = self.gradient_rows_array(rows) @ z.T
             return z, m, self.block_curvature_array(rows, z, psd=psd) + prox * self.eye4
-        s2 = 2.0 * self.s
-        (a, b), (b2, d) = (s2 * (z @ self._times_d(z).T)).tolist()  # 2s Z D Zᵀ
+        z, w = self._zw
+        q = np.empty((4, 4), self.xa.dtype)
         i, j = rows.tolist()
-        ca = self.ca
-        p, q, q2, r = ca.item(i, i), ca.item(i, j), ca.item(j, i), ca.item(j, j)  # C_BB
-        if not math.isfinite((abs(a) + abs(b) + abs(b2) + abs(d))
-                             * (abs(p) + abs(q) + abs(q2) + abs(r))):
-            raise NonFiniteError("non-finite block curvature")  # (a bound on every entry)
-        kron = [[a * p, a * q, b * p, b * q], [a * q2, a * r, b * q2, b * r],
-                [b2 * p, b2 * q, d * p, d * q], [b2 * q2, b2 * r, d * q2, d * r]]
-        if psd and not self.oracle.curvature_is_psd:
-            return z, m, self._psd_part(np.array(kron)) + prox * self.eye4
-        for k in range(4):
-            kron[k][k] += prox
-        return z, m, np.array(kron)
+        ok, m11, m12, m21, m22 = pair_model(self.xa, self.ya, self.ca, self._d0, self.s, prox,
+                                            psd and not self.oracle.curvature_is_psd, i, j, z,
+                                            w, q)
+        if not ok:
+            raise NonFiniteError(MESSAGES[NONFINITE_CURVATURE])
+        return z.copy(), np.array([[m11, m12], [m21, m22]], dtype=q.dtype), q
 
     def block_curvature(self, rows, z, *, psd=True):
         """``2s (Z D Zᵀ) ⊗ C_BB`` per block; rows: (K, 2), z: (K, 2, k) → (K, 4, 4).

@@ -40,16 +40,8 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
-from orthoplug.kernels.jobcd import (
-    NEEDS_BATCHED_PAIR,
-    NONFINITE_COST,
-    NONFINITE_CURVATURE,
-    NONFINITE_UPDATE,
-    OK,
-    gs_pairs,
-    jacobi_pairs,
-    linear_sweep,
-)
+from orthoplug.kernels.jobcd import gs_pairs, jacobi_pairs, linear_sweep
+from orthoplug.kernels.quadratic import MESSAGES, NEEDS_BATCHED_PAIR, OK
 from orthoplug.oracles import NonFiniteError, QuadraticTracker, host_array
 from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel
 from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
@@ -72,10 +64,6 @@ from .steps import ModelDamping, SigmaFit
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PageSchedule", "jacobi_step", "update_pairs"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
-_JACOBI_ERRORS = {NONFINITE_CURVATURE: "non-finite block curvature",
-                  NONFINITE_UPDATE: "non-finite block update"}
-_KERNEL_ERRORS = {NONFINITE_CURVATURE: "non-finite block curvature",
-                  NONFINITE_UPDATE: "non-finite row update", NONFINITE_COST: "non-finite cost"}
 
 
 def solve_pair(jb: list[float], m: list[list[float]], *, qd: list[list[float]] | None = None,
@@ -154,7 +142,7 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
             pairs.contiguous().numpy(), jvec.detach().to(torch.float64).contiguous().numpy(),
             float(sigma), float(theta))
         if status != OK:
-            raise NonFiniteError(_JACOBI_ERRORS[status])
+            raise NonFiniteError(MESSAGES[status])
         return out, predicted
     nb, k = x.shape[0], x.shape[-1]
     bidx = torch.arange(nb, device=x.device)[:, None, None]
@@ -183,7 +171,7 @@ def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: f
     status, predicted = linear_sweep(xa, ga, host_array(jvec).astype(np.float64), pairs,
                                      float(sigma), float(theta))
     if status != OK:
-        raise NonFiniteError(_JACOBI_ERRORS[status])
+        raise NonFiniteError(MESSAGES[status])
     return torch.from_numpy(xa).to(dtype=xb.dtype, device=xb.device), predicted
 
 
@@ -554,10 +542,8 @@ class GSJOBCD(_JOBCDBase):
         if status == NEEDS_BATCHED_PAIR:  # w± ≤ 0 after rounding: this pair on the per-pair
             self._exact_step(run, *queue.take())  # path, whose solver falls back to the batch
             return done + 1
-        if status != OK:
-            if status == NONFINITE_COST:  # Y moved, X did not: recompute Y and f from X
-                tracker.refresh()
-            raise NonFiniteError(_KERNEL_ERRORS[status], iterations=done)
+        if status != OK:  # nothing of the failing step was written
+            raise NonFiniteError(MESSAGES[status], iterations=done)
         if run.count % self.refresh_every == 0:
             tracker.refresh()
         return done

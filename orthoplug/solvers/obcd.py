@@ -60,7 +60,8 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
-from orthoplug.kernels.obcd import STATUS, obcd_pairs
+from orthoplug.kernels.obcd import obcd_pairs
+from orthoplug.kernels.quadratic import MESSAGES
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.oracles import NonFiniteError, PairModel, Refreshable, all_finite, host_array
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2, solve_o2_single, solve_polar
@@ -318,7 +319,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
             done += k
             run.count += k
             if status:
-                raise NonFiniteError(STATUS[status], iterations=done)
+                raise NonFiniteError(MESSAGES[status], iterations=done)
             if run.count % self.refresh_every == 0:
                 tracker.refresh()
         return done
