@@ -12,12 +12,13 @@ user's own oracle gains e.g. :class:`RowGradients` by defining ``gradient_rows(x
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["RowGradients", "ColumnGradients", "ColumnAccess", "PairModel", "Refreshable",
-           "FiniteSum", "StochasticGradients", "SubgradientTerm", "HessianVector", "require"]
+__all__ = ["RowGradients", "ColumnGradients", "ColumnAccess", "PairModel", "QuadraticArrays",
+           "Refreshable", "FiniteSum", "StochasticGradients", "SubgradientTerm", "HessianVector",
+           "require"]
 
 
 @runtime_checkable
@@ -57,6 +58,31 @@ class PairModel(Protocol):
 
     def refresh(self) -> None:
         """Recompute the cached products from X (against drift of incremental updates)."""
+
+
+@runtime_checkable
+class QuadraticArrays(Protocol):
+    """A tracker of ``f = s·tr(XᵀCXD)`` whose state compiled loops read and update in place
+    (GS-JOBCD's and OBCD's pair loops, column J-Jacobi's C;
+    :class:`~orthoplug.oracles.core.QuadraticTracker`).
+
+    ``xa``, ``ya``, ``ca``: X, ``Y = C X`` and C as arrays — NumPy views sharing memory with
+    CPU tensors (``on_host``), else the tensors; ``da``: D (``None`` for D = I); ``s``: the
+    scale; ``cost``: f at the current point, which a loop that moved ``xa`` and ``ya`` in place
+    sets; ``curvature_is_psd``: whether every block curvature ``2s (Z D Zᵀ) ⊗ C_BB`` is PSD.
+    """
+
+    xa: Any
+    ya: Any
+    ca: Any
+    da: Any
+    s: float
+    cost: float
+    on_host: bool
+    curvature_is_psd: bool
+
+    def refresh(self) -> None:
+        """Recompute ``Y`` and the cost from X (against drift of incremental updates)."""
 
 
 @runtime_checkable

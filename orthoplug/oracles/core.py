@@ -404,6 +404,9 @@ class Tracker:
 class QuadraticTracker(Tracker):
     """Keeps ``Y = C X`` and ``f`` current under row changes: ``O(n k |B|)`` per change.
 
+    It has the :class:`~orthoplug.oracles.abilities.QuadraticArrays` ability (the state the
+    compiled pair loops read and write) and :class:`~orthoplug.oracles.abilities.PairModel`.
+
     The row-level math runs on the tracker's *arrays* ``xa, ya, ca`` (and ``D``): NumPy views
     sharing memory with the torch tensors ``x, y`` when they live on the CPU (no per-operation
     torch overhead in the block methods' hot loops), the tensors themselves on other devices.
@@ -449,6 +452,22 @@ class QuadraticTracker(Tracker):
     def on_host(self) -> bool:
         """True when the arrays are NumPy views (CPU tensors)."""
         return isinstance(self.xa, np.ndarray)
+
+    @property
+    def cost(self) -> float:
+        """f at the current point (kept current by every row update; a compiled loop that
+        moved ``xa`` and ``ya`` in place sets it)."""
+        return self._f
+
+    @cost.setter
+    def cost(self, value: float) -> None:
+        self._f = float(value)
+
+    @property
+    def curvature_is_psd(self) -> bool:
+        """Whether every block curvature ``2s (Z D Zᵀ) ⊗ C_BB`` is PSD (s·C and D both PSD or
+        both NSD)."""
+        return self.oracle.curvature_is_psd
 
     def refresh(self) -> None:
         """Recompute ``Y`` and ``f`` from scratch (drift control)."""
@@ -541,7 +560,7 @@ class QuadraticTracker(Tracker):
     def _psd_part(self, q):
         """The PSD part of the blocks' ``Q̲`` (negative eigenvalues clipped to 0; ``q`` itself
         when every block's is PSD)."""
-        if self.oracle.curvature_is_psd:
+        if self.curvature_is_psd:
             return q
         lam, v = (np.linalg.eigh(q) if isinstance(q, np.ndarray) else torch.linalg.eigh(q))
         return (v * lam.clip(0.0)[..., None, :]) @ v.swapaxes(-1, -2)
@@ -564,7 +583,7 @@ class QuadraticTracker(Tracker):
         q = np.empty((4, 4), self.xa.dtype)
         i, j = rows.tolist()
         ok, m11, m12, m21, m22 = pair_model(self.xa, self.ya, self.ca, self._d0, self.s, prox,
-                                            psd and not self.oracle.curvature_is_psd, i, j, z,
+                                            psd and not self.curvature_is_psd, i, j, z,
                                             w, q)
         if not ok:
             raise NonFiniteError(MESSAGES[NONFINITE_CURVATURE])

@@ -42,8 +42,8 @@ import torch
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.kernels.jobcd import gs_pairs, jacobi_pairs, linear_sweep
 from orthoplug.kernels.quadratic import MESSAGES, NEEDS_BATCHED_PAIR, OK
-from orthoplug.oracles import NonFiniteError, QuadraticTracker, host_array
-from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel
+from orthoplug.oracles import NonFiniteError, host_array
+from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel, QuadraticArrays
 from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
 from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 
@@ -418,9 +418,8 @@ class GSJOBCD(_JOBCDBase):
 
     def _column_jacobi_applies(self, tracker) -> bool:
         n, k = tracker.x.shape[-2:]
-        quad = tracker.oracle.quadratic
-        return (n == k and tracker.x.ndim == 2 and quad is not None and quad.d is None
-                and self.curvature == "exact")
+        return (n == k and tracker.x.ndim == 2 and isinstance(tracker, QuadraticArrays)
+                and tracker.da is None and self.curvature == "exact")
 
     def resolve_side(self, run):
         """``"auto"`` resolves to the column side when column J-Jacobi applies, else rows."""
@@ -444,15 +443,14 @@ class GSJOBCD(_JOBCDBase):
             raise ValueError("JOBCD needs n >= 2 rows (or columns on the column side)")
         run.jacobi = None
         if run.column and self._column_jacobi_applies(tracker):
-            quad = tracker.oracle.quadratic
-            run.jacobi = ColumnJacobi(quad._cd(tracker.x)[0].cpu().numpy(), quad.scale,
-                                      run.jvec.cpu().numpy(),
+            c = tracker.ca if tracker.on_host else tracker.ca.cpu().numpy()
+            run.jacobi = ColumnJacobi(c, tracker.s, run.jvec.cpu().numpy(),
                                       order=self.pairs or "cyclic", **self.jacobi_options)
             return
         run.exact = not run.column and self.curvature == "exact" and tracker.block_curvature(
             torch.zeros(1, 2, dtype=torch.long, device=tracker.x.device),
             tracker.x[:2][None]) is not None
-        run.compiled = (run.exact and isinstance(tracker, QuadraticTracker) and tracker.on_host
+        run.compiled = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
                         and tracker.xa.dtype == np.float64)
         if self.pairs == "greedy" and not run.compiled:
             raise ValueError("pairs='greedy' runs in a compiled kernel only: column J-Jacobi "
@@ -464,7 +462,7 @@ class GSJOBCD(_JOBCDBase):
         if run.compiled:
             run.jarr = host_array(run.jvec).astype(np.float64)
             run.d = tracker.da if tracker.da is not None else np.empty((0, 0))
-            run.clip = not tracker.oracle.curvature_is_psd
+            run.clip = not tracker.curvature_is_psd
         if run.exact:
             # the exact pair step on the tracker's arrays (NumPy views on the CPU, see
             # QuadraticTracker), else on its tensors
@@ -534,9 +532,9 @@ class GSJOBCD(_JOBCDBase):
         steps = min(count, PAIR_BATCH, queue.available(),
                     self.refresh_every - run.count % self.refresh_every)
         done, f, status = gs_pairs(tracker.xa, tracker.ya, tracker.ca, run.d, tracker.s,
-                                   tracker._f, run.jarr, self.theta, run.clip,
+                                   tracker.cost, run.jarr, self.theta, run.clip,
                                    queue.rows, queue.cursor, steps, cand)
-        tracker._f = f
+        tracker.cost = f
         queue.advance(done)
         run.count += done
         if status == NEEDS_BATCHED_PAIR:  # w± ≤ 0 after rounding: this pair on the per-pair

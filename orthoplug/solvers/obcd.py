@@ -63,7 +63,14 @@ from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels.obcd import obcd_pairs
 from orthoplug.kernels.quadratic import MESSAGES
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.oracles import NonFiniteError, PairModel, Refreshable, all_finite, host_array
+from orthoplug.oracles import (
+    NonFiniteError,
+    PairModel,
+    QuadraticArrays,
+    Refreshable,
+    all_finite,
+    host_array,
+)
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2, solve_o2_single, solve_polar
 from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 
@@ -266,7 +273,9 @@ class OBCD(ScalarCurvature, IterativeSolver):
         # the exact curvature on the tracker's arrays (NumPy views on the CPU, QuadraticTracker)
         run.exact = (self.curvature == "exact" and self.k == 2 and self.working_set != "jacobi"
                      and isinstance(tracker, PairModel))
-        if not run.exact:
+        if run.exact:
+            run.curvature = None  # no σ: the exact curvature majorises by itself
+        else:
             self.init_sigma(run, self.sigma_user if self.sigma_user is not None
                             else safe_sigma(tracker.oracle))
         if run.exact:
@@ -274,7 +283,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
             run.vec_eye2 = vec_eye2
             run.solve_pair = solve_o2_single if isinstance(vec_eye2, np.ndarray) else solve_o2
         # the compiled pair loop: float64 NumPy views of CPU tensors, in C order
-        run.kernel = run.exact and tracker.on_host and tracker.xa.dtype == np.float64
+        run.kernel = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
+                      and tracker.xa.dtype == np.float64)
         if run.kernel and not (tracker.xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
             tracker.set_point(tracker.x.contiguous())
         if self.working_set == "greedy" and not run.kernel:
@@ -310,11 +320,11 @@ class OBCD(ScalarCurvature, IterativeSolver):
             take = min(count - done, self.refresh_every - run.count % self.refresh_every)
             run.queue.ensure(run.generator)
             block = run.queue.block(min(take, run.queue.available()))
-            run.fval[0] = tracker._f
+            run.fval[0] = tracker.cost
             k, status = obcd_pairs(tracker.xa, tracker.ya, run.ca, run.da, float(tracker.s),
                                    self.alpha, block, nc, not isinstance(self.h, Zero),
                                    *run.h_tables, run.fval)
-            tracker._f = float(run.fval[0])
+            tracker.cost = run.fval[0]
             run.queue.advance(k)
             done += k
             run.count += k
@@ -410,7 +420,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
 
     def info(self, run: Run | None = None):
         exact = run is not None and run.exact
-        rule = getattr(run, "curvature", None)
+        rule = run.curvature if run is not None else None
         return {"h_term": repr(self.h), "k": self.k, "working_set": self.working_set,
                 "curvature": "exact" if exact else "scalar", "alpha": self.alpha,
                 "sigma": rule.sigma if rule is not None else self.sigma_user,
