@@ -26,15 +26,9 @@ import math
 import numpy as np
 from numba import njit
 
+from . import quadratic
 from .o2 import SNAP, o2_search
-from .quadratic import (
-    NONFINITE_CURVATURE,
-    NONFINITE_UPDATE,
-    OK,
-    pair_model,
-    rotate_pair,
-    update_rows,
-)
+from .quadratic import pair_model, rotate_pair, update_rows
 
 
 @njit(cache=True)
@@ -79,7 +73,7 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
             j = pairs[t * ncand + cnd, 1]
             ok, m11, m12, m21, m22 = pair_model(X, Y, C, D, s, alpha, False, i, j, Z, W, Q)
             if not ok:
-                return t, NONFINITE_CURVATURE
+                return t, quadratic.NONFINITE_CURVATURE
             # P = M - mat(Q vec I), vec column-major: vec I = (1, 0, 0, 1)
             P[0, 0] = m11 - (Q[0, 0] + Q[0, 3])
             P[1, 0] = m21 - (Q[1, 0] + Q[1, 3])
@@ -99,7 +93,7 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
                 Z[0, c] = X[i, c]
                 Z[1, c] = X[j, c]
         if not rotate_pair(Z, Vb[0, 0], Vb[0, 1], Vb[1, 0], Vb[1, 1], cut, U, dl):
-            return t, NONFINITE_UPDATE
+            return t, quadratic.NONFINITE_UPDATE
         if hasd:
             for c in range(r):
                 e0 = 0.0
@@ -111,10 +105,10 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
                 dd[1, c] = e1
         rows[0], rows[1] = i, j
         status, value = update_rows(X, Y, C, s, fval[0], rows, U, dl, dd, yn)
-        if status != OK:
+        if status != quadratic.OK:
             return t, status
         fval[0] = value
-    return steps, OK
+    return steps, quadratic.OK
 
 
 @njit(cache=True)
