@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from orthoplug.kernels.quadratic import (
     NONFINITE_COST,
@@ -15,6 +16,7 @@ from orthoplug.kernels.quadratic import (
     pair_model,
     update_rows,
 )
+from orthoplug.oracles import QuadraticOracle, QuadraticTracker
 from orthoplug.problems.hevp import make_spd
 
 
@@ -82,3 +84,34 @@ def test_update_rows_keeps_y_and_the_cost_exact(rows, with_d):
         status, f_out = update_rows(x, y, c, s, f, rows, new, dz, dz, np.empty_like(dz))
         assert (status, f_out) == (status_expected, f)
         assert np.array_equal(x, x0) and np.array_equal(y, y0)  # nothing written
+
+
+def test_tracker_device_expressions_equal_the_compiled_host_path(monkeypatch):
+    """QuadraticTracker's array expressions for tensors on other devices (run here on NumPy
+    arrays by declaring the arrays off-host) give the pair model and the row updates of the
+    compiled host path."""
+    n, k, s = 9, 3, -1.1
+    rng, c, d, x0 = _problem(n, k, 4, True)
+    oracle = QuadraticOracle(torch.from_numpy(c), torch.from_numpy(d), scale=s)
+    steps = [(rng.choice(n, 2, replace=False), 0.1 * rng.standard_normal((2, k)))
+             for _ in range(30)]
+
+    def run():
+        tracker = oracle.track(torch.from_numpy(x0))
+        models = []
+        for rows, step in steps:
+            for psd in (True, False):
+                models.append(tracker.pair_model_array(rows, 0.2, psd=psd))
+            tracker.set_rows_array(rows, tracker.xa[rows] + step)
+        return tracker, models
+
+    host, host_models = run()
+    monkeypatch.setattr(QuadraticTracker, "on_host", property(lambda self: False))
+    other, other_models = run()
+    for a, b in zip(host_models, other_models, strict=True):
+        for u, v in zip(a, b, strict=True):
+            np.testing.assert_allclose(u, v, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(host.xa, other.xa)
+    np.testing.assert_allclose(other.ya, host.ya, rtol=1e-12, atol=1e-12)
+    assert other.cost == pytest.approx(host.cost, rel=1e-12)
+    assert host.cost == pytest.approx(_cost(c, d, s, host.xa), rel=1e-12)
