@@ -50,11 +50,14 @@ class ColumnAccess(Protocol):
 
 @runtime_checkable
 class PairModel(Protocol):
-    """A tracker of a quadratic cost with host arrays (``xa``) and the exact 2×2 model of a row
-    pair (GS-JOBCD's and OBCD's compiled pair loops)."""
+    """A tracker with the exact model of a step on a row pair and the matching row update, on
+    its arrays (GS-JOBCD's and OBCD's exact pair steps outside the compiled loops)."""
 
     def pair_model_array(self, rows, prox: float, *, psd: bool = True):
-        """The pair's gradient block and exact curvature (NumPy arrays)."""
+        """``(Z, M, Q)``: the pair's rows, gradient block and exact curvature plus ``prox·I₄``."""
+
+    def set_rows_array(self, rows, new_rows) -> None:
+        """``X[rows] = new_rows`` with the cached products updated."""
 
     def refresh(self) -> None:
         """Recompute the cached products from X (against drift of incremental updates)."""

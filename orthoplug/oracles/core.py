@@ -395,11 +395,6 @@ class Tracker:
         self._value = None
         self._grad = None
 
-    def block_curvature(self, rows: torch.Tensor, z: torch.Tensor, *,
-                        psd: bool = True) -> torch.Tensor | None:
-        """Exact ``Q̲`` for row blocks, or ``None`` when the objective has no such structure."""
-        return None
-
 
 class QuadraticTracker(Tracker):
     """Keeps ``Y = C X`` and ``f`` current under row changes: ``O(n k |B|)`` per change.
@@ -410,9 +405,8 @@ class QuadraticTracker(Tracker):
     The row-level math runs on the tracker's *arrays* ``xa, ya, ca`` (and ``D``): NumPy views
     sharing memory with the torch tensors ``x, y`` when they live on the CPU (no per-operation
     torch overhead in the block methods' hot loops), the tensors themselves on other devices.
-    :meth:`gradient_rows_array`, :meth:`set_rows_array` and :meth:`block_curvature_array` take and
-    return such arrays; :meth:`gradient_rows`, :meth:`set_rows` and :meth:`block_curvature` are
-    their torch front-ends.
+    :meth:`gradient_rows_array`, :meth:`set_rows_array` and :meth:`pair_model_array` take and
+    return such arrays; :meth:`gradient_rows` and :meth:`set_rows` are their torch front-ends.
     """
 
     def __init__(self, oracle: QuadraticOracle, x: torch.Tensor):
@@ -547,14 +541,15 @@ class QuadraticTracker(Tracker):
         self.x = self._tensor(self.xa + delta)
         self.y = self._tensor(self.ya + cu_v)
 
-    def block_curvature_array(self, rows, z, *, psd=True):
-        """:meth:`block_curvature` on the tracker's arrays: rows (..., 2), z (..., 2, k) →
-        (..., 4, 4) (no leading dimensions for one pair)."""
+    def _block_curvature(self, rows, z, *, psd=True):
+        """``Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` (its PSD part when ``psd``) of a pair ``rows`` (2,) with
+        rows ``z`` (2, k), on tensors of other devices (the host runs
+        :func:`~orthoplug.kernels.quadratic.pair_model`)."""
         zdz = z @ self._times_d(z).swapaxes(-1, -2)  # (NumPy < 2 has no .mT)
         c_bb = self.ca[rows[..., :, None], rows[..., None, :]]
         q = _kron2((2.0 * self.s) * zdz, c_bb)
         if not math.isfinite(float(q.sum())):
-            raise NonFiniteError("non-finite block curvature")
+            raise NonFiniteError(MESSAGES[NONFINITE_CURVATURE])
         return self._psd_part(q) if psd else q
 
     def _psd_part(self, q):
@@ -569,8 +564,8 @@ class QuadraticTracker(Tracker):
         """The exact model of a step on ONE row pair, on the arrays: ``(Z, M, Q)``.
 
         ``rows``: an index array (2,) of the tracker's kind; ``Z = X[B]`` (2, k),
-        ``M = ∇f(X)[B] Zᵀ`` (2, 2) and ``Q = Q̲ + prox·I₄`` (4, 4), Q̲ as in
-        :meth:`block_curvature_array` (its PSD part when ``psd``). The shared front half of the
+        ``M = ∇f(X)[B] Zᵀ`` (2, 2) and ``Q = Q̲ + prox·I₄`` (4, 4) with
+        ``Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` (its PSD part when ``psd``). The shared front half of the
         exact pair steps of GS-JOBCD (``psd=True``, prox θ) and OBCD (``psd=False``, prox α);
         the back half is :meth:`set_rows_array` with ``V Z``. On the host it is
         :func:`~orthoplug.kernels.quadratic.pair_model`, the compiled loops' model.
@@ -578,7 +573,7 @@ class QuadraticTracker(Tracker):
         if not self.on_host:
             z = _take(self.xa, rows)
             m = self.gradient_rows_array(rows) @ z.T
-            return z, m, self.block_curvature_array(rows, z, psd=psd) + prox * self.eye4
+            return z, m, self._block_curvature(rows, z, psd=psd) + prox * self.eye4
         z, w = self._zw
         q = np.empty((4, 4), self.xa.dtype)
         i, j = rows.tolist()
@@ -588,15 +583,6 @@ class QuadraticTracker(Tracker):
         if not ok:
             raise NonFiniteError(MESSAGES[NONFINITE_CURVATURE])
         return z.copy(), np.array([[m11, m12], [m21, m22]], dtype=q.dtype), q
-
-    def block_curvature(self, rows, z, *, psd=True):
-        """``2s (Z D Zᵀ) ⊗ C_BB`` per block; rows: (K, 2), z: (K, 2, k) → (K, 4, 4).
-
-        ``psd=True`` (default) returns its PSD part (JOBCD's majoriser); ``psd=False`` the exact,
-        possibly indefinite or negative semidefinite ``Q̲`` (OBCD's exact subproblem).
-        """
-        return self._tensor(self.block_curvature_array(self._index(rows),
-                                                       host_array(z.to(self.x.dtype)), psd=psd))
 
 
 def host_array(t: torch.Tensor):

@@ -447,9 +447,8 @@ class GSJOBCD(_JOBCDBase):
             run.jacobi = ColumnJacobi(c, tracker.s, run.jvec.cpu().numpy(),
                                       order=self.pairs or "cyclic", **self.jacobi_options)
             return
-        run.exact = not run.column and self.curvature == "exact" and tracker.block_curvature(
-            torch.zeros(1, 2, dtype=torch.long, device=tracker.x.device),
-            tracker.x[:2][None]) is not None
+        run.exact = (not run.column and self.curvature == "exact"
+                     and isinstance(tracker, PairModel))
         run.compiled = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
                         and tracker.xa.dtype == np.float64)
         if self.pairs == "greedy" and not run.compiled:
@@ -465,13 +464,9 @@ class GSJOBCD(_JOBCDBase):
             run.clip = not tracker.curvature_is_psd
         if run.exact:
             # the exact pair step on the tracker's arrays (NumPy views on the CPU, see
-            # QuadraticTracker), else on its tensors
-            if isinstance(tracker, PairModel):
-                run.pair_model = partial(tracker.pair_model_array, prox=self.theta)
-                run.set_pair, like = tracker.set_rows_array, tracker.xa
-            else:
-                run.pair_model = partial(self._tensor_pair_model, tracker)
-                run.set_pair, like = partial(self._set_tensor_pair, tracker), tracker.x
+            # QuadraticTracker)
+            run.pair_model = partial(tracker.pair_model_array, prox=self.theta)
+            run.set_pair, like = tracker.set_rows_array, tracker.xa
             run.v_array = (partial(np.array, dtype=like.dtype) if isinstance(like, np.ndarray)
                            else partial(torch.tensor, dtype=like.dtype, device=like.device))
         run.jlist = run.jvec.tolist()
@@ -545,21 +540,6 @@ class GSJOBCD(_JOBCDBase):
         if run.count % self.refresh_every == 0:
             tracker.refresh()
         return done
-
-    def _tensor_pair_model(self, tracker, rows):
-        """``(Z, M, Q̲ + θI₄)`` of one pair for a tracker with the exact curvature but without
-        the array API (:class:`~orthoplug.oracles.abilities.PairModel`), on its tensors."""
-        pair = torch.as_tensor(rows)[None]
-        z = tracker.x[pair]  # (1, 2, k)
-        q = tracker.block_curvature(pair, z)[0]
-        m = tracker.gradient_rows(pair)[0] @ z[0].mT
-        return z[0], m, q + self.theta * torch.eye(4, dtype=q.dtype, device=q.device)
-
-    @staticmethod
-    def _set_tensor_pair(tracker, rows, new):
-        if not bool(torch.isfinite(new).all()):
-            raise NonFiniteError("non-finite block update")
-        tracker.set_rows(torch.as_tensor(rows), new)
 
     def info(self, run=None):
         out = {**super().info(run), "pairs": self.pairs, "curvature": self.curvature,
