@@ -24,15 +24,6 @@ import numpy as np
 import torch
 
 from orthoplug.distributed import Shard
-from orthoplug.kernels.quadratic import (
-    MESSAGES,
-    NONFINITE_COST,
-    NONFINITE_CURVATURE,
-    NONFINITE_UPDATE,
-    OK,
-    pair_model,
-    update_rows,
-)
 
 __all__ = [
     "Oracle",
@@ -415,6 +406,11 @@ class QuadraticTracker(Tracker):
         self.c, self.d = c, d
         self.ca, self.da = host_array(c), (None if d is None else host_array(d))
         self.eye4 = host_array(torch.eye(4, dtype=c.dtype, device=c.device))
+        # the compiled pair model and row update (imported here: ``import orthoplug`` loads no
+        # numba)
+        from orthoplug.kernels import quadratic
+
+        self._kernels = quadratic
         if isinstance(self.ca, np.ndarray):  # scratch of the compiled pair model (host only)
             dt = self.ca.dtype
             self._d0 = np.empty((0, 0), dt) if self.da is None else self.da
@@ -501,22 +497,23 @@ class QuadraticTracker(Tracker):
         cost is not finite.
         """
         delta = new_rows - _take(self.xa, rows)
+        kq = self._kernels
         if self.on_host:
             with np.errstate(invalid="ignore", over="ignore"):  # a non-finite Δ is refused
                 dd = self._times_d(delta)
-            status, value = update_rows(self.xa, self.ya, self.ca, self.s, self._f, rows,
-                                        new_rows, delta, dd, np.empty_like(delta))
-            if status != OK:
-                raise NonFiniteError(MESSAGES[status])
+            status, value = kq.update_rows(self.xa, self.ya, self.ca, self.s, self._f, rows,
+                                           new_rows, delta, dd, np.empty_like(delta))
+            if status != kq.OK:
+                raise NonFiniteError(kq.MESSAGES[status])
             self._f = value
             return
         if not math.isfinite(float(delta.sum())):
-            raise NonFiniteError(MESSAGES[NONFINITE_UPDATE])
+            raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_UPDATE])
         dd = self._times_d(delta)
         y_b = _take(self.ya, rows)
         value = self._f + self.s * _dot(dd, 2.0 * y_b + _take(self.ca, rows)[:, rows] @ delta)
         if not math.isfinite(value):
-            raise NonFiniteError(MESSAGES[NONFINITE_COST])
+            raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_COST])
         self.ya += _take(self.ca, rows).T @ delta  # C symmetric: C[:, B] Δ = C[B]ᵀ Δ
         self._f = value
         self.xa[rows] = new_rows
@@ -549,7 +546,7 @@ class QuadraticTracker(Tracker):
         c_bb = self.ca[rows[..., :, None], rows[..., None, :]]
         q = _kron2((2.0 * self.s) * zdz, c_bb)
         if not math.isfinite(float(q.sum())):
-            raise NonFiniteError(MESSAGES[NONFINITE_CURVATURE])
+            raise NonFiniteError(self._kernels.MESSAGES[self._kernels.NONFINITE_CURVATURE])
         return self._psd_part(q) if psd else q
 
     def _psd_part(self, q):
@@ -577,11 +574,11 @@ class QuadraticTracker(Tracker):
         z, w = self._zw
         q = np.empty((4, 4), self.xa.dtype)
         i, j = rows.tolist()
-        ok, m11, m12, m21, m22 = pair_model(self.xa, self.ya, self.ca, self._d0, self.s, prox,
-                                            psd and not self.curvature_is_psd, i, j, z,
-                                            w, q)
+        kq = self._kernels
+        ok, m11, m12, m21, m22 = kq.pair_model(self.xa, self.ya, self.ca, self._d0, self.s, prox,
+                                               psd and not self.curvature_is_psd, i, j, z, w, q)
         if not ok:
-            raise NonFiniteError(MESSAGES[NONFINITE_CURVATURE])
+            raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_CURVATURE])
         return z.copy(), np.array([[m11, m12], [m21, m22]], dtype=q.dtype), q
 
 
