@@ -2,7 +2,7 @@
 
 Every matrix of a (batched) parameter is updated in each ``step``: ``JJOBCD`` applies one random
 perfect matching of the rows per matrix, ``GSJOBCD`` one pair per matrix from the parameter's
-:class:`~orthoplug.solvers.jobcd.PairQueue`. All pairs of all matrices are solved in one batched
+:class:`~orthoplug.solvers.pairs.PairQueue`. All pairs of all matrices are solved in one batched
 exact call (:func:`orthoplug.solvers.jobcd.jacobi_step`). Rows of different matrices are disjoint
 coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever σ bounds
 the Lipschitz constant of the whole loss.
@@ -55,14 +55,8 @@ from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.oracles import NonFiniteError, all_finite
 from orthoplug.solvers.jjacobi import ColumnJacobi
-from orthoplug.solvers.jobcd import (
-    SIDES,
-    SIGMA_RULES,
-    PageSchedule,
-    PairQueue,
-    jacobi_step,
-    resolve_matchings,
-)
+from orthoplug.solvers.jobcd import SIDES, SIGMA_RULES, PageSchedule, jacobi_step
+from orthoplug.solvers.pairs import PairQueue, resolve_matchings
 from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, sigma_rule
 
 from ._torch import OrthoplugOptimizer
@@ -323,7 +317,7 @@ class JJOBCD(_JOBCDOptimizer):
 
 class GSJOBCD(_JOBCDOptimizer):
     """GS-JOBCD: per step, one pair of every matrix from the parameter's
-    :class:`~orthoplug.solvers.jobcd.PairQueue` (uniform random pairs, drawn as the core solver
+    :class:`~orthoplug.solvers.pairs.PairQueue` (uniform random pairs, drawn as the core solver
     draws them: the same pairs for a single matrix)."""
 
     def __init__(self, params, **kwargs):

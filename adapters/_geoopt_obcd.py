@@ -14,8 +14,8 @@ gives ``F(X⁺) ≤ F(X) − α/2 Σ‖V − I‖²``.
 
 The pairs come from the optimizer's generator (:class:`~adapters._torch.OrthoplugOptimizer`,
 parameters in order) through the core's draw functions
-(:func:`~orthoplug.solvers.obcd.draw_random_pairs`, :func:`~orthoplug.solvers.obcd.cyclic_pairs`,
-:func:`~orthoplug.solvers.jobcd.random_matching`), so with one parameter holding one matrix, the
+(:func:`~orthoplug.solvers.pairs.draw_random_pairs`, :func:`~orthoplug.solvers.pairs.cyclic_pairs`,
+:func:`~orthoplug.solvers.pairs.random_matching`), so with one parameter holding one matrix, the
 same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N iterations of
 :class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"``.
 
@@ -41,8 +41,8 @@ import geoopt
 import torch
 
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.solvers.jobcd import random_matching
-from orthoplug.solvers.obcd import cyclic_pairs, draw_random_pairs, scalar_pair_step
+from orthoplug.solvers.obcd import scalar_pair_step
+from orthoplug.solvers.pairs import cyclic_pairs, draw_random_pairs, random_matching
 from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking
 
 from ._torch import OrthoplugOptimizer

@@ -70,7 +70,8 @@ def _jobcd_step_us(n: int, k: int, seed: int,
     from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
     from orthoplug.kernels.jobcd import gs_pairs
     from orthoplug.oracles import QuadraticOracle
-    from orthoplug.solvers.jobcd import GSJOBCD, random_pairs
+    from orthoplug.solvers.jobcd import GSJOBCD
+    from orthoplug.solvers.pairs import random_pairs
 
     gen = torch.Generator().manual_seed(seed)
     a = rng.standard_normal((n, n))

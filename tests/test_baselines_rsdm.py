@@ -7,10 +7,11 @@ import torch
 
 from orthoplug.baselines.landing import Landing, landing_field
 from orthoplug.baselines.pcal import PCAL
-from orthoplug.baselines.rcd import RCD, round_robin
+from orthoplug.baselines.rcd import RCD
 from orthoplug.geometry._linalg import skew
 from orthoplug.geometry.stiefel import StiefelGeometry, qf
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
+from orthoplug.solvers.pairs import round_robin
 
 F64 = torch.float64
 

@@ -14,8 +14,9 @@ from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalG
 from orthoplug.kernels.jmodel import psd2
 from orthoplug.oracles import FunctionOracle, HessianVector
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
-from orthoplug.solvers.jjacobi import ColumnModel, round_robin
+from orthoplug.solvers.jjacobi import ColumnModel
 from orthoplug.solvers.jobcd import JJOBCD
+from orthoplug.solvers.pairs import round_robin
 from orthoplug.solvers.steps import ModelDamping
 
 

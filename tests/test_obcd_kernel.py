@@ -16,12 +16,13 @@ import pytest
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
-from orthoplug.kernels.obcd import BAD_MODEL, obcd_pairs
+from orthoplug.kernels.obcd import obcd_pairs
+from orthoplug.kernels.quadratic import NONFINITE_CURVATURE
 from orthoplug.nonsmooth import L0, L1, CappedL1, NonNegative, Zero
 from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems import spca
-from orthoplug.solvers.jobcd import random_pairs
-from orthoplug.solvers.obcd import _PAIR_BATCH, OBCD
+from orthoplug.solvers.obcd import OBCD
+from orthoplug.solvers.pairs import PAIR_BATCH, random_pairs
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2
 
 DT = torch.float64
@@ -44,7 +45,7 @@ def _start(n, r, kind):
 
 def _reference(c, d, s, x0, h, seed, steps, alpha=1e-5):
     """Today's OBCD (random pairs, exact curvature) written out directly: the pair stream of
-    ``random_pairs`` in batches of ``_PAIR_BATCH`` from the seeded generator, ``∇f = 2s C X D``
+    ``random_pairs`` in batches of ``PAIR_BATCH`` from the seeded generator, ``∇f = 2s C X D``
     recomputed from X at every step, the batched NumPy O(2) search (two copies of the instance
     force the batched path), ``X[B] ← V Z`` snapped."""
     gen = torch.Generator().manual_seed(seed)
@@ -53,9 +54,9 @@ def _reference(c, d, s, x0, h, seed, steps, alpha=1e-5):
     n = x.shape[0]
     pairs = np.zeros((0, 2), dtype=np.int64)
     for t in range(steps):
-        if t % _PAIR_BATCH == 0:
-            pairs = random_pairs(n, _PAIR_BATCH, gen).numpy()
-        b = pairs[t % _PAIR_BATCH]
+        if t % PAIR_BATCH == 0:
+            pairs = random_pairs(n, PAIR_BATCH, gen).numpy()
+        b = pairs[t % PAIR_BATCH]
         z = x[b]
         g = 2.0 * s * (cn @ x @ dn)[b]
         q = np.kron(2.0 * s * z @ dn @ z.T, cn[np.ix_(b, b)]) + alpha * np.eye(4)
@@ -186,7 +187,7 @@ def test_non_finite_model_stops_before_writing():
     x_before = xa.copy()
     done, status = obcd_pairs(xa, ya, c.numpy(), np.empty((0, 0)), -1.0, 1e-5, pairs, 1, True,
                               *tabs, fval)
-    assert (done, status) == (2, BAD_MODEL)
+    assert (done, status) == (2, NONFINITE_CURVATURE)
     assert np.array_equal(xa[[4, 7]], x_before[[4, 7]])  # the failing pair was not written
     assert np.abs(xa - x_before).max() > 0  # the two steps before it were
 

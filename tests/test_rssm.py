@@ -20,7 +20,8 @@ from orthoplug.problems.nonsmooth_problems import (
     dpcp_instance,
     principal_angle,
 )
-from orthoplug.solvers.rssm import RSSM, draw_block_pair, matching_pairs
+from orthoplug.solvers.pairs import draw_block_pair, matching_pairs
+from orthoplug.solvers.rssm import RSSM
 from orthoplug.solvers.steps import StepSchedule
 
 

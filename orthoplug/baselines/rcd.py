@@ -28,9 +28,9 @@ import torch
 from orthoplug.kernels.rcd import givens_rounds
 from orthoplug.oracles import finite
 from orthoplug.solvers.base import IterativeSolver
-from orthoplug.solvers.jjacobi import round_robin
+from orthoplug.solvers.pairs import round_robin
 
-__all__ = ["RCD", "round_robin"]
+__all__ = ["RCD"]
 
 #: row-entry rotations per call of the compiled sweep (the deadline is checked between calls)
 SWEEP_CHUNK = 1 << 17

@@ -3,21 +3,13 @@ r"""Compiled GS-JOBCD pair loop on the quadratic fast path ``f(X) = s·tr(Xᵀ C
 One call runs many Gauss–Seidel pair steps on the arrays of a
 :class:`~orthoplug.oracles.core.QuadraticTracker` — ``x`` (n×k), ``y = C x`` (n×k), ``c``
 (n×n, symmetric), ``d`` (k×k, symmetric; a 0×0 array for D = I) — updating x, y and the cost in
-place. For a pair ``B = (i, j)`` with ``Z = X[B]`` and ``W = Z D``:
-
-* gradient rows ``G_B = 2s Y[B] D``, so ``M = G_B Zᵀ = 2s Y[B] Wᵀ`` (D symmetric);
-* curvature ``Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` (its PSD part when ``clip``: the eigenpairs of a
-  Kronecker product of two symmetric 2×2 factors are the products of theirs, so the negative
-  part is removed in closed form) ``+ θ I₄``;
-* the exact 2×2 step ``V`` (:func:`~orthoplug.kernels.jorth2.solve_jorth2`) of
-  ``P = M − mat(Q vec I)``;
-* if ``V ≠ I``: ``Δ = (V − I) Z``; ``Y += C[B]ᵀ Δ`` in ONE pass over Y (each entry read and
-  written once, rows of C since C is symmetric); ``f += s⟨Δ D, Y_old[B] + Y_new[B]⟩`` with
-  ``Δ D = (V − I) W``; ``X[B] = V Z``.
-
-A non-finite curvature bound or update stops the loop before anything of that step is written;
-a cost that overflows stops it after Y moved (the caller recomputes Y). The status says which
-(:data:`NONFINITE_CURVATURE`, :data:`NONFINITE_UPDATE`, :data:`NONFINITE_COST`), and the
+place. For a pair ``B = (i, j)``: the exact model ``(M, Q̲ + θI₄)``
+(:func:`~orthoplug.kernels.quadratic.pair_model`, Q̲'s PSD part when ``clip``), the exact 2×2
+step ``V`` (:func:`~orthoplug.kernels.jorth2.solve_jorth2`) of ``P = M − mat(Q vec I)``, and if
+``V ≠ I`` the row update ``X[B] = V Z`` with Y and f
+(:func:`~orthoplug.kernels.quadratic.update_rows`, ``Δ D = (V − I) W`` with ``W = Z D``).
+A step whose model, new rows or cost is not finite stops the loop before anything of it is
+written; the status says which (:mod:`~orthoplug.kernels.quadratic`'s vocabulary), and the
 number of completed steps says where.
 
 Pair orders: step t uses the ``candidates`` consecutive pairs ``pairs[start + t·candidates + c]``.
@@ -61,104 +53,17 @@ from .jorth2 import (
     largest_root,
     solve_jorth2,
 )
+from .quadratic import (
+    NEEDS_BATCHED_PAIR,
+    NONFINITE_CURVATURE,
+    NONFINITE_UPDATE,
+    OK,
+    pair_model,
+    rotate_pair,
+    update_rows,
+)
 
-__all__ = ["gs_pairs", "jacobi_pairs", "linear_sweep", "OK", "NONFINITE_CURVATURE",
-           "NONFINITE_UPDATE", "NONFINITE_COST", "NEEDS_BATCHED_PAIR"]
-
-#: every requested step was taken
-OK = 0
-#: the block curvature of the next pair is not finite (nothing written)
-NONFINITE_CURVATURE = 1
-#: the next step's ``V Z`` is not finite (nothing written)
-NONFINITE_UPDATE = 2
-#: the next step's cost overflows (Y was updated, X was not: recompute Y from X)
-NONFINITE_COST = 3
-#: the next pair's 2×2 subproblem needs the batched solver (nothing written; one candidate only)
-NEEDS_BATCHED_PAIR = 4
-
-
-@njit(cache=True)
-def _sym2_eig(a: float, b: float, d: float) -> tuple[float, float, float, float]:
-    """Eigenpairs of ``[[a, b], [b, d]]``: ``(λ1, λ2, c, s)`` with eigenvectors ``(c, s)`` for λ1
-    and ``(−s, c)`` for λ2 (the rotation ``2φ = atan2(2b, a − d)`` diagonalises it)."""
-    phi = 0.5 * math.atan2(2.0 * b, a - d)
-    c, s = math.cos(phi), math.sin(phi)
-    l1 = a * c * c + 2.0 * b * c * s + d * s * s
-    l2 = a * s * s - 2.0 * b * c * s + d * c * c
-    return l1, l2, c, s
-
-
-@njit(cache=True)
-def _clip_kron(q: np.ndarray, a: float, b: float, d: float, p: float, r: float,
-               t: float) -> None:
-    """``q ← q − (negative part of [[a, b], [b, d]] ⊗ [[p, r], [r, t]])`` (q holds the product):
-    eigenvectors ``u ⊗ v`` with eigenvalues ``λ μ``, the negative ones removed."""
-    la1, la2, ca, sa = _sym2_eig(a, b, d)
-    lb1, lb2, cb, sb = _sym2_eig(p, r, t)
-    for ka in range(2):
-        lam_a = la1 if ka == 0 else la2
-        u0, u1 = (ca, sa) if ka == 0 else (-sa, ca)
-        for kb in range(2):
-            lam = lam_a * (lb1 if kb == 0 else lb2)
-            if lam >= 0.0:
-                continue
-            v0, v1 = (cb, sb) if kb == 0 else (-sb, cb)
-            w = (u0 * v0, u0 * v1, u1 * v0, u1 * v1)  # kron index 2i + k
-            for m in range(4):
-                for l in range(4):
-                    q[m, l] -= lam * w[m] * w[l]
-
-
-@njit(cache=True)
-def _pair_model(x, y, c, d, s, theta, clip, i, j, z, w, q):
-    """Fill ``z = X[B]``, ``w = Z D`` and ``q = Q̲ (+PSD clip) + θI``; return
-    ``(ok, M11, M12, M21, M22)`` (``ok`` False: the curvature bound is not finite)."""
-    k = x.shape[1]
-    for col in range(k):
-        z[0, col] = x[i, col]
-        z[1, col] = x[j, col]
-    if d.shape[0] == 0:
-        for col in range(k):
-            w[0, col] = z[0, col]
-            w[1, col] = z[1, col]
-    else:
-        for col in range(k):
-            a0 = a1 = 0.0
-            for l in range(k):
-                a0 += z[0, l] * d[l, col]
-                a1 += z[1, l] * d[l, col]
-            w[0, col] = a0
-            w[1, col] = a1
-    m11 = m12 = m21 = m22 = 0.0
-    g00 = g01 = g10 = g11 = 0.0
-    for col in range(k):
-        yi, yj, w0, w1 = y[i, col], y[j, col], w[0, col], w[1, col]
-        m11 += yi * w0
-        m12 += yi * w1
-        m21 += yj * w0
-        m22 += yj * w1
-        g00 += z[0, col] * w0
-        g01 += z[0, col] * w1
-        g10 += z[1, col] * w0
-        g11 += z[1, col] * w1
-    s2 = 2.0 * s
-    # 2s Z D Zᵀ = [[a, b], [b2, e]] ⊗ C_BB = [[p, r], [r2, t]]
-    a, b, b2, e = s2 * g00, s2 * g01, s2 * g10, s2 * g11
-    p, r, r2, t = c[i, i], c[i, j], c[j, i], c[j, j]
-    bound = (abs(a) + abs(b) + abs(b2) + abs(e)) * (abs(p) + abs(r) + abs(r2) + abs(t))
-    if not math.isfinite(bound):
-        return False, 0.0, 0.0, 0.0, 0.0
-    f1 = (a, b, b2, e)
-    f2 = (p, r, r2, t)
-    for m in range(4):
-        for l in range(4):
-            # row (ia, ib) = divmod(m, 2), column (ja, jb) = divmod(l, 2)
-            q[m, l] = f1[2 * (m // 2) + l // 2] * f2[2 * (m % 2) + l % 2]
-    if clip:
-        _clip_kron(q, a, 0.5 * (b + b2), e, p, 0.5 * (r + r2), t)
-    for m in range(4):
-        q[m, m] += theta
-    return True, s2 * m11, s2 * m12, s2 * m21, s2 * m22
+__all__ = ["gs_pairs", "jacobi_pairs", "linear_sweep"]
 
 
 @njit(cache=True)
@@ -180,47 +85,6 @@ def _decrease(q, m11, m12, m21, m22, v11, v12, v21, v22) -> float:
 
 
 @njit(cache=True)
-def _apply(x, y, c, s, f, i, j, z, w, has_d, v11, v12, v21, v22, dz, yold):
-    """``X[B] = V Z`` with Y and f updated; returns ``(status, f)``."""
-    n, k = x.shape
-    total = 0.0
-    for col in range(k):
-        z0, z1 = z[0, col], z[1, col]
-        d0 = (v11 * z0 + v12 * z1) - z0
-        d1 = (v21 * z0 + v22 * z1) - z1
-        dz[0, col], dz[1, col] = d0, d1
-        total += d0 + d1
-    if not math.isfinite(total):
-        return NONFINITE_UPDATE, f
-    for col in range(k):
-        yold[0, col] = y[i, col]
-        yold[1, col] = y[j, col]
-    # Y += C[B]ᵀ Δ: one pass over Y
-    for row in range(n):
-        ci, cj = c[i, row], c[j, row]
-        for col in range(k):
-            y[row, col] += ci * dz[0, col] + cj * dz[1, col]
-    # f(X + Δ) − f(X) = s⟨Δ D, Y[B] + Y⁺[B]⟩, Δ D = (V − I) W
-    acc = 0.0
-    if has_d:
-        for col in range(k):
-            w0, w1 = w[0, col], w[1, col]
-            acc += ((v11 - 1.0) * w0 + v12 * w1) * (yold[0, col] + y[i, col])
-            acc += (v21 * w0 + (v22 - 1.0) * w1) * (yold[1, col] + y[j, col])
-    else:
-        for col in range(k):
-            acc += dz[0, col] * (yold[0, col] + y[i, col]) + dz[1, col] * (yold[1, col] + y[j, col])
-    f_new = f + s * acc
-    if not math.isfinite(f_new):
-        return NONFINITE_COST, f
-    for col in range(k):
-        z0, z1 = z[0, col], z[1, col]
-        x[i, col] = v11 * z0 + v12 * z1
-        x[j, col] = v21 * z0 + v22 * z1
-    return OK, f_new
-
-
-@njit(cache=True)
 def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: float, f: float,
              jvec: np.ndarray, theta: float, clip: bool, pairs: np.ndarray, start: int,
              steps: int, candidates: int) -> tuple[int, float, int]:
@@ -236,8 +100,9 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
             ``c < candidates``.
 
     Returns:
-        ``(done, f, status)``: steps completed, the cost after them, and :data:`OK` or the
-        reason the loop stopped before step ``done``.
+        ``(done, f, status)``: steps completed, the cost after them, and
+        :data:`~orthoplug.kernels.quadratic.OK` or the reason the loop stopped before step
+        ``done``.
     """
     k = x.shape[1]
     has_d = d.shape[0] > 0
@@ -245,8 +110,11 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
     w = np.empty((2, k))
     zb = np.empty((2, k))
     wb = np.empty((2, k))
+    u = np.empty((2, k))
     dz = np.empty((2, k))
-    yold = np.empty((2, k))
+    dd = np.empty((2, k)) if has_d else dz
+    ynew = np.empty((2, k))
+    rows = np.empty(2, np.int64)
     q = np.empty((4, 4))
     for t in range(steps):
         best = 0.0
@@ -255,7 +123,7 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
         for cand in range(candidates):
             idx = start + t * candidates + cand
             i, j = pairs[idx, 0], pairs[idx, 1]
-            ok, m11, m12, m21, m22 = _pair_model(x, y, c, d, s, theta, clip, i, j, z, w, q)
+            ok, m11, m12, m21, m22 = pair_model(x, y, c, d, s, theta, clip, i, j, z, w, q)
             if not ok:
                 return t, f, NONFINITE_CURVATURE
             status, v11, v12, v21, v22 = _solve(q, jvec[i], jvec[j], m11, m12, m21, m22)
@@ -277,7 +145,15 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
         if bi < 0 or (b11 == 1.0 and b12 == 0.0 and b21 == 0.0 and b22 == 1.0):
             continue  # V = I (a block already at its optimum) changes nothing
         zz, ww = (z, w) if candidates == 1 else (zb, wb)
-        status, f = _apply(x, y, c, s, f, bi, bj, zz, ww, has_d, b11, b12, b21, b22, dz, yold)
+        if not rotate_pair(zz, b11, b12, b21, b22, 0.0, u, dz):
+            return t, f, NONFINITE_UPDATE
+        if has_d:  # Δ D = (V − I) W: O(k) instead of O(k²)
+            for col in range(k):
+                w0, w1 = ww[0, col], ww[1, col]
+                dd[0, col] = (b11 - 1.0) * w0 + b12 * w1
+                dd[1, col] = b21 * w0 + (b22 - 1.0) * w1
+        rows[0], rows[1] = bi, bj
+        status, f = update_rows(x, y, c, s, f, rows, u, dz, dd, ynew)
         if status != OK:
             return t, f, status
     return steps, f, OK
@@ -397,9 +273,10 @@ def jacobi_pairs(x: np.ndarray, g_rows: np.ndarray, pairs: np.ndarray, jvec: np.
         sigma: σ; theta: proximal weight θ (in the solve, not in the prediction).
 
     Returns:
-        ``(status, predicted)``: :data:`OK`, or :data:`NONFINITE_CURVATURE` /
-        :data:`NONFINITE_UPDATE` (the pairs before it are written: discard ``x``), and the
-        summed model change of the pairs (:func:`_scalar_pair`).
+        ``(status, predicted)``: :data:`~orthoplug.kernels.quadratic.OK`, or
+        :data:`~orthoplug.kernels.quadratic.NONFINITE_CURVATURE` /
+        :data:`~orthoplug.kernels.quadratic.NONFINITE_UPDATE` (the pairs before it are written:
+        discard ``x``), and the summed model change of the pairs (:func:`_scalar_pair`).
     """
     predicted = 0.0
     for b in range(pairs.shape[0]):

@@ -3,17 +3,15 @@ r"""The OBCD sequential ``k = 2`` loop with the exact curvature, on the quadrati
 For ``f(X) = s tr(X^T C X D)`` (``C`` symmetric) with ``Y = C X`` kept current, one pair step on
 rows ``B = (i, j)`` is (see :mod:`orthoplug.solvers.obcd`):
 
-* the model: ``Z = X[B]`` (2 x r), ``M = 2s Y[B] D Z^T``, ``Q = 2s (Z D Z^T) (x) C_BB + alpha I_4``
-  (the exact block curvature, any inertia) and ``P = M - mat(Q vec I)``;
+* the model ``(M, Q = Q̲ + alpha I_4)`` (:func:`~orthoplug.kernels.quadratic.pair_model`: the exact
+  block curvature, any inertia) and ``P = M - mat(Q vec I)``;
 * ``V``: the global minimiser over O(2) (:func:`orthoplug.kernels.o2.o2_search`);
-* if ``V != I``: the new rows ``U = V Z`` (entries below 1e-14 in modulus set to 0 when ``h != 0``),
-  ``Delta = U - Z``, the cost change ``s <Delta, (Y[B] + Y+[B]) D>`` with
-  ``Y+[B] = Y[B] + C_BB Delta``, then ONE pass over ``Y`` (``Y[k] += C[i, k] Delta_0 + C[j, k]
-  Delta_1``, each entry read and written once; ``C`` symmetric, so its rows ``i, j`` are read) and
-  ``X[B] = U``.
+* if ``V != I``: the new rows ``U = V Z`` (entries below 1e-14 in modulus set to 0 when ``h != 0``)
+  and the update of ``X``, ``Y`` and ``f`` (:func:`~orthoplug.kernels.quadratic.update_rows`).
 
 Nothing is written when the model, ``U`` or the new cost is not finite: the loop stops and reports
-it, so the caller keeps the last finite point.
+it (:mod:`~orthoplug.kernels.quadratic`'s status vocabulary), so the caller keeps the last finite
+point.
 
 Pair orders: the caller passes the pairs. With ``ncand = 1`` they are taken in order (random or
 cyclic); with ``ncand > 1`` each step reads the next ``ncand`` pairs, solves every candidate's
@@ -28,70 +26,9 @@ import math
 import numpy as np
 from numba import njit
 
+from . import quadratic
 from .o2 import SNAP, o2_search
-
-OK, BAD_MODEL, BAD_UPDATE, BAD_COST = 0, 1, 2, 3
-#: what each status means (for the caller's error message)
-STATUS = {BAD_MODEL: "non-finite pair model", BAD_UPDATE: "non-finite block update",
-          BAD_COST: "non-finite cost"}
-
-
-@njit(cache=True)
-def _model(X, Y, C, D, s, alpha, i, j, Z, P, Q):
-    """Fill ``Z``, ``P``, ``Q`` of pair ``(i, j)``; False if they are not finite."""
-    r = X.shape[1]
-    hasd = D.shape[0] > 0
-    for c in range(r):
-        Z[0, c] = X[i, c]
-        Z[1, c] = X[j, c]
-    # W = Y[B] D, then M = 2s W Z^T; ZDZ^T with DZ^T = (Z D)^T
-    m00 = m01 = m10 = m11 = 0.0
-    z00 = z01 = z11 = 0.0
-    for c in range(r):
-        if hasd:
-            w0 = 0.0
-            w1 = 0.0
-            d0 = 0.0
-            d1 = 0.0
-            for k in range(r):
-                w0 += Y[i, k] * D[k, c]
-                w1 += Y[j, k] * D[k, c]
-                d0 += Z[0, k] * D[k, c]
-                d1 += Z[1, k] * D[k, c]
-        else:
-            w0 = Y[i, c]
-            w1 = Y[j, c]
-            d0 = Z[0, c]
-            d1 = Z[1, c]
-        m00 += w0 * Z[0, c]
-        m01 += w0 * Z[1, c]
-        m10 += w1 * Z[0, c]
-        m11 += w1 * Z[1, c]
-        z00 += d0 * Z[0, c]
-        z01 += d0 * Z[1, c]
-        z11 += d1 * Z[1, c]
-    s2 = 2.0 * s
-    a, b, b2, d = s2 * z00, s2 * z01, s2 * z01, s2 * z11
-    p, q, q2, rr = C[i, i], C[i, j], C[j, i], C[j, j]
-    A = ((a, b), (b2, d))
-    CB = ((p, q), (q2, rr))
-    for u in range(2):
-        for v in range(2):
-            for x in range(2):
-                for y in range(2):
-                    Q[2 * u + x, 2 * v + y] = A[u][v] * CB[x][y]
-    for k in range(4):
-        Q[k, k] += alpha
-    # P = M - mat(Q vec I), vec column-major: vec I = (1, 0, 0, 1)
-    P[0, 0] = s2 * m00 - (Q[0, 0] + Q[0, 3])
-    P[1, 0] = s2 * m10 - (Q[1, 0] + Q[1, 3])
-    P[0, 1] = s2 * m01 - (Q[2, 0] + Q[2, 3])
-    P[1, 1] = s2 * m11 - (Q[3, 0] + Q[3, 3])
-    tot = P[0, 0] + P[0, 1] + P[1, 0] + P[1, 1]
-    for k in range(4):
-        for m in range(4):
-            tot += Q[k, m]
-    return math.isfinite(tot)
+from .quadratic import pair_model, rotate_pair, update_rows
 
 
 @njit(cache=True)
@@ -110,29 +47,38 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
         fval: (1,) the current f, updated in place.
 
     Returns:
-        (steps done, status): status 0, or the :data:`STATUS` code of the step that stopped the
-        loop (nothing of that step was written).
+        (steps done, status): :data:`~orthoplug.kernels.quadratic.OK`, or the status of the step
+        that stopped the loop (nothing of that step was written).
     """
-    n, r = X.shape
+    r = X.shape[1]
     hasd = D.shape[0] > 0
     steps = pairs.shape[0] // ncand
     Z = np.empty((2, r))
+    W = np.empty((2, r))
     P = np.empty((2, 2))
     Q = np.empty((4, 4))
     V = np.empty((2, 2))
     Vb = np.empty((2, 2))
     U = np.empty((2, r))
     dl = np.empty((2, r))
-    yo = np.empty((2, r))
+    dd = np.empty((2, r)) if hasd else dl
     yn = np.empty((2, r))
+    rows = np.empty(2, np.int64)
+    cut = SNAP if snap else 0.0
     for t in range(steps):
         bi = -1
         bdec = 0.0
         for cnd in range(ncand):
             i = pairs[t * ncand + cnd, 0]
             j = pairs[t * ncand + cnd, 1]
-            if not _model(X, Y, C, D, s, alpha, i, j, Z, P, Q):
-                return t, BAD_MODEL
+            ok, m11, m12, m21, m22 = pair_model(X, Y, C, D, s, alpha, False, i, j, Z, W, Q)
+            if not ok:
+                return t, quadratic.NONFINITE_CURVATURE
+            # P = M - mat(Q vec I), vec column-major: vec I = (1, 0, 0, 1)
+            P[0, 0] = m11 - (Q[0, 0] + Q[0, 3])
+            P[1, 0] = m21 - (Q[1, 0] + Q[1, 3])
+            P[0, 1] = m12 - (Q[2, 0] + Q[2, 3])
+            P[1, 1] = m22 - (Q[3, 0] + Q[3, 3])
             dec = o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V)
             if dec > bdec:
                 bdec = dec
@@ -146,60 +92,23 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
             for c in range(r):
                 Z[0, c] = X[i, c]
                 Z[1, c] = X[j, c]
-        tot = 0.0
-        for c in range(r):
-            u0 = Vb[0, 0] * Z[0, c] + Vb[0, 1] * Z[1, c]
-            u1 = Vb[1, 0] * Z[0, c] + Vb[1, 1] * Z[1, c]
-            if snap:
-                if abs(u0) < SNAP:
-                    u0 = 0.0
-                if abs(u1) < SNAP:
-                    u1 = 0.0
-            U[0, c] = u0
-            U[1, c] = u1
-            dl[0, c] = u0 - Z[0, c]
-            dl[1, c] = u1 - Z[1, c]
-            tot += u0 + u1
-        if not math.isfinite(tot):
-            return t, BAD_UPDATE
-        # Y+[B] = Y[B] + C_BB Delta (C symmetric: Y += C[B]^T Delta), then the cost change
-        cii, cij, cji, cjj = C[i, i], C[i, j], C[j, i], C[j, j]
-        for c in range(r):
-            yo[0, c] = Y[i, c]
-            yo[1, c] = Y[j, c]
-            yn[0, c] = Y[i, c] + cii * dl[0, c] + cji * dl[1, c]
-            yn[1, c] = Y[j, c] + cij * dl[0, c] + cjj * dl[1, c]
-        change = 0.0
-        for c in range(r):
-            if hasd:
+        if not rotate_pair(Z, Vb[0, 0], Vb[0, 1], Vb[1, 0], Vb[1, 1], cut, U, dl):
+            return t, quadratic.NONFINITE_UPDATE
+        if hasd:
+            for c in range(r):
                 e0 = 0.0
                 e1 = 0.0
                 for k in range(r):
-                    e0 += (yo[0, k] + yn[0, k]) * D[k, c]
-                    e1 += (yo[1, k] + yn[1, k]) * D[k, c]
-            else:
-                e0 = yo[0, c] + yn[0, c]
-                e1 = yo[1, c] + yn[1, c]
-            change += dl[0, c] * e0 + dl[1, c] * e1
-        value = fval[0] + s * change
-        if not math.isfinite(value):
-            return t, BAD_COST
-        # one pass over Y: each entry read and written once
-        d0 = dl[0]
-        d1 = dl[1]
-        ci = C[i]
-        cj = C[j]
-        for k in range(n):
-            a = ci[k]
-            b = cj[k]
-            yk = Y[k]
-            for c in range(r):
-                yk[c] += a * d0[c] + b * d1[c]
-        for c in range(r):
-            X[i, c] = U[0, c]
-            X[j, c] = U[1, c]
+                    e0 += dl[0, k] * D[k, c]
+                    e1 += dl[1, k] * D[k, c]
+                dd[0, c] = e0
+                dd[1, c] = e1
+        rows[0], rows[1] = i, j
+        status, value = update_rows(X, Y, C, s, fval[0], rows, U, dl, dd, yn)
+        if status != quadratic.OK:
+            return t, status
         fval[0] = value
-    return steps, OK
+    return steps, quadratic.OK
 
 
 @njit(cache=True)

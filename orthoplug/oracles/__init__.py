@@ -13,6 +13,7 @@ from .abilities import ColumnGradients as ColumnGradients
 from .abilities import FiniteSum as FiniteSum
 from .abilities import HessianVector as HessianVector
 from .abilities import PairModel as PairModel
+from .abilities import QuadraticArrays as QuadraticArrays
 from .abilities import Refreshable as Refreshable
 from .abilities import RowGradients as RowGradients
 from .abilities import StochasticGradients as StochasticGradients

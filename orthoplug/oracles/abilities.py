@@ -12,12 +12,13 @@ user's own oracle gains e.g. :class:`RowGradients` by defining ``gradient_rows(x
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["RowGradients", "ColumnGradients", "ColumnAccess", "PairModel", "Refreshable",
-           "FiniteSum", "StochasticGradients", "SubgradientTerm", "HessianVector", "require"]
+__all__ = ["RowGradients", "ColumnGradients", "ColumnAccess", "PairModel", "QuadraticArrays",
+           "Refreshable", "FiniteSum", "StochasticGradients", "SubgradientTerm", "HessianVector",
+           "require"]
 
 
 @runtime_checkable
@@ -49,14 +50,42 @@ class ColumnAccess(Protocol):
 
 @runtime_checkable
 class PairModel(Protocol):
-    """A tracker of a quadratic cost with host arrays (``xa``) and the exact 2×2 model of a row
-    pair (GS-JOBCD's and OBCD's compiled pair loops)."""
+    """A tracker with the exact model of a step on a row pair and the matching row update, on
+    its arrays (GS-JOBCD's and OBCD's exact pair steps outside the compiled loops)."""
 
     def pair_model_array(self, rows, prox: float, *, psd: bool = True):
-        """The pair's gradient block and exact curvature (NumPy arrays)."""
+        """``(Z, M, Q)``: the pair's rows, gradient block and exact curvature plus ``prox·I₄``."""
+
+    def set_rows_array(self, rows, new_rows) -> None:
+        """``X[rows] = new_rows`` with the cached products updated."""
 
     def refresh(self) -> None:
         """Recompute the cached products from X (against drift of incremental updates)."""
+
+
+@runtime_checkable
+class QuadraticArrays(Protocol):
+    """A tracker of ``f = s·tr(XᵀCXD)`` whose state compiled loops read and update in place
+    (GS-JOBCD's and OBCD's pair loops, column J-Jacobi's C;
+    :class:`~orthoplug.oracles.core.QuadraticTracker`).
+
+    ``xa``, ``ya``, ``ca``: X, ``Y = C X`` and C as arrays — NumPy views sharing memory with
+    CPU tensors (``on_host``), else the tensors; ``da``: D (``None`` for D = I); ``s``: the
+    scale; ``cost``: f at the current point, which a loop that moved ``xa`` and ``ya`` in place
+    sets; ``curvature_is_psd``: whether every block curvature ``2s (Z D Zᵀ) ⊗ C_BB`` is PSD.
+    """
+
+    xa: Any
+    ya: Any
+    ca: Any
+    da: Any
+    s: float
+    cost: float
+    on_host: bool
+    curvature_is_psd: bool
+
+    def refresh(self) -> None:
+        """Recompute ``Y`` and the cost from X (against drift of incremental updates)."""
 
 
 @runtime_checkable

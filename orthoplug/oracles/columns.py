@@ -9,7 +9,7 @@ import torch
 
 from orthoplug.geometry.stiefel_block import put_columns, take_columns
 
-from .abilities import SubgradientTerm
+from .abilities import ColumnAccess, ColumnGradients, SubgradientTerm
 from .core import FunctionOracle, Oracle, Tracker, finite
 
 __all__ = ["ColumnTracker", "ColumnOracle", "CompositeOracle", "CompositeTracker",
@@ -36,12 +36,11 @@ class ColumnTracker(Tracker):
         """
         if self._grad is not None:
             return take_columns(self._grad, cols)
-        fn = getattr(self.oracle, "gradient_columns", None)
-        if fn is None:
+        if not isinstance(self.oracle, ColumnGradients):
             return self.gradient()[..., cols]
         self.column_evaluations += int(cols.numel())
         self.count_gradients(int(cols.numel()) / self.x.shape[-1])
-        return finite(fn(self.x, cols), "subgradient")
+        return finite(self.oracle.gradient_columns(self.x, cols), "subgradient")
 
     def set_columns(self, cols: torch.Tensor, new: torch.Tensor) -> None:
         """``X[:, cols] = new`` (in place) and drop the cached value and gradient."""
@@ -105,8 +104,8 @@ class CompositeOracle(Oracle):
 
     def gradient_columns(self, x, cols):
         """Columns ``cols`` of a subgradient of ``f + h``: ``∇f(X)[:, cols] + ∂h(X[:, cols])``."""
-        fn = getattr(self.smooth, "gradient_columns", None)
-        g = fn(x, cols) if fn is not None else self.smooth.gradient(x)[..., cols]
+        g = (self.smooth.gradient_columns(x, cols) if isinstance(self.smooth, ColumnGradients)
+             else self.smooth.gradient(x)[..., cols])
         return finite(g + self.nonsmooth.subgradient(x[..., cols]), "subgradient")
 
     def track(self, x):
@@ -178,18 +177,18 @@ class CompositeTracker(ColumnTracker):
 
 
 def partial_subgradient(tracker, cols: torch.Tensor) -> torch.Tensor:
-    """Columns ``cols`` of the tracker's subgradient: ``gradient_columns`` if available."""
-    fn = getattr(tracker, "gradient_columns", None)
-    if fn is not None:
-        return fn(cols)
+    """Columns ``cols`` of the tracker's subgradient: its ``gradient_columns`` when it has
+    :class:`~orthoplug.oracles.abilities.ColumnAccess`, else the full gradient's columns."""
+    if isinstance(tracker, ColumnAccess):
+        return tracker.gradient_columns(cols)
     return tracker.gradient()[..., cols]
 
 
 def write_columns(tracker, cols: torch.Tensor, new: torch.Tensor) -> None:
-    """``X[:, cols] = new`` through ``set_columns`` if available, else ``set_point``."""
-    fn = getattr(tracker, "set_columns", None)
-    if fn is not None:
-        fn(cols, new)
+    """``X[:, cols] = new`` through ``set_columns`` when the tracker has
+    :class:`~orthoplug.oracles.abilities.ColumnAccess`, else ``set_point``."""
+    if isinstance(tracker, ColumnAccess):
+        tracker.set_columns(cols, new)
         return
     x = tracker.x.clone()
     put_columns(x, cols, new)

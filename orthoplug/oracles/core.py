@@ -386,21 +386,18 @@ class Tracker:
         self._value = None
         self._grad = None
 
-    def block_curvature(self, rows: torch.Tensor, z: torch.Tensor, *,
-                        psd: bool = True) -> torch.Tensor | None:
-        """Exact ``Q̲`` for row blocks, or ``None`` when the objective has no such structure."""
-        return None
-
 
 class QuadraticTracker(Tracker):
     """Keeps ``Y = C X`` and ``f`` current under row changes: ``O(n k |B|)`` per change.
 
+    It has the :class:`~orthoplug.oracles.abilities.QuadraticArrays` ability (the state the
+    compiled pair loops read and write) and :class:`~orthoplug.oracles.abilities.PairModel`.
+
     The row-level math runs on the tracker's *arrays* ``xa, ya, ca`` (and ``D``): NumPy views
     sharing memory with the torch tensors ``x, y`` when they live on the CPU (no per-operation
     torch overhead in the block methods' hot loops), the tensors themselves on other devices.
-    :meth:`gradient_rows_array`, :meth:`set_rows_array` and :meth:`block_curvature_array` take and
-    return such arrays; :meth:`gradient_rows`, :meth:`set_rows` and :meth:`block_curvature` are
-    their torch front-ends.
+    :meth:`gradient_rows_array`, :meth:`set_rows_array` and :meth:`pair_model_array` take and
+    return such arrays; :meth:`gradient_rows` and :meth:`set_rows` are their torch front-ends.
     """
 
     def __init__(self, oracle: QuadraticOracle, x: torch.Tensor):
@@ -409,11 +406,15 @@ class QuadraticTracker(Tracker):
         self.c, self.d = c, d
         self.ca, self.da = host_array(c), (None if d is None else host_array(d))
         self.eye4 = host_array(torch.eye(4, dtype=c.dtype, device=c.device))
-        self._blas_gemm = None  # for the in-place update of Y (see the ``y`` setter)
-        if isinstance(self.ca, np.ndarray) and self.ca.dtype.char in "fd":
-            from scipy.linalg.blas import get_blas_funcs  # (scipy.linalg: slow to import)
+        # the compiled pair model and row update (imported here: ``import orthoplug`` loads no
+        # numba)
+        from orthoplug.kernels import quadratic
 
-            self._blas_gemm = get_blas_funcs("gemm", (self.ca,))
+        self._kernels = quadratic
+        if isinstance(self.ca, np.ndarray):  # scratch of the compiled pair model (host only)
+            dt = self.ca.dtype
+            self._d0 = np.empty((0, 0), dt) if self.da is None else self.da
+            self._zw = np.empty((2, 2, x.shape[-1]), dt)
         self.s = oracle.scale
         self.refresh()
 
@@ -435,15 +436,28 @@ class QuadraticTracker(Tracker):
     @y.setter
     def y(self, value: torch.Tensor) -> None:
         self._y = value
-        self.ya = ya = host_array(value)
-        # Y += C[B]ᵀ Δ as ONE in-place BLAS gemm on Yᵀ: Fortran order when Y is in C order
-        self._gemm = (self._blas_gemm if isinstance(ya, np.ndarray) and ya.flags.c_contiguous
-                      and ya.dtype == self.ca.dtype else None)
+        self.ya = host_array(value)
 
     @property
     def on_host(self) -> bool:
         """True when the arrays are NumPy views (CPU tensors)."""
         return isinstance(self.xa, np.ndarray)
+
+    @property
+    def cost(self) -> float:
+        """f at the current point (kept current by every row update; a compiled loop that
+        moved ``xa`` and ``ya`` in place sets it)."""
+        return self._f
+
+    @cost.setter
+    def cost(self, value: float) -> None:
+        self._f = float(value)
+
+    @property
+    def curvature_is_psd(self) -> bool:
+        """Whether every block curvature ``2s (Z D Zᵀ) ⊗ C_BB`` is PSD (s·C and D both PSD or
+        both NSD)."""
+        return self.oracle.curvature_is_psd
 
     def refresh(self) -> None:
         """Recompute ``Y`` and ``f`` from scratch (drift control)."""
@@ -474,28 +488,33 @@ class QuadraticTracker(Tracker):
         return self._tensor(self.gradient_rows_array(self._index(rows)))
 
     def set_rows_array(self, rows, new_rows) -> None:
-        """``X[rows] = new_rows`` on the arrays (rows: distinct, 1-D); updates ``Y`` and ``f``.
+        """``X[rows] = new_rows`` on the arrays (rows: distinct, 1-D); updates ``Y`` and ``f``:
+        ``Y += C[B]ᵀ Δ`` and ``f += s⟨Δ D, Y[B] + Y⁺[B]⟩`` with ``Y⁺[B] = Y[B] + C_BB Δ``
+        (:func:`~orthoplug.kernels.quadratic.update_rows` on the host, the same expressions in
+        torch on other devices).
 
-        Raises :class:`NonFiniteError` (and leaves X unchanged) if the change or the new cost is
-        not finite: a non-finite change is refused before anything is written; a cost that
-        overflows only after ``Y`` was updated restores ``Y`` and f by :meth:`refresh`.
+        Raises :class:`NonFiniteError` (and leaves X, Y and f unchanged) if the change or the new
+        cost is not finite.
         """
         delta = new_rows - _take(self.xa, rows)
+        kq = self._kernels
+        if self.on_host:
+            with np.errstate(invalid="ignore", over="ignore"):  # a non-finite Δ is refused
+                dd = self._times_d(delta)
+            status, value = kq.update_rows(self.xa, self.ya, self.ca, self.s, self._f, rows,
+                                           new_rows, delta, dd, np.empty_like(delta))
+            if status != kq.OK:
+                raise NonFiniteError(kq.MESSAGES[status])
+            self._f = value
+            return
         if not math.isfinite(float(delta.sum())):
-            raise NonFiniteError("non-finite row update")
-        y_old = _take(self.ya, rows)
-        # C symmetric: Y += C[:, B] Δ = C[B]ᵀ Δ (contiguous rows instead of columns)
-        c_b = _take(self.ca, rows)
-        if self._gemm is not None:  # Yᵀ += Δᵀ C[B] in place (NumPy's matmul + add: 2-3× slower)
-            self._gemm(1.0, delta.T, c_b.T, 1.0, self.ya.T, trans_b=1, overwrite_c=1)
-        else:
-            self.ya += c_b.T @ delta
-        # f(X+Δ) − f(X) = s⟨Δ, (2 Y[B] + C_BB Δ) D⟩ = s⟨Δ, (Y[B] + Y⁺[B]) D⟩ for Δ on rows B
-        # (Y⁺[B] = Y[B] + C_BB Δ: read back, not recomputed — O(k²p) saved)
-        value = self._f + self.s * _dot(delta, self._times_d(y_old + _take(self.ya, rows)))
-        if not math.isfinite(value):  # refuse the change: X stays the last finite point
-            self.refresh()
-            raise NonFiniteError("non-finite cost")
+            raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_UPDATE])
+        dd = self._times_d(delta)
+        y_b = _take(self.ya, rows)
+        value = self._f + self.s * _dot(dd, 2.0 * y_b + _take(self.ca, rows)[:, rows] @ delta)
+        if not math.isfinite(value):
+            raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_COST])
+        self.ya += _take(self.ca, rows).T @ delta  # C symmetric: C[:, B] Δ = C[B]ᵀ Δ
         self._f = value
         self.xa[rows] = new_rows
 
@@ -519,20 +538,21 @@ class QuadraticTracker(Tracker):
         self.x = self._tensor(self.xa + delta)
         self.y = self._tensor(self.ya + cu_v)
 
-    def block_curvature_array(self, rows, z, *, psd=True):
-        """:meth:`block_curvature` on the tracker's arrays: rows (..., 2), z (..., 2, k) →
-        (..., 4, 4) (no leading dimensions for one pair)."""
+    def _block_curvature(self, rows, z, *, psd=True):
+        """``Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` (its PSD part when ``psd``) of a pair ``rows`` (2,) with
+        rows ``z`` (2, k), on tensors of other devices (the host runs
+        :func:`~orthoplug.kernels.quadratic.pair_model`)."""
         zdz = z @ self._times_d(z).swapaxes(-1, -2)  # (NumPy < 2 has no .mT)
         c_bb = self.ca[rows[..., :, None], rows[..., None, :]]
         q = _kron2((2.0 * self.s) * zdz, c_bb)
         if not math.isfinite(float(q.sum())):
-            raise NonFiniteError("non-finite block curvature")
+            raise NonFiniteError(self._kernels.MESSAGES[self._kernels.NONFINITE_CURVATURE])
         return self._psd_part(q) if psd else q
 
     def _psd_part(self, q):
         """The PSD part of the blocks' ``Q̲`` (negative eigenvalues clipped to 0; ``q`` itself
         when every block's is PSD)."""
-        if self.oracle.curvature_is_psd:
+        if self.curvature_is_psd:
             return q
         lam, v = (np.linalg.eigh(q) if isinstance(q, np.ndarray) else torch.linalg.eigh(q))
         return (v * lam.clip(0.0)[..., None, :]) @ v.swapaxes(-1, -2)
@@ -541,40 +561,25 @@ class QuadraticTracker(Tracker):
         """The exact model of a step on ONE row pair, on the arrays: ``(Z, M, Q)``.
 
         ``rows``: an index array (2,) of the tracker's kind; ``Z = X[B]`` (2, k),
-        ``M = ∇f(X)[B] Zᵀ`` (2, 2) and ``Q = Q̲ + prox·I₄`` (4, 4), Q̲ as in
-        :meth:`block_curvature_array` (its PSD part when ``psd``). The shared front half of the
+        ``M = ∇f(X)[B] Zᵀ`` (2, 2) and ``Q = Q̲ + prox·I₄`` (4, 4) with
+        ``Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` (its PSD part when ``psd``). The shared front half of the
         exact pair steps of GS-JOBCD (``psd=True``, prox θ) and OBCD (``psd=False``, prox α);
-        the back half is :meth:`set_rows_array` with ``V Z``. On the host the 4×4 Kronecker
-        product is formed from Python floats (a third of the NumPy calls' overhead).
+        the back half is :meth:`set_rows_array` with ``V Z``. On the host it is
+        :func:`~orthoplug.kernels.quadratic.pair_model`, the compiled loops' model.
         """
-        z = _take(self.xa, rows)
-        m = self.gradient_rows_array(rows) @ z.T
         if not self.on_host:
-            return z, m, self.block_curvature_array(rows, z, psd=psd) + prox * self.eye4
-        s2 = 2.0 * self.s
-        (a, b), (b2, d) = (s2 * (z @ self._times_d(z).T)).tolist()  # 2s Z D Zᵀ
+            z = _take(self.xa, rows)
+            m = self.gradient_rows_array(rows) @ z.T
+            return z, m, self._block_curvature(rows, z, psd=psd) + prox * self.eye4
+        z, w = self._zw
+        q = np.empty((4, 4), self.xa.dtype)
         i, j = rows.tolist()
-        ca = self.ca
-        p, q, q2, r = ca.item(i, i), ca.item(i, j), ca.item(j, i), ca.item(j, j)  # C_BB
-        if not math.isfinite((abs(a) + abs(b) + abs(b2) + abs(d))
-                             * (abs(p) + abs(q) + abs(q2) + abs(r))):
-            raise NonFiniteError("non-finite block curvature")  # (a bound on every entry)
-        kron = [[a * p, a * q, b * p, b * q], [a * q2, a * r, b * q2, b * r],
-                [b2 * p, b2 * q, d * p, d * q], [b2 * q2, b2 * r, d * q2, d * r]]
-        if psd and not self.oracle.curvature_is_psd:
-            return z, m, self._psd_part(np.array(kron)) + prox * self.eye4
-        for k in range(4):
-            kron[k][k] += prox
-        return z, m, np.array(kron)
-
-    def block_curvature(self, rows, z, *, psd=True):
-        """``2s (Z D Zᵀ) ⊗ C_BB`` per block; rows: (K, 2), z: (K, 2, k) → (K, 4, 4).
-
-        ``psd=True`` (default) returns its PSD part (JOBCD's majoriser); ``psd=False`` the exact,
-        possibly indefinite or negative semidefinite ``Q̲`` (OBCD's exact subproblem).
-        """
-        return self._tensor(self.block_curvature_array(self._index(rows),
-                                                       host_array(z.to(self.x.dtype)), psd=psd))
+        kq = self._kernels
+        ok, m11, m12, m21, m22 = kq.pair_model(self.xa, self.ya, self.ca, self._d0, self.s, prox,
+                                               psd and not self.curvature_is_psd, i, j, z, w, q)
+        if not ok:
+            raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_CURVATURE])
+        return z.copy(), np.array([[m11, m12], [m21, m22]], dtype=q.dtype), q
 
 
 def host_array(t: torch.Tensor):

@@ -24,8 +24,9 @@ the generic column step of GS-JOBCD (scalar majoriser on the columns of ``Xᵀ�
 **Second-order column model** (:class:`ColumnModel`, J-JOBCD's ``curvature="hessian"``). For a
 general f given only by value, gradient and Hessian-vector products, ``V ↦ f(X V)`` is modelled
 around ``V = I`` from one gradient and one Hessian-vector product in the direction X; a sweep of
-rounds of disjoint column pairs (:func:`round_robin`) minimises the model pair by pair, which for
-``f = tr(XᵀCX)`` is exactly the parallel (round-robin) column J-Jacobi method.
+rounds of disjoint column pairs (:func:`~orthoplug.solvers.pairs.round_robin`) minimises the
+model pair by pair, which for ``f = tr(XᵀCX)`` is exactly the parallel (round-robin) column
+J-Jacobi method.
 """
 
 from __future__ import annotations
@@ -37,26 +38,11 @@ from orthoplug.kernels.jjacobi import rotate_pairs, sweep_cyclic
 from orthoplug.kernels.jmodel import model_sweep
 from orthoplug.oracles import NonFiniteError
 
-__all__ = ["ColumnJacobi", "ColumnModel", "ORDERS", "factor_quadratic", "round_robin"]
+from .pairs import random_pairs
+
+__all__ = ["ColumnJacobi", "ColumnModel", "ORDERS", "factor_quadratic"]
 
 ORDERS = ("cyclic", "random", "greedy")
-
-
-def round_robin(n: int, device=None) -> torch.Tensor:
-    """All ``n(n−1)/2`` pairs of ``range(n)`` as rounds of disjoint pairs: (n−1, n/2, 2) for even
-    n, (n, (n−1)/2, 2) for odd n (each round then leaves one index out).
-
-    Circle method on ``m = n + (n odd)`` players; pairs with the dummy player are dropped.
-    """
-    m = n + (n % 2)
-    k = torch.arange(m - 1, device=device)[:, None]
-    i = torch.arange(1, m // 2, device=device)[None, :]
-    first = torch.stack([k[:, 0], torch.full_like(k[:, 0], m - 1)], dim=-1)[:, None, :]
-    rest = torch.stack([(k + i) % (m - 1), (k - i) % (m - 1)], dim=-1)
-    pairs = torch.cat([first, rest], dim=1)  # (m−1, m/2, 2)
-    if m != n:  # drop the pair holding the dummy player m−1 = n (it is always `first`)
-        pairs = pairs[:, 1:, :]
-    return pairs
 
 
 def factor_quadratic(c: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -121,8 +107,6 @@ class ColumnJacobi:
 
     def _pairs(self, generator: torch.Generator) -> np.ndarray:
         """(G, m, 2) int64 pair groups of one random (m = 1) or greedy sweep."""
-        from .jobcd import random_pairs
-
         m = 1 if self.order == "random" else self.candidates
         pairs = random_pairs(self.n, self.pairs_per_sweep * m, generator, "cpu")
         return pairs.numpy().reshape(self.pairs_per_sweep, m, 2)

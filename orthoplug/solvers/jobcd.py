@@ -35,81 +35,35 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import Any
 
 import numpy as np
 import torch
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
-from orthoplug.kernels.jobcd import (
-    NEEDS_BATCHED_PAIR,
-    NONFINITE_COST,
-    NONFINITE_CURVATURE,
-    NONFINITE_UPDATE,
-    OK,
-    gs_pairs,
-    jacobi_pairs,
-    linear_sweep,
-)
-from orthoplug.oracles import NonFiniteError, QuadraticTracker, host_array
-from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel
+from orthoplug.kernels.jobcd import gs_pairs, jacobi_pairs, linear_sweep
+from orthoplug.kernels.quadratic import MESSAGES, NEEDS_BATCHED_PAIR, OK
+from orthoplug.oracles import NonFiniteError, host_array
+from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel, QuadraticArrays
 from orthoplug.subproblems.jorth2 import solve_jorth2x2, solve_jorth2x2_single
+from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 
 from .base import IterativeSolver, ScalarCurvature
-from .jjacobi import ColumnJacobi, ColumnModel, round_robin
+from .jjacobi import ColumnJacobi, ColumnModel
+from .pairs import (
+    PAIR_BATCH,
+    PairQueue,
+    max_matchings,
+    random_matching,
+    random_pairs,  # noqa: F401  (re-exported: obcd_layer imports it from here)
+    resolve_matchings,
+    round_robin,
+    round_robin_pairs,
+)
 from .steps import ModelDamping, SigmaFit
 
-__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PairQueue", "PageSchedule", "jacobi_step",
-           "random_matching", "random_pairs", "update_pairs", "round_robin_pairs", "max_matchings",
-           "resolve_matchings"]
+__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PageSchedule", "jacobi_step", "update_pairs"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
-#: GS-JOBCD draws its random pairs this many at a time (one generator call per batch).
-PAIR_BATCH = 1024
-_JACOBI_ERRORS = {NONFINITE_CURVATURE: "non-finite block curvature",
-                  NONFINITE_UPDATE: "non-finite block update"}
-_KERNEL_ERRORS = {NONFINITE_CURVATURE: "non-finite block curvature",
-                  NONFINITE_UPDATE: "non-finite row update", NONFINITE_COST: "non-finite cost"}
-
-
-def _spectral_sq(z: torch.Tensor) -> torch.Tensor:
-    """``‖Z_i‖₂²`` for (..., m, k) row blocks; for m = 2 in closed form from the 2×2 Gram."""
-    if z.shape[-2] != 2:
-        return torch.linalg.matrix_norm(z, ord=2) ** 2
-    g = z @ z.mT
-    a, b, c = g[..., 0, 0], g[..., 0, 1], g[..., 1, 1]
-    return 0.5 * (a + c) + torch.sqrt((0.5 * (a - c)) ** 2 + b * b)
-
-
-def random_matching(n: int, generator: torch.Generator, device=None,
-                    batch: tuple[int, ...] = (), pairs: int | None = None) -> torch.Tensor:
-    """Uniformly random perfect matchings of ``range(n)``: ``(*batch, ⌊n/2⌋, 2)``; odd n: one idles.
-
-    ``pairs`` keeps only the first pairs of each matching (``pairs=1``: one uniformly random
-    pair). Drawn on the generator's device, returned on ``device``.
-    """
-    if not batch:
-        perm = torch.randperm(n, generator=generator, device=generator.device)
-    else:
-        keys = torch.rand(*batch, n, generator=generator, device=generator.device)
-        perm = keys.argsort(dim=-1)
-    m = n // 2 if pairs is None else min(pairs, n // 2)
-    return perm[..., : 2 * m].reshape(*batch, m, 2).to(device)
-
-
-def random_pairs(n: int, count: int, generator: torch.Generator, device=None) -> torch.Tensor:
-    """``count`` independent uniformly random pairs ``(i, j)``, ``i ≠ j``, of ``range(n)``:
-    (count, 2), drawn on the generator's device (two ``randint`` calls), returned on ``device``."""
-    i = torch.randint(n, (count,), generator=generator, device=generator.device)
-    j = torch.randint(n - 1, (count,), generator=generator, device=generator.device)
-    return torch.stack((i, j + (j >= i)), 1).to(device)
-
-
-def _model_change(v: torch.Tensor, m: torch.Tensor, z: torch.Tensor, sigma: float) -> float:
-    """Scalar majoriser's change ``Σ_i ⟨W_i, M_i⟩ + σ‖Z_i‖₂²/2 ‖W_i‖²_F``, ``W = V − I``."""
-    w = v - torch.eye(2, dtype=v.dtype, device=v.device)
-    quad = _spectral_sq(z) * (w * w).sum(dim=(-2, -1))
-    return float((w * m).sum() + 0.5 * sigma * quad.sum())
 
 
 def solve_pair(jb: list[float], m: list[list[float]], *, qd: list[list[float]] | None = None,
@@ -152,7 +106,7 @@ def solve_blocks(jvec: torch.Tensor, pairs: torch.Tensor, z: torch.Tensor, m: to
         qd = q_exact + theta * torch.eye(4, dtype=z.dtype, device=z.device)
         p = m - (qd @ eye.reshape(4)).reshape(-1, 2, 2).mT  # mat(Qd vec I), column-major
         return solve_jorth2x2(jb, p, Qd=qd)
-    s = sigma * _spectral_sq(z) + theta
+    s = sigma * spectral_norm_sq(z) + theta
     if not bool(torch.isfinite(s).all()):  # rows so large that ‖Z‖₂² overflows
         raise NonFiniteError("non-finite block curvature")
     if pairs.shape[0] == 1:
@@ -188,7 +142,7 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
             pairs.contiguous().numpy(), jvec.detach().to(torch.float64).contiguous().numpy(),
             float(sigma), float(theta))
         if status != OK:
-            raise NonFiniteError(_JACOBI_ERRORS[status])
+            raise NonFiniteError(MESSAGES[status])
         return out, predicted
     nb, k = x.shape[0], x.shape[-1]
     bidx = torch.arange(nb, device=x.device)[:, None, None]
@@ -200,33 +154,7 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
         raise NonFiniteError("non-finite block update")
     out = x.clone()
     out[bidx, pairs] = new.reshape(nb, -1, 2, k)
-    return out, _model_change(v, mf, zf, sigma)
-
-
-def max_matchings(n: int) -> int:
-    """Matchings of a round robin of ``n`` rows (every pair once): ``n − 1``, or ``n`` for odd n."""
-    return n - 1 + n % 2
-
-
-def resolve_matchings(matchings: int | str, n: int, checked: bool) -> int:
-    """J-JOBCD's matchings per gradient for ``n`` rows: ``"all"`` is :func:`max_matchings`,
-    ``"auto"`` that when the steps are ``checked`` (else 1), an int itself."""
-    if matchings == "all" or (matchings == "auto" and checked):
-        return max_matchings(n)
-    return 1 if matchings == "auto" else int(matchings)
-
-
-def round_robin_pairs(perm: np.ndarray, matchings: int) -> np.ndarray:
-    """The first ``matchings`` rounds of :func:`~orthoplug.solvers.jjacobi.round_robin` on the
-    labels ``perm`` (nb, n) of the rows of each of nb matrices: (nb, matchings·⌊n/2⌋, 2) int64,
-    round by round. Within a round the pairs are disjoint; :func:`max_matchings` rounds contain
-    every pair exactly once."""
-    nb, n = perm.shape
-    if not 1 <= matchings <= max_matchings(n):
-        raise ValueError(f"matchings must be in [1, {max_matchings(n)}] for n = {n}, "
-                         f"got {matchings}")
-    labels = round_robin(n)[:matchings].reshape(-1, 2).numpy()
-    return np.ascontiguousarray(perm[:, labels].astype(np.int64))
+    return out, scalar_model_change(v, mf, spectral_norm_sq(zf), sigma)
 
 
 def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: float,
@@ -243,7 +171,7 @@ def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: f
     status, predicted = linear_sweep(xa, ga, host_array(jvec).astype(np.float64), pairs,
                                      float(sigma), float(theta))
     if status != OK:
-        raise NonFiniteError(_JACOBI_ERRORS[status])
+        raise NonFiniteError(MESSAGES[status])
     return torch.from_numpy(xa).to(dtype=xb.dtype, device=xb.device), predicted
 
 
@@ -253,12 +181,13 @@ def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: flo
                 matchings: int = 1) -> tuple[torch.Tensor, float]:
     """One J-JOBCD update of every matrix in ``x`` ``(*batch, n, k)`` from the gradient ``g``.
 
-    Each matrix gets its own random matching (:func:`random_matching`, one ``generator`` call
-    for all), or the given disjoint ``pairs`` (nb, m, 2) of each of its nb matrices (GS-JOBCD's
-    torch optimizer: one queued pair per matrix); all pairs are solved in one batched call
+    Each matrix gets its own random matching
+    (:func:`~orthoplug.solvers.pairs.random_matching`, one ``generator`` call for all), or the
+    given disjoint ``pairs`` (nb, m, 2) of each of its nb matrices (GS-JOBCD's torch optimizer:
+    one queued pair per matrix); all pairs are solved in one batched call
     (:func:`update_pairs`). With ``matchings > 1`` each matrix instead gets that many rounds of
-    a random round robin (:func:`round_robin_pairs`; :func:`max_matchings` rounds: every pair
-    once),
+    a random round robin (:func:`~orthoplug.solvers.pairs.round_robin_pairs`;
+    :func:`~orthoplug.solvers.pairs.max_matchings` rounds: every pair once),
     applied one pair after the other on the stale gradient ``g``
     (:func:`~orthoplug.kernels.jobcd.linear_sweep`; the predicted change then bounds the true
     one only for σ ≥ matchings·L_f, so the caller must check the step). Returns the new point
@@ -274,79 +203,6 @@ def jacobi_step(x: torch.Tensor, g: torch.Tensor, jvec: torch.Tensor, sigma: flo
     bidx = torch.arange(xb.shape[0], device=x.device)[:, None, None]
     new, predicted = update_pairs(xb, gb[bidx, pairs], pairs, jvec, sigma, theta)
     return new.reshape(*batch, n, k), predicted
-
-
-class PairQueue:
-    """GS-JOBCD's pair order: a queue of row pairs and a cursor (both front-ends use it).
-
-    ``"random"``: uniform pairs with replacement, ``i ≠ j``, drawn :data:`PAIR_BATCH` ×
-    ``candidates`` × ``matrices`` at a time (:func:`random_pairs`, one generator call per
-    batch); ``"cyclic"``: ``(0, 1), (0, 2), …, (n−2, n−1)``, repeated (no draws).
-
-    Args:
-        order: ``"random"``, ``"cyclic"`` or ``"greedy"`` (random, ``candidates`` per step).
-        n: rows to pair.
-        device: device of the pairs.
-        candidates: pairs consumed per iteration.
-        matrices: matrices paired at once (the torch optimizer's batched parameters): each
-            entry of the queue is then ``(matrices, 2)``, one pair per matrix (random order
-            only).
-    """
-
-    def __init__(self, order: str, n: int, device, candidates: int = 1, matrices: int = 1):
-        self.cyclic, self.n, self.device, self.candidates = order == "cyclic", n, device, candidates
-        if matrices > 1 and self.cyclic:
-            raise ValueError("a cyclic pair queue pairs one matrix")
-        self.matrices = matrices
-        self.rows = np.empty((0, 2), dtype=np.int64)
-        self.list = None
-        self.cursor = 0
-        if self.cyclic:
-            self._set(torch.triu_indices(n, n, 1, device=device).T)
-
-    def _set(self, pairs: torch.Tensor) -> None:
-        if self.matrices > 1:
-            pairs = pairs.reshape(-1, self.matrices, 2)
-        self.rows = host_array(pairs.contiguous())  # NumPy on the CPU (the kernels read it)
-        self.list = None  # Python ints for the per-pair path, made on first use
-        self.cursor = 0
-
-    @property
-    def count(self) -> int:
-        """Entries in the queue (used or not)."""
-        return self.rows.shape[0]
-
-    def ensure(self, generator: torch.Generator) -> None:
-        """Make at least ``candidates`` entries available: past the end, random pairs are drawn
-        anew and cyclic ones start over."""
-        if self.cursor + self.candidates > self.count:
-            if self.cyclic:
-                self.cursor = 0
-            else:
-                self._set(random_pairs(self.n, PAIR_BATCH * self.candidates * self.matrices,
-                                       generator, self.device))
-
-    def next_rows(self):
-        """The next entry (NumPy or tensor: ``(2,)``, or ``(matrices, 2)``)."""
-        k = self.cursor
-        self.cursor = k + 1
-        return self.rows[k]
-
-    def take(self) -> tuple[Any, int, int]:
-        """The next pair of one matrix: its index row and ``(i, j)`` as ints."""
-        if self.list is None:
-            self.list = self.rows.tolist()
-        i, j = self.list[self.cursor]
-        return self.next_rows(), i, j
-
-    def state_dict(self) -> dict:
-        """The queued pairs and the cursor."""
-        return {"pairs": torch.as_tensor(self.rows).clone(), "cursor": self.cursor}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict`."""
-        self._set(state["pairs"].to(self.device))
-        self.cursor = int(state["cursor"])
 
 
 class PageSchedule:
@@ -483,8 +339,9 @@ class GSJOBCD(_JOBCDBase):
 
     Pair orders (``pairs=``), all deterministic given ``seed``:
 
-    * ``"random"`` (default): uniform with replacement, ``i ≠ j``, drawn :data:`PAIR_BATCH` at a
-      time from the run's generator. Cost: the model and solve of one pair plus the O(nk) update.
+    * ``"random"`` (default): uniform with replacement, ``i ≠ j``, drawn
+      :data:`~orthoplug.solvers.pairs.PAIR_BATCH` at a time from the run's generator. Cost: the
+      model and solve of one pair plus the O(nk) update.
     * ``"cyclic"``: the pairs ``(0, 1), (0, 2), …, (n−2, n−1)`` in that order, repeated. Same
       cost, no draws.
     * ``"greedy"`` (Gauss–Southwell type): each iteration draws ``candidates`` random pairs,
@@ -561,9 +418,8 @@ class GSJOBCD(_JOBCDBase):
 
     def _column_jacobi_applies(self, tracker) -> bool:
         n, k = tracker.x.shape[-2:]
-        quad = tracker.oracle.quadratic
-        return (n == k and tracker.x.ndim == 2 and quad is not None and quad.d is None
-                and self.curvature == "exact")
+        return (n == k and tracker.x.ndim == 2 and isinstance(tracker, QuadraticArrays)
+                and tracker.da is None and self.curvature == "exact")
 
     def resolve_side(self, run):
         """``"auto"`` resolves to the column side when column J-Jacobi applies, else rows."""
@@ -587,15 +443,13 @@ class GSJOBCD(_JOBCDBase):
             raise ValueError("JOBCD needs n >= 2 rows (or columns on the column side)")
         run.jacobi = None
         if run.column and self._column_jacobi_applies(tracker):
-            quad = tracker.oracle.quadratic
-            run.jacobi = ColumnJacobi(quad._cd(tracker.x)[0].cpu().numpy(), quad.scale,
-                                      run.jvec.cpu().numpy(),
+            c = tracker.ca if tracker.on_host else tracker.ca.cpu().numpy()
+            run.jacobi = ColumnJacobi(c, tracker.s, run.jvec.cpu().numpy(),
                                       order=self.pairs or "cyclic", **self.jacobi_options)
             return
-        run.exact = not run.column and self.curvature == "exact" and tracker.block_curvature(
-            torch.zeros(1, 2, dtype=torch.long, device=tracker.x.device),
-            tracker.x[:2][None]) is not None
-        run.compiled = (run.exact and isinstance(tracker, QuadraticTracker) and tracker.on_host
+        run.exact = (not run.column and self.curvature == "exact"
+                     and isinstance(tracker, PairModel))
+        run.compiled = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
                         and tracker.xa.dtype == np.float64)
         if self.pairs == "greedy" and not run.compiled:
             raise ValueError("pairs='greedy' runs in a compiled kernel only: column J-Jacobi "
@@ -607,16 +461,12 @@ class GSJOBCD(_JOBCDBase):
         if run.compiled:
             run.jarr = host_array(run.jvec).astype(np.float64)
             run.d = tracker.da if tracker.da is not None else np.empty((0, 0))
-            run.clip = not tracker.oracle.curvature_is_psd
+            run.clip = not tracker.curvature_is_psd
         if run.exact:
             # the exact pair step on the tracker's arrays (NumPy views on the CPU, see
-            # QuadraticTracker), else on its tensors
-            if isinstance(tracker, PairModel):
-                run.pair_model = partial(tracker.pair_model_array, prox=self.theta)
-                run.set_pair, like = tracker.set_rows_array, tracker.xa
-            else:
-                run.pair_model = partial(self._tensor_pair_model, tracker)
-                run.set_pair, like = partial(self._set_tensor_pair, tracker), tracker.x
+            # QuadraticTracker)
+            run.pair_model = partial(tracker.pair_model_array, prox=self.theta)
+            run.set_pair, like = tracker.set_rows_array, tracker.xa
             run.v_array = (partial(np.array, dtype=like.dtype) if isinstance(like, np.ndarray)
                            else partial(torch.tensor, dtype=like.dtype, device=like.device))
         run.jlist = run.jvec.tolist()
@@ -671,42 +521,25 @@ class GSJOBCD(_JOBCDBase):
 
     def _compiled_steps(self, run, count: int) -> int:
         """Up to ``count`` iterations in the kernel, stopping at the end of the queued
-        pairs, at the next refresh and after :data:`PAIR_BATCH` (so the run's clock is read at
-        least that often); returns how many it took."""
+        pairs, at the next refresh and after :data:`~orthoplug.solvers.pairs.PAIR_BATCH` (so
+        the run's clock is read at least that often); returns how many it took."""
         tracker, queue, cand = run.tracker, run.queue, self.candidates
-        steps = min(count, PAIR_BATCH, (queue.count - queue.cursor) // cand,
+        steps = min(count, PAIR_BATCH, queue.available(),
                     self.refresh_every - run.count % self.refresh_every)
         done, f, status = gs_pairs(tracker.xa, tracker.ya, tracker.ca, run.d, tracker.s,
-                                   tracker._f, run.jarr, self.theta, run.clip,
+                                   tracker.cost, run.jarr, self.theta, run.clip,
                                    queue.rows, queue.cursor, steps, cand)
-        tracker._f = f
-        queue.cursor += done * cand
+        tracker.cost = f
+        queue.advance(done)
         run.count += done
         if status == NEEDS_BATCHED_PAIR:  # w± ≤ 0 after rounding: this pair on the per-pair
             self._exact_step(run, *queue.take())  # path, whose solver falls back to the batch
             return done + 1
-        if status != OK:
-            if status == NONFINITE_COST:  # Y moved, X did not: recompute Y and f from X
-                tracker.refresh()
-            raise NonFiniteError(_KERNEL_ERRORS[status], iterations=done)
+        if status != OK:  # nothing of the failing step was written
+            raise NonFiniteError(MESSAGES[status], iterations=done)
         if run.count % self.refresh_every == 0:
             tracker.refresh()
         return done
-
-    def _tensor_pair_model(self, tracker, rows):
-        """``(Z, M, Q̲ + θI₄)`` of one pair for a tracker with the exact curvature but without
-        the array API (:class:`~orthoplug.oracles.abilities.PairModel`), on its tensors."""
-        pair = torch.as_tensor(rows)[None]
-        z = tracker.x[pair]  # (1, 2, k)
-        q = tracker.block_curvature(pair, z)[0]
-        m = tracker.gradient_rows(pair)[0] @ z[0].mT
-        return z[0], m, q + self.theta * torch.eye(4, dtype=q.dtype, device=q.device)
-
-    @staticmethod
-    def _set_tensor_pair(tracker, rows, new):
-        if not bool(torch.isfinite(new).all()):
-            raise NonFiniteError("non-finite block update")
-        tracker.set_rows(torch.as_tensor(rows), new)
 
     def info(self, run=None):
         out = {**super().info(run), "pairs": self.pairs, "curvature": self.curvature,
@@ -732,7 +565,7 @@ class JJOBCD(_JOBCDBase):
       ``Problem``): column steps ``X ← X V`` from the second-order model of
       :class:`~orthoplug.solvers.jjacobi.ColumnModel` (one gradient and one Hessian-vector
       product ``∇²f(X)[X]`` per iteration). One iteration is one sweep of round-robin rounds
-      (:func:`~orthoplug.solvers.jjacobi.round_robin`: all pairs in n−1 rounds of disjoint
+      (:func:`~orthoplug.solvers.pairs.round_robin`: all pairs in n−1 rounds of disjoint
       pairs, n rounds for odd n); each pair minimises the model exactly (4×4 curvature
       ``I₂ ⊗ (S_BB)₊`` plus θ) and the model is carried along in O(n) per pair (compiled). The
       sweep's step is tested on f (:class:`~orthoplug.solvers.steps.ModelDamping`: monotone; a
@@ -754,11 +587,12 @@ class JJOBCD(_JOBCDBase):
             applies that many rounds of a random round robin of the rows (or columns), pair after
             pair, each pair minimising the scalar model of f linearised at the iteration's point
             (:func:`~orthoplug.kernels.jobcd.linear_sweep`); ``"all"`` takes every pair once
-            (:func:`max_matchings` rounds). One gradient then moves all ``n(n − 1)/2`` pairs
-            instead of ``⌊n/2⌋``, which pays off when the gradient dominates the cost (HSPP: see
-            ``docs/results.md``). The steps must be checked (``sigma_rule="fit"``,
-            ``sigma_shrink < 1``, or no known σ): the predicted change bounds the true one only
-            for σ ≥ matchings·L_f. Compiled on float64 host copies of X and ∇f (any device).
+            (:func:`~orthoplug.solvers.pairs.max_matchings` rounds). One gradient then moves all
+            ``n(n − 1)/2`` pairs instead of ``⌊n/2⌋``, which pays off when the gradient
+            dominates the cost (HSPP: see ``docs/results.md``). The steps must be checked
+            (``sigma_rule="fit"``, ``sigma_shrink < 1``, or no known σ): the predicted change
+            bounds the true one only for σ ≥ matchings·L_f. Compiled on float64 host copies of
+            X and ∇f (any device).
         theta, sigma, sigma0, sigma_shrink, sigma_rule: as :class:`GSJOBCD` (σ options concern
             the scalar model; θ is the proximal weight of both).
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (default

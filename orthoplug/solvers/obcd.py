@@ -53,7 +53,6 @@ for ``h = 0`` the Riemannian gradient norm, otherwise an upper bound on the dist
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 
@@ -61,18 +60,24 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
-from orthoplug.kernels.obcd import STATUS, obcd_pairs
+from orthoplug.kernels.obcd import obcd_pairs
+from orthoplug.kernels.quadratic import MESSAGES
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.oracles import NonFiniteError, PairModel, Refreshable, all_finite, host_array
+from orthoplug.oracles import (
+    NonFiniteError,
+    PairModel,
+    QuadraticArrays,
+    Refreshable,
+    all_finite,
+    host_array,
+)
 from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2, solve_o2_single, solve_polar
+from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 
 from .base import IterativeSolver, Run, ScalarCurvature, SolverResult
-from .jobcd import _spectral_sq, random_matching, random_pairs
+from .pairs import PAIR_BATCH, PairQueue, random_matching
 
-__all__ = ["OBCD", "safe_sigma", "local_block_solve", "scalar_pair_step", "draw_random_pairs",
-           "cyclic_pairs"]
-
-_PAIR_BATCH = 1024  # random pairs drawn per generator call
+__all__ = ["OBCD", "safe_sigma", "local_block_solve", "scalar_pair_step"]
 
 
 def safe_sigma(oracle) -> float | None:
@@ -109,32 +114,15 @@ def scalar_pair_step(z: torch.Tensor, m: torch.Tensor, sigma: float, alpha: floa
     Raises:
         NonFiniteError: if the new rows are not finite.
     """
-    zz = _spectral_sq(z)
+    zz = spectral_norm_sq(z)
     s = sigma * zz + alpha
-    eye = torch.eye(2, dtype=z.dtype, device=z.device)
-    v = solve_o2(m - s[..., None, None] * eye, z, h, s=s)
+    v = solve_o2(m - s[..., None, None] * torch.eye(2, dtype=z.dtype, device=z.device), z, h, s=s)
     new = v @ z
     if not isinstance(h, Zero):
         new = _snap(new)
     if not all_finite(new):
         raise NonFiniteError("non-finite block update")
-    w = v - eye
-    return new, float((w * m).sum() + 0.5 * sigma * (zz * (w * w).sum((-2, -1))).sum())
-
-
-def draw_random_pairs(n: int, generator: torch.Generator, device=None, count: int = _PAIR_BATCH,
-                      matrices: int = 1) -> torch.Tensor:
-    """The random working set's next ``count`` iterations' pairs, ``(count, matrices, 2)``: one
-    uniform pair per matrix and iteration (:func:`~orthoplug.solvers.jobcd.random_pairs`, one
-    call), the draw of both front-ends."""
-    return random_pairs(n, count * matrices, generator, device).reshape(count, matrices, 2)
-
-
-@functools.lru_cache(maxsize=8)
-def cyclic_pairs(n: int, device=None) -> torch.Tensor:
-    """The cyclic working set's sweep: all pairs ``i < j`` in lexicographic order, (C(n, 2), 2)
-    (cached: do not modify it)."""
-    return torch.triu_indices(n, n, 1, device=device).T.contiguous()
+    return new, scalar_model_change(v, m, zz, sigma)
 
 
 def local_block_solve(p: torch.Tensor, z: torch.Tensor, h: SeparableTerm,
@@ -225,8 +213,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
             raise ValueError(f"sigma must be >= 0, got {sigma}")
         if sweeps < 1:
             raise ValueError(f"sweeps must be >= 1, got {sweeps}")
-        if not (isinstance(candidates, int) and 1 <= candidates <= _PAIR_BATCH):
-            raise ValueError(f"candidates must be an integer in [1, {_PAIR_BATCH}], got "
+        if not (isinstance(candidates, int) and 1 <= candidates <= PAIR_BATCH):
+            raise ValueError(f"candidates must be an integer in [1, {PAIR_BATCH}], got "
                              f"{candidates!r}")
         if working_set == "greedy" and k != 2:
             raise ValueError("the greedy working set picks row pairs: it needs k = 2")
@@ -285,7 +273,9 @@ class OBCD(ScalarCurvature, IterativeSolver):
         # the exact curvature on the tracker's arrays (NumPy views on the CPU, QuadraticTracker)
         run.exact = (self.curvature == "exact" and self.k == 2 and self.working_set != "jacobi"
                      and isinstance(tracker, PairModel))
-        if not run.exact:
+        if run.exact:
+            run.curvature = None  # no σ: the exact curvature majorises by itself
+        else:
             self.init_sigma(run, self.sigma_user if self.sigma_user is not None
                             else safe_sigma(tracker.oracle))
         if run.exact:
@@ -293,7 +283,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
             run.vec_eye2 = vec_eye2
             run.solve_pair = solve_o2_single if isinstance(vec_eye2, np.ndarray) else solve_o2
         # the compiled pair loop: float64 NumPy views of CPU tensors, in C order
-        run.kernel = run.exact and tracker.on_host and tracker.xa.dtype == np.float64
+        run.kernel = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
+                      and tracker.xa.dtype == np.float64)
         if run.kernel and not (tracker.xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
             tracker.set_point(tracker.x.contiguous())
         if self.working_set == "greedy" and not run.kernel:
@@ -309,40 +300,12 @@ class OBCD(ScalarCurvature, IterativeSolver):
                       else np.ascontiguousarray(tracker.da, dtype=np.float64))
             run.fval = np.empty(1)
         run.count = 0
-        run.pairs, run.pair_pos = None, 0
-        if self.working_set == "cyclic":
-            if self.k == 2:
-                run.pairs = host_array(cyclic_pairs(n, run.device))
-            else:
-                run.combos = itertools.cycle(itertools.combinations(range(n), self.k))
-
-    def _pair(self, run: Run):
-        """The next pair (k = 2) as a NumPy index array on the CPU, else a tensor: cyclic order,
-        or uniform random pairs drawn ``_PAIR_BATCH`` at a time."""
-        if self.working_set == "random":
-            if run.pairs is None or run.pair_pos == run.pairs.shape[0]:
-                run.pairs = host_array(draw_random_pairs(
-                    run.tracker.x.shape[0], run.generator, run.device)[:, 0])
-                run.pair_pos = 0
-            run.pair_pos += 1
-            return run.pairs[run.pair_pos - 1]
-        return run.pairs[run.count % run.pairs.shape[0]]
-
-    def _pair_block(self, run: Run, count: int):
-        """The next at most ``count`` pairs (at least ``self.candidates``) as one NumPy array:
-        the same stream as :meth:`_pair` (random batches of ``_PAIR_BATCH`` pairs, rounded down to
-        a multiple of ``candidates`` for greedy; cyclic: the next slice of the sweep)."""
-        if self.working_set == "cyclic":
-            pos = run.count % run.pairs.shape[0]
-            return run.pairs[pos: pos + count]
-        if run.pairs is None or run.pair_pos == run.pairs.shape[0]:
-            size = _PAIR_BATCH - _PAIR_BATCH % self.candidates
-            run.pairs = host_array(draw_random_pairs(run.tracker.x.shape[0], run.generator,
-                                                     run.device, size)[:, 0])
-            run.pair_pos = 0
-        block = run.pairs[run.pair_pos: run.pair_pos + count]
-        run.pair_pos += block.shape[0]
-        return block
+        if self.k == 2 and self.working_set != "jacobi":
+            # greedy: whole iterations per draw of PAIR_BATCH pairs (random: PAIR_BATCH of them)
+            run.queue = PairQueue(self.working_set, n, run.device, self.candidates,
+                                  draw_steps=PAIR_BATCH // self.candidates)
+        elif self.working_set == "cyclic":
+            run.combos = itertools.cycle(itertools.combinations(range(n), self.k))
 
     def steps(self, run: Run, count: int) -> int:
         """``count`` pair steps in the compiled loop (:func:`~orthoplug.kernels.obcd.obcd_pairs`),
@@ -355,23 +318,26 @@ class OBCD(ScalarCurvature, IterativeSolver):
         done = 0
         while done < count:
             take = min(count - done, self.refresh_every - run.count % self.refresh_every)
-            block = self._pair_block(run, take * nc)
-            run.fval[0] = tracker._f
+            run.queue.ensure(run.generator)
+            block = run.queue.block(min(take, run.queue.available()))
+            run.fval[0] = tracker.cost
             k, status = obcd_pairs(tracker.xa, tracker.ya, run.ca, run.da, float(tracker.s),
                                    self.alpha, block, nc, not isinstance(self.h, Zero),
                                    *run.h_tables, run.fval)
-            tracker._f = float(run.fval[0])
+            tracker.cost = run.fval[0]
+            run.queue.advance(k)
             done += k
             run.count += k
             if status:
-                raise NonFiniteError(STATUS[status], iterations=done)
+                raise NonFiniteError(MESSAGES[status], iterations=done)
             if run.count % self.refresh_every == 0:
                 tracker.refresh()
         return done
 
     def _block(self, run: Run) -> torch.Tensor:
         if self.k == 2:
-            rows = self._pair(run)
+            run.queue.ensure(run.generator)
+            rows = run.queue.next_rows()
             return torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
         if self.working_set == "cyclic":
             return torch.tensor(next(run.combos), device=run.device)
@@ -394,7 +360,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
     def _exact_pair_step(self, run: Run):
         """k = 2 with the exact curvature, on the tracker's arrays (the fast path's hot loop)."""
         tracker = run.tracker
-        rows = self._pair(run)
+        run.queue.ensure(run.generator)
+        rows = run.queue.next_rows()
         z, g, qt = tracker.pair_model_array(rows, self.alpha, psd=False)
         p = g - (qt @ run.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
         new = run.solve_pair(p, z, self.h, Qt=qt) @ z
@@ -424,7 +391,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         else the closed form (h = 0) or the local method."""
         if self.k == 2:
             return scalar_pair_step(z, g, sigma, self.alpha, self.h)
-        zz = float(_spectral_sq(z))
+        zz = float(spectral_norm_sq(z))
         s = sigma * zz + self.alpha
         p = g - s * torch.eye(self.k, dtype=g.dtype, device=g.device)
         if isinstance(self.h, Zero):
@@ -453,7 +420,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
 
     def info(self, run: Run | None = None):
         exact = run is not None and run.exact
-        rule = getattr(run, "curvature", None)
+        rule = run.curvature if run is not None else None
         return {"h_term": repr(self.h), "k": self.k, "working_set": self.working_set,
                 "curvature": "exact" if exact else "scalar", "alpha": self.alpha,
                 "sigma": rule.sigma if rule is not None else self.sigma_user,

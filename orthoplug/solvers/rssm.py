@@ -47,7 +47,6 @@ refresh only the changed columns. Any other :class:`~orthoplug.oracles.core.Orac
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -72,6 +71,7 @@ from orthoplug.oracles import (
 )
 
 from .base import IterativeSolver, Run, SolverResult
+from .pairs import draw_block_pair, matching_pairs
 from .steps import SubgradientSteps
 
 __all__ = [
@@ -79,8 +79,6 @@ __all__ = [
     "SubgradientSolver",
     "block_subgradient_sq",
     "auto_step_size",
-    "draw_block_pair",
-    "matching_pairs",
     "column_pair",
 ]
 
@@ -95,29 +93,6 @@ def block_subgradient_sq(x: torch.Tensor, cols: torch.Tensor, rest: torch.Tensor
     b = take_columns(x, rest).mT @ g if rest.numel() else a.new_zeros(0)
     val = float((skew * skew).sum() + (g * g).sum() - (a * a).sum() - (b * b).sum())
     return max(val, 0.0)
-
-
-
-@functools.lru_cache(maxsize=64)
-def _block_pairs(ell: int) -> tuple[tuple[int, int], ...]:
-    return tuple((i, j) for i in range(ell) for j in range(i + 1, ell))
-
-
-def draw_block_pair(ell: int, generator: torch.Generator) -> tuple[int, int]:
-    """A uniformly random unordered pair ``i < j`` of ``ℓ`` block indices (one of ℓ(ℓ−1)/2,
-    one ``randint`` on the generator's device): the draw of both RSSM front-ends."""
-    pairs = _block_pairs(ell)
-    return pairs[int(torch.randint(len(pairs), (1,), generator=generator,
-                                   device=generator.device))]
-
-
-def matching_pairs(ell: int, generator: torch.Generator) -> list[tuple[int, int]]:
-    """The ``⌊ℓ/2⌋`` disjoint pairs ``i < j`` of a uniformly random matching of ``ℓ`` block
-    indices (consecutive entries of one ``randperm`` on the generator's device; for odd ℓ one
-    block sits out). Each pair, taken alone, is uniform over the ℓ(ℓ−1)/2 pairs, as with
-    :func:`draw_block_pair`."""
-    perm = torch.randperm(ell, generator=generator, device=generator.device).tolist()
-    return [(min(a, b), max(a, b)) for a, b in zip(perm[0:ell - 1:2], perm[1::2], strict=False)]
 
 
 def column_pair(blocks: list[torch.Tensor], i: int, j: int,
