@@ -108,7 +108,9 @@ class Run:
         tracker: the tracker of the current point (``tracker.x``).
         geometry: the manifold's geometry.
         generator: the run's random generator (seeded from the solver's ``seed``).
-        deadline: ``time.perf_counter()`` value at which a long step may end early.
+        deadline: ``time.perf_counter()`` value at which the run's ``max_time`` runs out
+            (``inf`` before the timed loop starts and without a time limit); read it only
+            through :meth:`out_of_time`.
         iteration: iterations completed so far.
         finished: set by a step that finds the method converged (a stop reason), else ``None``.
     """
@@ -121,6 +123,13 @@ class Run:
         self.deadline = math.inf
         self.iteration = 0
         self.finished: str | None = None
+
+    def out_of_time(self) -> bool:
+        """Whether the run's ``max_time`` has run out: the only clock a solver may read, for a
+        long step (a sweep, a stage of a composite method) to end early at the time limit.
+        Always false without a time limit, so runs with an iteration budget do not depend on
+        the machine or its load."""
+        return self.deadline < math.inf and time.perf_counter() >= self.deadline
 
 
 class IterativeSolver:
@@ -171,7 +180,8 @@ class IterativeSolver:
 
     def step(self, run: Run) -> None:
         """One iteration. A long one (e.g. a full sweep) may end early once
-        ``time.perf_counter()`` passes ``run.deadline`` (the run's ``max_time``). A step that
+        :meth:`Run.out_of_time` (the run's ``max_time``); no other clock may decide what a step
+        does. A step that
         finds the method converged (further steps cannot change X) sets ``run.finished`` to
         the reason: the run then evaluates and stops."""
         raise NotImplementedError
@@ -251,7 +261,7 @@ class IterativeSolver:
 
         Under ``torch.distributed`` with a data-parallel oracle see :meth:`start`; the
         ``max_time`` stop is agreed over the group before each iteration (so every rank stops
-        after the same iteration).
+        after the same iteration). ``max_time`` counts from after :meth:`setup`.
 
         Raises:
             ValueError: as :meth:`start`.
@@ -268,6 +278,8 @@ class IterativeSolver:
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
         every = self.eval_every or self.default_eval_every(run)
+        # the clock starts here: after setup (kernels a solver compiles or loads there do not
+        # count against max_time) and the initial measurement
         start = time.perf_counter()
         run.deadline = start + stop.max_time if shard is None else math.inf
         best_recent = cost
