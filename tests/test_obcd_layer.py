@@ -186,6 +186,15 @@ def test_prox_polar_feasible_and_not_worse(kind, momentum):
     assert float(StiefelGeometry(*x.shape).violation(x)) < 1e-12
 
 
+def test_start_stage_functions_end_when_stop_says_so():
+    # ``stop`` (a run's out_of_time) is read after each iteration / check, nothing else
+    prob = _problem("l1")
+    x0 = prob.initial_point("random", 0)
+    assert prox_polar(x0, prob.oracle, prob.h, 30, stop=lambda: True)[2] == 1
+    assert prox_polar(x0, prob.oracle, prob.h, 30, patience=100, stop=lambda: False)[2] == 30
+    assert splitting_start(x0, prob.oracle, prob.h, 400, stop=lambda: True)[2] == 1
+
+
 @pytest.mark.parametrize("kind", ["l1", "l0", "nonneg"])
 def test_sparse_obcd_monotone_and_feasible(kind):
     prob = _problem(kind, n=14, r=4)
