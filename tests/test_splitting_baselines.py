@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+import orthoplug.baselines
 from orthoplug.baselines.ladmm import LADMM
 from orthoplug.baselines.psm import PSM
 from orthoplug.baselines.radmm import RADMM
@@ -131,3 +134,17 @@ def test_errors():
     with pytest.raises(ValueError, match="Lipschitz"):
         RADMM(prob.h, max_iterations=2).run(no_lip, prob.initial_point("random", 0),
                                             StiefelGeometry(16, 4))
+
+
+def test_no_baseline_imports_sparse_obcd_module():
+    # the ADMM step the baselines share with SparseOBCD lives in orthoplug.solvers.splitting
+    offenders = []
+    for path in Path(orthoplug.baselines.__path__[0]).glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any("obcd_layer" in name for name in names):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert not offenders, offenders
