@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
+import autograd.numpy as anp
 import numpy as np
+import pymanopt
 import pytest
 import torch
 
+from orthoplug.adapters import pymanopt as pm
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels.obcd import partition_polish, partition_row_moves
 from orthoplug.nonsmooth import L0, L1, NonNegative
@@ -523,3 +527,26 @@ def test_sparse_obcd_phase_option_errors():
         SparseOBCD(prob.h, split_steps="half")
     with pytest.raises(ValueError, match="unknown start"):
         start_candidates(prob.oracle, 2, ("diagonal", "random"))
+
+
+def test_pymanopt_door_takes_every_option_explicitly_and_runs_the_core_solver():
+    door = inspect.signature(pm.SparseOBCD.__init__).parameters
+    assert not any(p.kind is p.VAR_KEYWORD for p in door.values())
+    core = set(inspect.signature(SparseOBCD.__init__).parameters) - {"self", "kwargs"}
+    assert core <= set(door)
+    prob = _problem("nonneg", n=14, r=3)
+    x0 = nonneg_rounding(prob.initial_point("random", 0))
+    options = dict(seed=2, max_iterations=300, eval_every=100)
+    ref = SparseOBCD(prob.h, **options).run(prob.oracle, x0, StiefelGeometry(14, 3))
+    manifold = pymanopt.manifolds.Stiefel(14, 3)
+    c = prob.c.numpy()
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return -0.5 * anp.trace(x.T @ c @ x)
+
+    res = pm.SparseOBCD(prob.h, min_gradient_norm=0.0, **options).run(
+        pymanopt.Problem(manifold, cost), initial_point=x0.numpy(), oracle=prob.oracle)
+    assert np.array_equal(res.point, ref.point.numpy()) and res.cost == ref.cost
+    assert res.stages == ref.info["stages"] and res.stages[0]["name"] == "start"
+    assert res.h_value + res.f_value == pytest.approx(res.cost, abs=1e-15)
