@@ -320,10 +320,17 @@ class NNPCA(CompositeExperiment):
 
 
 def solver_outcome(solver, oracle, x0: torch.Tensor) -> Outcome:
-    """Run an orthoplug solver on St(n, r) from ``x0``; point, iterations and (time, cost)."""
+    """Run an orthoplug solver on St(n, r) from ``x0``; point, iterations and (time, cost). The
+    message is the stop reason, followed for a pipeline of stages (SparseOBCD) by each stage's
+    iterations and share of the decrease of F."""
     res = solver.run(oracle, x0, StiefelGeometry(*x0.shape))
+    message = res.stop_reason
+    if res.info.get("stages"):
+        message += "; stages: " + ", ".join(
+            f"{s['name']} {s['iterations']} {s['unit']} ({100 * s['decrease_share']:.1f} %)"
+            for s in res.info["stages"])
     return Outcome(point=res.point.detach().numpy().copy(), iterations=res.iterations,
-                   history=solver_history(res), message=res.stop_reason)
+                   history=solver_history(res), message=message)
 
 
 def _run_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
