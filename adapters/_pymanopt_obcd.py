@@ -69,11 +69,23 @@ class SparseOBCD(OBCD):
     ``f + h`` (``result.h_value``, ``result.f_value``: the parts); ``result.stages`` lists each
     stage's iterations, gradient evaluations and share of the decrease of F.
 
+    The stage options are those of :class:`orthoplug.solvers.obcd_layer.SparseOBCD`.
+
     Args:
         h: the separable term (default zero).
-        starts, candidates, column_every, start_sweeps, prox_steps, split_steps,
-            split_smoothing, split_from, partition, alpha, refresh_every: as
-            :class:`orthoplug.solvers.obcd_layer.SparseOBCD`.
+        starts: candidate starts besides the initial point (``"diagonal"``, ``"pca"``).
+        candidates: random pairs compared per pair step.
+        column_every: pair steps between column sweeps (``"auto"``: n for a column-invariant
+            f).
+        start_sweeps: column sweeps applied to each start candidate.
+        prox_steps: the prox stage's budget (``"auto"``: n for a continuous h).
+        split_steps: the splitting stage's budget (``"auto"``: 10 n for ℓ0 and the
+            nonnegativity indicator).
+        split_smoothing: μβ of the splitting stage (``"auto"``: 0.1 for an indicator h).
+        split_from: ``"start"`` or ``"x0"`` (``"auto"``: ``"x0"`` with the partition search).
+        partition: the partition search stage (``"auto"``: for the nonnegativity indicator).
+        alpha: OBCD's proximal weight α > 0.
+        refresh_every: pair steps between recomputations of ``CX``.
         max_time: wall-clock limit in seconds (the only clock the run reads).
         max_iterations: pair steps (the start stages have their own budgets).
         min_gradient_norm: stop when OBCD's gradient norm (``‖P_X(∇f + s_h)‖_F``) falls below
