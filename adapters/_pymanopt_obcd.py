@@ -1,4 +1,5 @@
-"""pymanopt front-end for OBCD (:class:`orthoplug.solvers.obcd.OBCD`).
+"""pymanopt front-ends for OBCD (:class:`orthoplug.solvers.obcd.OBCD`) and SparseOBCD
+(:class:`orthoplug.solvers.obcd_layer.SparseOBCD`).
 
 The pymanopt ``Problem``'s cost is the smooth part ``f``; the nonsmooth part is the optimizer's
 ``h`` (a term of :mod:`orthoplug.nonsmooth`)::
@@ -23,11 +24,13 @@ iteration and the exact block curvature).
 from __future__ import annotations
 
 from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.solvers import obcd as _obcd
+from orthoplug.solvers import obcd_layer as _obcd_layer
 
 from ._pymanopt_base import SolverOptimizer
 
-__all__ = ["OBCD"]
+__all__ = ["OBCD", "SparseOBCD"]
 
 
 class OBCD(SolverOptimizer):
@@ -50,4 +53,69 @@ class OBCD(SolverOptimizer):
         result = super().run(problem, initial_point=initial_point, oracle=oracle)
         info = result.solver_result.info
         result.h_value, result.f_value = info["h"], info["f"]
+        return result
+
+
+class SparseOBCD(OBCD):
+    """SparseOBCD as a pymanopt optimizer on ``Stiefel`` (and ``SpecialOrthogonalGroup`` as
+    St(n, n)): the start stages (candidates, prox or splitting, partition search), then OBCD's
+    exact pair steps on greedy pairs with column sweeps — the pipeline of
+    :class:`orthoplug.solvers.obcd_layer.SparseOBCD`, whose docstring gives each stage and its
+    budget.
+
+    Its data starts, column sweeps and the fast pair loop need ``f = s·tr(XᵀCX)``: pass
+    ``run(problem, oracle=QuadraticOracle(C, scale=s))`` (with ``starts=()`` and
+    ``column_every=0`` it also runs on the problem's autodiff cost). The result's ``cost`` is
+    ``f + h`` (``result.h_value``, ``result.f_value``: the parts); ``result.stages`` lists each
+    stage's iterations, gradient evaluations and share of the decrease of F.
+
+    The stage options are those of :class:`orthoplug.solvers.obcd_layer.SparseOBCD`.
+
+    Args:
+        h: the separable term (default zero).
+        starts: candidate starts besides the initial point (``"diagonal"``, ``"pca"``).
+        candidates: random pairs compared per pair step.
+        column_every: pair steps between column sweeps (``"auto"``: n for a column-invariant
+            f).
+        start_sweeps: column sweeps applied to each start candidate.
+        prox_steps: the prox stage's budget (``"auto"``: n for a continuous h).
+        split_steps: the splitting stage's budget (``"auto"``: 10 n for ℓ0 and the
+            nonnegativity indicator).
+        split_smoothing: μβ of the splitting stage (``"auto"``: 0.1 for an indicator h).
+        split_from: ``"start"`` or ``"x0"`` (``"auto"``: ``"x0"`` with the partition search).
+        partition: the partition search stage (``"auto"``: for the nonnegativity indicator).
+        alpha: OBCD's proximal weight α > 0.
+        refresh_every: pair steps between recomputations of ``CX``.
+        max_time: wall-clock limit in seconds (the only clock the run reads).
+        max_iterations: pair steps (the start stages have their own budgets).
+        min_gradient_norm: stop when OBCD's gradient norm (``‖P_X(∇f + s_h)‖_F``) falls below
+            it.
+        verbosity, log_verbosity: as in pymanopt.
+        seed: seed of the pairs, column matchings and start sweeps.
+        eval_every: pair steps between evaluations (default: OBCD's).
+        stall_evaluations: stop after this many evaluations without relative progress.
+    """
+
+    solver_class = _obcd_layer.SparseOBCD
+
+    def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
+                 candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
+                 prox_steps: int | str = "auto", split_steps: int | str = "auto",
+                 split_smoothing: float | str = "auto", split_from: str = "auto",
+                 partition: bool | str = "auto", alpha: float = 1e-5,
+                 refresh_every: int = 10_000, max_time: float = 1000,
+                 max_iterations: int = 1000, min_gradient_norm: float = 1e-6,
+                 verbosity: int = 0, log_verbosity: int = 0, seed: int | None = None,
+                 eval_every: int | None = None, stall_evaluations: int = 0):
+        super().__init__(max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity,
+                         seed=seed, eval_every=eval_every, stall_evaluations=stall_evaluations,
+                         h=h, starts=starts, candidates=candidates, column_every=column_every,
+                         start_sweeps=start_sweeps, prox_steps=prox_steps,
+                         split_steps=split_steps, split_smoothing=split_smoothing,
+                         split_from=split_from, partition=partition, alpha=alpha,
+                         refresh_every=refresh_every)
+
+    def run(self, problem, *, initial_point=None, oracle=None):
+        result = super().run(problem, initial_point=initial_point, oracle=oracle)
+        result.stages = result.solver_result.info["stages"]
         return result

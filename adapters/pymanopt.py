@@ -15,9 +15,10 @@ SteepestDescent, ConjugateGradient and TrustRegions run on them unchanged::
 Random points are drawn with a seed taken from numpy's global generator, so
 ``np.random.seed`` makes pymanopt runs reproducible as with pymanopt's own manifolds.
 
-The optimizers — orthoplug's solvers (``GSJOBCD``, ``JJOBCD``, ``VRJJOBCD``, ``OBCD``, ``RSDM``,
-``RSSM``) and the comparison methods of :mod:`orthoplug.baselines` (``ManPG``, ``RSubGrad``,
-``Landing``, ``PCAL``, ``RCD``, ``LADMM``, ``RADMM``, ``PSM``, ``ADMM``, ``UMCM``, ``CSDM``) — are
+The optimizers — orthoplug's solvers (``GSJOBCD``, ``JJOBCD``, ``VRJJOBCD``, ``OBCD``,
+``SparseOBCD``, ``RSDM``, ``RSSM``) and the comparison methods of :mod:`orthoplug.baselines`
+(``ManPG``, ``RSubGrad``, ``Landing``, ``PCAL``, ``RCD``, ``LADMM``, ``RADMM``, ``PSM``, ``ADMM``,
+``UMCM``, ``CSDM``) — are
 subclasses of :class:`SolverOptimizer`: ``Optimizer(...).run(problem)`` on a user's
 ``pymanopt.Problem``.
 """
@@ -43,12 +44,12 @@ from ._pymanopt_baselines import (
     RSubGrad,
 )
 from ._pymanopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD
-from ._pymanopt_obcd import OBCD
+from ._pymanopt_obcd import OBCD, SparseOBCD
 from ._pymanopt_rsdm import RSDM
 from ._pymanopt_rssm import RSSM, StiefelBlock
 
 __all__ = ["JOrthogonal", "IndefiniteStiefel", "StiefelBlock", "SolverOptimizer", "geometry_of",
-           "GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "RSDM", "RSSM",
+           "GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "SparseOBCD", "RSDM", "RSSM",
            "ManPG", "RSubGrad", "Landing", "PCAL", "RCD", "UMCM", "ADMM", "CSDM", "LADMM",
            "RADMM", "PSM"]
 

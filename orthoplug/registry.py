@@ -149,6 +149,13 @@ for _name, _desc in (("GSJOBCD", "Gauss–Seidel JOBCD: one exact 2×2 row- or c
              description=_desc)
 register("OBCD", "solver", pymanopt=f"{_PM}:OBCD", geoopt=f"{_GO}:OBCD",
          description="block coordinate descent for f + h on Stiefel, exact k = 2 breakpoint search")
+# no geoopt door: SparseOBCD's start stages are not step methods on a parameter — they read the
+# quadratic's C (data starts, partition search) and replace the point by jumps (a candidate, a
+# rounded splitting iterate); its pair steps alone are geoopt's OBCD
+register("SparseOBCD", "solver", pymanopt=f"{_PM}:SparseOBCD",
+         description="OBCD after named start stages (data starts, prox or ADMM splitting, "
+                     "partition search), greedy pairs and column sweeps, each stage budgeted "
+                     "in iterations")
 register("RSSM", "solver", pymanopt=f"{_PM}:RSSM", geoopt=f"{_GO}:RSSM",
          description="randomized submanifold subgradient method (random column-block pairs)")
 register("StiefelBlock", "manifold", pymanopt=f"{_PM}:StiefelBlock", geoopt=f"{_GO}:StiefelBlock",

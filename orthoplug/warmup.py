@@ -18,19 +18,19 @@ def warm_up() -> None:
     has one for a few iterations on a tiny problem: column J-Jacobi (cyclic and random orders),
     the GS-JOBCD pair loop with its orders, the single 2×2 J-orthogonal and O(2) solves,
     J-JOBCD's matching, stale-gradient and Hessian-model sweeps, the OBCD pair loop with its
-    greedy order, SparseOBCD's column sweep and partition search, the RCD sweep and the DPCP
-    column pass."""
+    greedy order, SparseOBCD's column sweep and partition search (and its move gains), the RCD
+    sweep and the DPCP column pass."""
     import torch
 
     from orthoplug.baselines.rcd import RCD
     from orthoplug.geometry.manifolds import JOrthogonalGeometry
     from orthoplug.geometry.stiefel import StiefelGeometry
-    from orthoplug.nonsmooth import L1
+    from orthoplug.nonsmooth import L1, NonNegative
     from orthoplug.oracles import FunctionOracle, QuadraticOracle
     from orthoplug.problems.nonsmooth_problems import dpcp_instance
     from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
     from orthoplug.solvers.obcd import OBCD
-    from orthoplug.solvers.obcd_layer import _load_partition_kernels, column_rotations
+    from orthoplug.solvers.obcd_layer import SparseOBCD, column_rotations, row_move_gains
     from orthoplug.solvers.rssm import RSSM
 
     c = torch.eye(4, dtype=torch.float64) + 0.1
@@ -53,7 +53,9 @@ def warm_up() -> None:
     OBCD(L1(0.1), seed=0, max_iterations=2).run(  # one O(2) breakpoint search per step
         FunctionOracle(lambda y: -(y * (c @ y)).sum(), lambda y: -2.0 * (c @ y)), x[:, :2], st_geo)
     column_rotations(x[:, :2].clone(), L1(0.1), torch.Generator().manual_seed(0))
-    _load_partition_kernels()
+    SparseOBCD(NonNegative(), seed=0, max_iterations=2).run(  # its stages: partition search
+        QuadraticOracle(-c), x[:, :2], st_geo)
+    row_move_gains(x[:, :2].numpy(), c.numpy(), (c @ x[:, :2]).numpy())
     RCD(seed=0, max_iterations=1).run(QuadraticOracle(-c), x[:, :2], st_geo)
     prob = dpcp_instance(12, 8, 16, outlier_ratio=0.5, seed=0)
     RSSM(num_blocks=2, schedule="polyak", seed=0, max_iterations=3).run(

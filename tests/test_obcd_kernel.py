@@ -23,7 +23,7 @@ from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
 from orthoplug.solvers.pairs import PAIR_BATCH, random_pairs
-from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2
+from orthoplug.subproblems.o2 import SNAP, breakpoint_tables, solve_o2
 
 DT = torch.float64
 TERMS = {"zero": Zero(), "l1": L1(0.05), "l0": L0(0.004), "capped": CappedL1(0.05, 0.1),
@@ -140,7 +140,7 @@ def test_orders_monotone_and_feasible(kind, order):
 
 
 def _kernel_args(c, x, h, alpha=1e-5):
-    tab = _tables(h)
+    tab = breakpoint_tables(h)
     xa = x.numpy().copy()
     ya = c.numpy() @ xa
     fval = np.array([-float(np.sum(xa * ya))])

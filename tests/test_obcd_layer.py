@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 
+import autograd.numpy as anp
 import numpy as np
+import pymanopt
 import pytest
 import torch
 
+from orthoplug.adapters import pymanopt as pm
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels.obcd import partition_polish, partition_row_moves
 from orthoplug.nonsmooth import L0, L1, NonNegative
@@ -18,8 +22,6 @@ from orthoplug.solvers.obcd_layer import (
     _column_sweep,
     column_invariant,
     column_rotations,
-    linearised_x_step,
-    nonneg_rounding,
     pair_scores,
     partition_search,
     prox_polar,
@@ -29,6 +31,7 @@ from orthoplug.solvers.obcd_layer import (
     splitting_start,
     start_candidates,
 )
+from orthoplug.solvers.splitting import linearised_x_step, nonneg_rounding
 
 DT = torch.float64
 
@@ -40,6 +43,11 @@ def _problem(kind="l1", n=12, r=4, seed=0):
         return spca.nn_pca(c, r)
     lam = 0.5 * float(torch.linalg.eigvalsh(c)[-1]) / (math.sqrt(n) if kind == "l1" else n)
     return (spca.l1_spca if kind == "l1" else spca.l0_spca)(c, r, lam)
+
+
+def _stages(res, name):
+    """The records of the stages called ``name`` in ``res.info["stages"]``."""
+    return [s for s in res.info["stages"] if s["name"] == name]
 
 
 def _brute_pair(w, h):
@@ -182,6 +190,15 @@ def test_prox_polar_feasible_and_not_worse(kind, momentum):
     assert float(StiefelGeometry(*x.shape).violation(x)) < 1e-12
 
 
+def test_start_stage_functions_end_when_stop_says_so():
+    # ``stop`` (a run's out_of_time) is read after each iteration / check, nothing else
+    prob = _problem("l1")
+    x0 = prob.initial_point("random", 0)
+    assert prox_polar(x0, prob.oracle, prob.h, 30, stop=lambda: True)[2] == 1
+    assert prox_polar(x0, prob.oracle, prob.h, 30, patience=100, stop=lambda: False)[2] == 30
+    assert splitting_start(x0, prob.oracle, prob.h, 400, stop=lambda: True)[2] == 1
+
+
 @pytest.mark.parametrize("kind", ["l1", "l0", "nonneg"])
 def test_sparse_obcd_monotone_and_feasible(kind):
     prob = _problem(kind, n=14, r=4)
@@ -195,7 +212,9 @@ def test_sparse_obcd_monotone_and_feasible(kind):
     if kind == "nonneg":
         assert float(res.point.min()) >= 0.0
     assert res.cost == pytest.approx(prob.objective(res.point), abs=1e-10)
-    assert res.info["start"] is not None and res.info["column_sweeps"] == 3000 // 50
+    assert res.info["start"] is not None
+    assert _stages(res, "column sweeps")[0]["iterations"] == 3000 // 50
+    assert _stages(res, "pair steps")[0]["iterations"] == 3000
 
 
 def test_sparse_obcd_start_beats_identity_on_dominant_diagonal():
@@ -213,7 +232,11 @@ def test_sparse_obcd_prox_phase_auto_only_for_continuous_h():
         prob = _problem(kind, n=10, r=3)
         res = SparseOBCD(prob.h, seed=0, max_iterations=5).run(
             prob.oracle, prob.initial_point("random", 0), StiefelGeometry(10, 3))
-        assert (res.info["prox_steps"] > 0) == expect_prox, kind
+        assert bool(_stages(res, "prox")) == expect_prox, kind
+        if expect_prox:  # a full gradient per prox step at least, counted
+            prox = _stages(res, "prox")[0]
+            assert 1 <= prox["iterations"] <= 10  # the budget: n
+            assert prox["gradient_evaluations"] >= prox["iterations"]
         assert res.cost <= prob.objective(prob.initial_point("random", 0)) + 1e-12
 
 
@@ -227,8 +250,10 @@ def test_sparse_obcd_errors():
         SparseOBCD(prob.h, working_set="jacobi")
     with pytest.raises(ValueError, match="prox_steps"):
         SparseOBCD(prob.h, prox_steps="some")
-    with pytest.raises(ValueError, match="prox_fraction"):
-        SparseOBCD(prob.h, prox_fraction=0.0)
+    with pytest.raises(ValueError, match="start_sweeps"):
+        SparseOBCD(prob.h, start_sweeps=-1)
+    with pytest.raises(ValueError, match="curvature"):
+        SparseOBCD(prob.h, curvature="scalar")
     weighted = QuadraticOracle(prob.c, torch.diag(torch.arange(1.0, 5.0, dtype=DT)),
                                scale=-1.0)
     with pytest.raises(ValueError, match="without D"):
@@ -428,8 +453,7 @@ def test_refined_float32_splitting_yields_feasible_float64_points():
 @pytest.mark.parametrize("kind", ["l0", "nonneg"])
 @pytest.mark.parametrize("dtype", [DT, torch.float32])
 def test_sparse_obcd_start_phases_monotone_and_feasible(kind, dtype):
-    # float64: the compiled pair loop, one phase item per evaluation interval; float32: OBCD's
-    # Python pair steps, one phase item per PHASE_EVERY of them
+    # float64: the compiled pair loop after the start stages; float32: OBCD's Python pair steps
     prob = _problem(kind, n=16, r=3)
     x0 = prob.initial_point("random", 0)
     if kind == "nonneg":
@@ -442,14 +466,16 @@ def test_sparse_obcd_start_phases_monotone_and_feasible(kind, dtype):
     costs = res.history["cost"]
     assert all(b <= a + tol for a, b in zip(costs, costs[1:], strict=False))
     assert res.point.dtype == dtype and res.violation < feas
-    assert res.info["split_steps"] > 0
+    split = _stages(res, "splitting")[0]
+    assert 0 < split["iterations"] <= 10 * 16  # the budget: 10 n
+    assert split["gradient_evaluations"] >= split["iterations"]  # float32 ones counted too
     if dtype == DT:
         assert res.cost == pytest.approx(prob.objective(res.point), abs=1e-10)
     if kind == "nonneg":
         assert float(res.point.min()) >= 0.0
         if dtype == DT:
             assert (res.info["start"].endswith("partition search")
-                    or res.info["partition_moves"] == 0)
+                    or _stages(res, "partition search")[-1]["iterations"] == 0)
 
 
 def test_tangent_x_step_ignores_the_normal_part():
@@ -491,15 +517,36 @@ def test_sparse_obcd_phase_option_errors():
         SparseOBCD(prob.h, split_steps=-1)
     with pytest.raises(ValueError, match="split_smoothing"):
         SparseOBCD(prob.h, split_smoothing=-0.5)
-    with pytest.raises(ValueError, match="split_fraction"):
-        SparseOBCD(prob.h, split_fraction=2.0)
+    with pytest.raises(ValueError, match="prox_steps"):
+        SparseOBCD(prob.h, prox_steps=-3)
     with pytest.raises(ValueError, match="indicator"):
         SparseOBCD(prob.h, partition=True)
     with pytest.raises(ValueError, match="split_from"):
         SparseOBCD(prob.h, split_from="pca")
-    with pytest.raises(ValueError, match="phase_share"):
-        SparseOBCD(prob.h, phase_share=1.0)
-    with pytest.raises(ValueError, match="split_fraction"):
-        SparseOBCD(prob.h, split_fraction="half")
+    with pytest.raises(ValueError, match="split_steps"):
+        SparseOBCD(prob.h, split_steps="half")
     with pytest.raises(ValueError, match="unknown start"):
         start_candidates(prob.oracle, 2, ("diagonal", "random"))
+
+
+def test_pymanopt_door_takes_every_option_explicitly_and_runs_the_core_solver():
+    door = inspect.signature(pm.SparseOBCD.__init__).parameters
+    assert not any(p.kind is p.VAR_KEYWORD for p in door.values())
+    core = set(inspect.signature(SparseOBCD.__init__).parameters) - {"self", "kwargs"}
+    assert core <= set(door)
+    prob = _problem("nonneg", n=14, r=3)
+    x0 = nonneg_rounding(prob.initial_point("random", 0))
+    options = dict(seed=2, max_iterations=300, eval_every=100)
+    ref = SparseOBCD(prob.h, **options).run(prob.oracle, x0, StiefelGeometry(14, 3))
+    manifold = pymanopt.manifolds.Stiefel(14, 3)
+    c = prob.c.numpy()
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return -0.5 * anp.trace(x.T @ c @ x)
+
+    res = pm.SparseOBCD(prob.h, min_gradient_norm=0.0, **options).run(
+        pymanopt.Problem(manifold, cost), initial_point=x0.numpy(), oracle=prob.oracle)
+    assert np.array_equal(res.point, ref.point.numpy()) and res.cost == ref.cost
+    assert res.stages == ref.info["stages"] and res.stages[0]["name"] == "start"
+    assert res.h_value + res.f_value == pytest.approx(res.cost, abs=1e-15)

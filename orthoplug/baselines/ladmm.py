@@ -14,7 +14,7 @@ with β = ``penalty``·L (default 2L, our choice: the paper states none). See
 from __future__ import annotations
 
 from orthoplug.baselines.splitting import SplittingSolver
-from orthoplug.solvers.obcd_layer import linearised_admm_step
+from orthoplug.solvers.splitting import linearised_admm_step
 
 __all__ = ["LADMM"]
 

@@ -19,7 +19,7 @@ Defaults ρ = 2L, μ = 0.1/ρ (ours: the paper states none). See
 from __future__ import annotations
 
 from orthoplug.baselines.splitting import SplittingSolver
-from orthoplug.solvers.obcd_layer import linearised_admm_step
+from orthoplug.solvers.splitting import linearised_admm_step
 
 __all__ = ["RADMM"]
 

@@ -21,7 +21,6 @@ Stays feasible (products of rotations). A sweep stops after the round during whi
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 
@@ -32,7 +31,7 @@ from orthoplug.solvers.pairs import round_robin
 
 __all__ = ["RCD"]
 
-#: row-entry rotations per call of the compiled sweep (the deadline is checked between calls)
+#: row-entry rotations per call of the compiled sweep (the time limit is checked between calls)
 SWEEP_CHUNK = 1 << 17
 
 
@@ -72,16 +71,17 @@ class RCD(IterativeSolver):
         c, s = torch.cos(theta)[:, None], torch.sin(theta)[:, None]
         return c * xi + s * xj, c * xj - s * xi
 
-    def _compiled_sweep(self, x, g, rounds, deadline: float) -> None:
+    def _compiled_sweep(self, x, g, rounds, out_of_time) -> None:
         """The sweep's rounds in the compiled kernel (float64 CPU arrays), in calls of about
-        :data:`SWEEP_CHUNK` row-entry rotations (the first call: one round) with the deadline
-        checked between calls."""
+        :data:`SWEEP_CHUNK` row-entry rotations (the first call: one round) with
+        ``out_of_time()`` (:meth:`~orthoplug.solvers.base.Run.out_of_time`) checked between
+        calls."""
         n_rounds = rounds.shape[0]
         per_call = max(1, SWEEP_CHUNK // max(1, rounds.shape[1] * x.shape[1]))
         first, last = 0, 1
         while first < n_rounds:
             givens_rounds(x, g, rounds, first, last, self.step_size)
-            if time.perf_counter() >= deadline:  # a partial sweep is still feasible
+            if out_of_time():  # a partial sweep is still feasible
                 return
             first, last = last, min(n_rounds, last + per_call)
 
@@ -94,12 +94,12 @@ class RCD(IterativeSolver):
             x, g = tracker.x.clone(), tracker.gradient()
             if x.device.type == "cpu" and x.dtype == g.dtype == torch.float64:
                 self._compiled_sweep(x.numpy(), g.contiguous().numpy(), rounds.numpy(),
-                                     run.deadline)
+                                     run.out_of_time)
             else:
                 for pairs in rounds:
                     i, j = pairs[:, 0], pairs[:, 1]
                     x[i], x[j] = self._rotate(x, (g[i], g[j]), i, j)
-                    if time.perf_counter() >= run.deadline:  # a partial sweep is feasible
+                    if run.out_of_time():  # a partial sweep is feasible
                         break
             finite(x, "RCD sweep")
             tracker.set_point(x)
@@ -113,7 +113,7 @@ class RCD(IterativeSolver):
             new = torch.cat([new_i, new_j])
             finite(new, "RCD update")
             tracker.set_rows(rows, new)
-            if time.perf_counter() >= run.deadline:
+            if run.out_of_time():
                 break
 
     def info(self, run=None):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,9 +113,10 @@ class Run:
         tracker: the tracker of the current point (``tracker.x``).
         geometry: the manifold's geometry.
         generator: the run's random generator (seeded from the solver's ``seed``).
-        deadline: ``time.perf_counter()`` value at which a long step may end early.
-        clock: the run's :class:`~orthoplug.solvers.clock.RunClock` (set by the run loop);
-            a long step that may end early asks :meth:`out_of_time`.
+        clock: the run's :class:`~orthoplug.solvers.clock.RunClock`, or ``None`` before the
+            timed loop starts; read it only through :meth:`out_of_time`.
+        timed: whether the run has a time limit that steps may check (false in a distributed
+            run, whose replicas agree on the stop in the run loop).
         iteration: iterations completed so far.
         finished: set by a step that finds the method converged (a stop reason), else ``None``.
     """
@@ -126,16 +126,18 @@ class Run:
         self.tracker = tracker
         self.geometry = geometry
         self.generator = generator
-        self.deadline = math.inf
+        self.timed = False
         self.clock: RunClock | None = None
         self.iteration = 0
         self.finished: str | None = None
 
     def out_of_time(self) -> bool:
-        """Whether the run has used its ``max_time``, compilation excluded (never in a
-        distributed run, whose replicas agree on the stop in the run loop)."""
-        return (self.clock is not None and math.isfinite(self.deadline)
-                and self.clock.out_of_time())
+        """Whether the run's ``max_time`` has run out: the only clock a solver may read, for a
+        long step (a sweep, a stage of a composite method) to end early at the time limit.
+        JIT compilation does not count (see :class:`~orthoplug.solvers.clock.RunClock`).
+        Always false without a time limit, so runs with an iteration budget do not depend on
+        the machine or its load."""
+        return self.timed and self.clock is not None and self.clock.out_of_time()
 
 
 class IterativeSolver:
@@ -186,7 +188,8 @@ class IterativeSolver:
 
     def step(self, run: Run) -> None:
         """One iteration. A long one (e.g. a full sweep) may end early once
-        ``time.perf_counter()`` passes ``run.deadline`` (the run's ``max_time``). A step that
+        :meth:`Run.out_of_time` (the run's ``max_time``); no other clock may decide what a step
+        does. A step that
         finds the method converged (further steps cannot change X) sets ``run.finished`` to
         the reason: the run then evaluates and stops."""
         raise NotImplementedError
@@ -266,7 +269,7 @@ class IterativeSolver:
 
         Under ``torch.distributed`` with a data-parallel oracle see :meth:`start`; the
         ``max_time`` stop is agreed over the group before each iteration (so every rank stops
-        after the same iteration).
+        after the same iteration). ``max_time`` counts from after :meth:`setup`.
 
         Raises:
             ValueError: as :meth:`start`.
@@ -283,8 +286,10 @@ class IterativeSolver:
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
         every = self.eval_every or self.default_eval_every(run)
+        # the clock starts here: after setup and the initial measurement, and it leaves out
+        # the time numba spends compiling or loading kernels
         clock = run.clock = RunClock(stop.max_time)
-        run.deadline = time.perf_counter() + stop.max_time if shard is None else math.inf
+        run.timed = shard is None and math.isfinite(stop.max_time)
         best_recent = cost
         stalled = 0
         reason = None

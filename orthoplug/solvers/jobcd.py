@@ -54,7 +54,6 @@ from .pairs import (
     PairQueue,
     max_matchings,
     random_matching,
-    random_pairs,  # noqa: F401  (re-exported: obcd_layer imports it from here)
     resolve_matchings,
     round_robin,
     round_robin_pairs,

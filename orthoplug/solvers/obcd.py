@@ -71,7 +71,7 @@ from orthoplug.oracles import (
     all_finite,
     host_array,
 )
-from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2, solve_o2_single, solve_polar
+from orthoplug.subproblems.o2 import SNAP, breakpoint_tables, solve_o2, solve_o2_single, solve_polar
 from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 
 from .base import IterativeSolver, Run, ScalarCurvature, SolverResult
@@ -292,7 +292,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
                              "k = 2, curvature='exact', a quadratic f (QuadraticOracle) and "
                              "float64 CPU tensors")
         if run.kernel:
-            tab = _tables(self.h)
+            tab = breakpoint_tables(self.h)
             run.h_tables = (tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0,
                             tab.shared, tab.continuous)
             run.ca = np.ascontiguousarray(tracker.ca)

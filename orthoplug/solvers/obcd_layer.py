@@ -14,65 +14,52 @@ which also moves f. This layer adds, without touching OBCD's step:
   runs it in place on the tracker's X and CX);
 * :func:`start_candidates` — ``I(n, r)`` on the r largest ``|s| C_ii`` (the form of every ℓ0
   optimum once λ is large) and the PCA solution (top-r eigenvectors of ``−s C``, the h = 0
-  optimum), for the nonnegativity indicator rounded by :func:`nonneg_rounding`;
-* :func:`splitting_iterates` — a start phase for ℓ0 and the nonnegativity indicator: linearised
-  ADMM on ``f(X) + h(Y)``, ``X = Y``, whose feasible points are formed by
-  :func:`sparse_orthonormal` (X made orthonormal on the support of the sparse Y by Gauss–Newton
-  steps; the support never grows) or by :func:`nonneg_rounding`;
+  optimum), for the nonnegativity indicator rounded by
+  :func:`~orthoplug.solvers.splitting.nonneg_rounding`;
+* :func:`splitting_iterates` — a start stage for ℓ0 and the nonnegativity indicator: linearised
+  ADMM on ``f(X) + h(Y)``, ``X = Y`` (the step of :mod:`orthoplug.solvers.splitting`, shared with
+  the splitting baselines), whose feasible points are formed by :func:`sparse_orthonormal` (X
+  made orthonormal on the support of the sparse Y by Gauss–Newton steps; the support never
+  grows) or by :func:`~orthoplug.solvers.splitting.nonneg_rounding`;
 * :func:`partition_moves` — for NN-PCA: single-row moves between the columns of a nonnegative
   orthonormal X (a row partition), each of exact gain (:func:`row_move_gains`), with
   restricted power steps per column (compiled: :mod:`orthoplug.kernels.obcd`); the splitting
-  phase refines its rounded points by it;
-* :class:`SparseOBCD` — OBCD whose first iteration replaces the start by the lowest-``F``
-  of ``x0`` and the candidates (each after column sweeps), which picks each pair as the best of
-  ``candidates`` random pairs by the first-order score ``|⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩|``
-  (``Ĝ = ∇f + s_h``, the derivative of F along the rotation of rows i, j at angle 0), and which
-  runs a column sweep every ``column_every`` pair steps, with the start phases above interleaved
-  with its pair steps (for NN-PCA most of the time goes to them). All of this runs inside the
-  timed loop.
+  stage refines its rounded points by it;
+* :class:`SparseOBCD` — a pipeline of named stages, each budgeted in iterations and reported
+  in the result: the lowest-``F`` of ``x0`` and the start candidates (each after column
+  sweeps), then the prox or splitting stage and the partition search, then OBCD's exact pair
+  steps, each on the best of ``candidates`` random pairs, with a column sweep every
+  ``column_every`` pair steps. All of this runs inside the timed loop; no stage reads a clock
+  other than the run's ``max_time`` stop.
 
 Every step keeps OBCD's guarantees: pair steps are OBCD's exact steps (F decreases by at least
-``α/2‖V − I‖²``), column sweeps never increase F, and the start replacement and the start
-phases only replace the point by one of lower F (feasible to ``‖XᵀX − I‖_F ≤ 1e-13``; exactly
-nonnegative for the indicator).
+``α/2‖V − I‖²``), column sweeps never increase F, and the start stages only replace the point
+by one of lower F (feasible to ``‖XᵀX − I‖_F ≤ 1e-13``; exactly nonnegative for the
+indicator).
 """
 
 from __future__ import annotations
 
-import functools
 import math
-import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
 from scipy.sparse.linalg import eigsh
 
-from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel import polar
 from orthoplug.kernels.obcd import column_pairs, move_gains, partition_polish, partition_row_moves
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.oracles import host_array
-from orthoplug.subproblems.o2 import SNAP, _tables, solve_o2
+from orthoplug.subproblems.o2 import SNAP, breakpoint_tables, solve_o2
 
-from .jobcd import random_matching, random_pairs
 from .obcd import OBCD
+from .pairs import random_matching, random_pairs
+from .splitting import linearised_admm_step, nonneg_rounding
 
-__all__ = ["column_rotations", "column_invariant", "start_candidates", "nonneg_rounding",
-           "prox_polar", "sparse_orthonormal", "splitting_start", "splitting_iterates",
-           "row_move_gains", "partition_search", "partition_moves", "linearised_x_step",
-           "linearised_admm_step", "pair_scores", "SparseOBCD"]
-
-#: Pair steps per item of SparseOBCD's start phase off the compiled path (on it: one item per
-#: evaluation interval).
-PHASE_EVERY = 100
-
-#: The most of the splitting phase's time that refining its feasible points may take (on Gaussian
-#: NN-PCA, n = 300, seeds 0–2, one run each: with 0.25 RADMM's final F was reached 1.15–1.66×
-#: sooner than with 0.5; with the float32 iterates, 0.15 reached it at 0.46–0.95 s, 0.25 at
-#: 0.60–1.12 s).
-REFINE_SHARE = 0.15
-
+__all__ = ["column_rotations", "column_invariant", "start_candidates", "prox_polar",
+           "sparse_orthonormal", "splitting_start", "splitting_iterates", "row_move_gains",
+           "partition_search", "partition_moves", "pair_scores", "SparseOBCD"]
 
 def column_invariant(oracle) -> bool:
     """Whether ``f(XQ) = f(X)`` for every ``Q ∈ O(r)``: a quadratic ``s·tr(XᵀCX)`` with no
@@ -131,40 +118,9 @@ def _column_sweep(xa: np.ndarray, ya: np.ndarray, h: SeparableTerm,
     matching of the columns of the float64 array ``xa``, in place (``ya = C xa`` rotated too,
     unless it has no rows); returns the predicted decrease of h."""
     pairs = host_array(random_matching(xa.shape[1], generator, torch.device("cpu")))
-    tab = _tables(h)
+    tab = breakpoint_tables(h)
     return column_pairs(xa, ya, np.ascontiguousarray(pairs, dtype=np.int64), tab.th, tab.g,
                         tab.k, tab.inf, tab.pval, tab.knot, tab.h0, tab.shared, tab.continuous)
-
-
-def nonneg_rounding(x: torch.Tensor) -> torch.Tensor:
-    """A point of ``{X ≥ 0, XᵀX = I}`` near ``x`` (n × r, n ≥ r): each row keeps only its largest
-    positive entry (rows without one are dropped), each column is normalised; a column left
-    empty takes the row with its largest entry among the rows of columns holding two or more.
-
-    Raises:
-        ValueError: ``n < r`` (no such point exists).
-    """
-    n, r = x.shape
-    if n < r:
-        raise ValueError(f"nonnegative orthonormal n × r matrices need n >= r, got {n} × {r}")
-    pos = x.clamp_min(0.0)
-    owner = torch.argmax(pos, dim=1)
-    keep = pos.max(dim=1).values > 0
-    counts = torch.bincount(owner[keep], minlength=r)
-    for j in torch.nonzero(counts == 0).flatten().tolist():
-        donors = keep & (counts[owner] >= 2) | ~keep
-        score = torch.where(donors, x[:, j], torch.full_like(x[:, j], -math.inf))
-        i = int(torch.argmax(score))
-        if keep[i]:
-            counts[owner[i]] -= 1
-        owner[i], keep[i] = j, True
-        counts[j] += 1
-    out = torch.zeros_like(x)
-    rows = torch.nonzero(keep).flatten()
-    vals = pos[rows, owner[rows]]
-    vals = torch.where(vals > 0, vals, torch.ones_like(vals))  # a donated row with x_ij <= 0
-    out[rows, owner[rows]] = vals
-    return out / torch.linalg.norm(out, dim=0)
 
 
 def start_candidates(oracle, r: int, names=("diagonal", "pca")) -> dict[str, torch.Tensor]:
@@ -206,7 +162,8 @@ def start_candidates(oracle, r: int, names=("diagonal", "pca")) -> dict[str, tor
 
 
 def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
-               patience: int = 5, momentum: bool = False, deadline: float | None = None,
+               patience: int = 5, momentum: bool = False,
+               stop: Callable[[], bool] | None = None,
                gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
                ) -> tuple[torch.Tensor, float, int]:
     """Up to ``steps`` iterations ``X ← polar(prox_{t h}(X − t ∇f(X)))``, ``t = 1/L``; the best.
@@ -217,7 +174,8 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     k restarts at 0, and the step is redone from ``X_k``, whenever F would rise): on Gaussian
     ℓ1-SPCA (n = 300) it reached in 1000 steps a lower F (−0.1162) than 3000 plain steps
     (−0.1156). It stops after
-    ``patience`` iterations without a new best, or at ``deadline`` (``time.perf_counter()``).
+    ``patience`` iterations without a new best, or once ``stop()`` is true (checked after
+    each iteration; e.g. :meth:`~orthoplug.solvers.base.Run.out_of_time`).
     Iterates where F is infinite (e.g. a negative entry under the nonnegativity indicator) are
     never kept. Cost per iteration: one full gradient (``gradient``, default the oracle's; a
     run passes its tracker's counted ``gradient_at``) and an n × r SVD.
@@ -238,8 +196,7 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     gradient = oracle.gradient if gradient is None else gradient
     best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
     y, prev, fy, k, since, done = x, x, best_f, 0, 0, 0
-    while done < steps and since < patience and (deadline is None
-                                                  or time.perf_counter() < deadline):
+    while done < steps and since < patience and not (stop is not None and done and stop()):
         z = y + (k - 1) / (k + 2) * (y - prev) if momentum and k > 1 else y
         new = polar(h.prox(z - t * gradient(z), t))
         done += 1
@@ -330,73 +287,49 @@ def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
                        patience: int = 10, min_decrease: float = 1e-4,
                        gradient: Callable[[torch.Tensor], torch.Tensor] | None = None,
                        refine: Callable[[torch.Tensor], tuple[torch.Tensor, float]] | None = None,
-                       dtype: torch.dtype | None = None, tangent: bool = False
-                       ) -> Iterator[tuple[torch.Tensor, float, int]]:
+                       refine_every: int | None = None, dtype: torch.dtype | None = None,
+                       tangent: bool = False) -> Iterator[tuple[torch.Tensor, float, int]]:
     """The splitting phase of :func:`splitting_start`, one check at a time: yields
     ``(best point, its F, iterations done)`` at every check, so that a run can record its
     progress (and stop it) between checks. Arguments as
     :func:`splitting_start`, which this validates first, and ``refine``: a local search that
     maps a feasible point to ``(a point, its F)`` no higher (e.g. :func:`partition_search`).
-    With ``refine``, a check forms its feasible point only while the time spent refining is
-    at most :data:`REFINE_SHARE` of the phase's time so far, and refines it (no unrefined point
-    is scored) unless its support is the last refined one's; the patience then counts refined
-    points only. ``dtype``: the iterates'
+    With ``refine``, a check forms and refines a feasible point (no unrefined point is scored)
+    only if no refinement ran in the last ``refine_every`` iterations (default n: at Gaussian
+    NN-PCA sizes a partition search from a rounded point costs about n/7 iterations, so the
+    refinements take about an eighth of the phase) and its support is not the last refined
+    one's; the patience then counts refined points only. ``dtype``: the iterates'
     dtype (default ``x``'s; ``gradient`` must accept and return it); the feasible points are
     formed and scored in ``x``'s dtype (a heuristic phase in float32 costs about half as much
     per iteration at n = 1000). ``tangent``: Riemannian X-steps (:func:`linearised_x_step`)."""
-    if steps < 0 or smoothing < 0 or penalty <= 0 or check_every < 1:
-        raise ValueError(f"need steps >= 0, smoothing >= 0, penalty > 0, check_every >= 1; got "
-                         f"{steps}, {smoothing}, {penalty}, {check_every}")
+    refine_every = x.shape[0] if refine_every is None else refine_every
+    if steps < 0 or smoothing < 0 or penalty <= 0 or check_every < 1 or refine_every < 1:
+        raise ValueError(f"need steps >= 0, smoothing >= 0, penalty > 0, check_every >= 1, "
+                         f"refine_every >= 1; got {steps}, {smoothing}, {penalty}, "
+                         f"{check_every}, {refine_every}")
     lip = getattr(oracle, "lipschitz", None)
     if not lip:
         raise ValueError("the splitting phase needs an oracle with a Lipschitz constant")
     return _splitting(x, oracle, h, steps, smoothing, penalty * lip, float(lip), check_every,
                       patience, min_decrease, oracle.gradient if gradient is None else gradient,
-                      refine, x.dtype if dtype is None else dtype, tangent)
-
-
-def linearised_x_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g: torch.Tensor,
-                      beta: float, lip: float, tangent: bool = False) -> torch.Tensor:
-    """``polar(X − D/(L + β))``, ``D = ∇f + Λ + β(X − Y)``: one linearised step on the augmented
-    Lagrangian of ``f(X) + h(Y)``, ``X = Y``, projected onto St(n, r) (``g = ∇f(X)``; ``Λ = 0``
-    for a penalty method). ``tangent``: ``D`` replaced by its tangent part
-    ``D − X sym(XᵀD)`` (a Riemannian gradient step, as RADMM takes)."""
-    d = g + lam + beta * (x - y)
-    if tangent:
-        d = d - x @ sym(x.mT @ d)
-    return polar(x - d / (lip + beta))
-
-
-def linearised_admm_step(x: torch.Tensor, y: torch.Tensor, lam: torch.Tensor, g: torch.Tensor,
-                         h: SeparableTerm, beta: float, lip: float, mu: float = 0.0,
-                         tangent: bool = False
-                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One iteration ``(X, Y, Λ) ↦ (X⁺, Y⁺, Λ⁺)`` of linearised ADMM with a Moreau-smoothed h
-    (μ = 0: plain; see :func:`splitting_start` for the formulas), ``g = ∇f(X)``; ``tangent``
-    as :func:`linearised_x_step`."""
-    x = linearised_x_step(x, y, lam, g, beta, lip, tangent)
-    w = x + lam / beta
-    y = h.prox(w, 1.0 / beta + mu)
-    if mu:
-        y = (y + mu * beta * w) / (1.0 + mu * beta)
-    return x, y, lam + beta * (x - y)
+                      refine, refine_every, x.dtype if dtype is None else dtype, tangent)
 
 
 def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience, min_decrease,
-               gradient, refine, dtype, tangent):
+               gradient, refine, refine_every, dtype, tangent):
     """The generator behind :func:`splitting_iterates` (arguments checked there)."""
     mu = smoothing / beta
     best_x, best_f = x, float(oracle.value(x)) + float(h.value(x))
     out, x = x.dtype, x.to(dtype)
     y, lam = h.prox(x, 1.0 / beta), torch.zeros_like(x)
     since, done = 0, 0
-    began, refining, refined = time.perf_counter(), 0.0, None
+    last_refine, refined = None, None
     while done < steps and since < patience:
         x, y, lam = linearised_admm_step(x, y, lam, gradient(x), h, beta, lip, mu, tangent)
         done += 1
         if done % check_every and done & (done - 1) and done < steps:
             continue
-        if refine is not None and refining > REFINE_SHARE * (time.perf_counter() - began):
+        if refine is not None and last_refine is not None and done - last_refine < refine_every:
             yield best_x, best_f, done  # only refined points count: none is due yet
             continue
         cand = _feasible_candidate(x.to(out), y.to(out), h)
@@ -405,10 +338,8 @@ def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience,
             if refined is not None and torch.equal(support, refined):
                 cand = None
             else:
-                now = time.perf_counter()
                 cand, fc = refine(cand)
-                refined = support
-                refining += time.perf_counter() - now
+                refined, last_refine = support, done
         elif cand is not None:
             fc = float(oracle.value(cand)) + float(h.value(cand))
         if cand is not None:
@@ -421,7 +352,7 @@ def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience,
 def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
                     smoothing: float = 0.0, penalty: float = 2.0, check_every: int = 10,
                     patience: int = 10, min_decrease: float = 1e-4,
-                    deadline: float | None = None,
+                    stop: Callable[[], bool] | None = None,
                     gradient: Callable[[torch.Tensor], torch.Tensor] | None = None
                     ) -> tuple[torch.Tensor, float, int]:
     """Up to ``steps`` iterations of a splitting of ``f(X) + h(Y)``, ``X = Y``; the best point.
@@ -439,7 +370,8 @@ def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     :func:`sparse_orthonormal` of X on the support of Y) and the lowest-F one is kept. The
     phase stops after ``patience`` such points in a row that lower the best F by less than
     ``min_decrease`` relative (it then gains less per iteration than pair steps do), after
-    ``steps`` iterations or at the first check past ``deadline`` (``time.perf_counter()``).
+    ``steps`` iterations or at the first check where ``stop()`` is true (e.g.
+    :meth:`~orthoplug.solvers.base.Run.out_of_time`).
     Cost per iteration: one full gradient and an n × r polar factor.
 
     Returns:
@@ -455,7 +387,7 @@ def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
                                    check_every=check_every, patience=patience,
                                    min_decrease=min_decrease, gradient=gradient):
         out = item
-        if deadline is not None and time.perf_counter() >= deadline:
+        if stop is not None and stop():
             break
     return out
 
@@ -482,10 +414,13 @@ def row_move_gains(x: np.ndarray, a: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 
 def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
-                    chunk: int = 200) -> Iterator[tuple[torch.Tensor, float, int]]:
+                    chunk: int = 200, count_gradients: Callable[[float], None] | None = None
+                    ) -> Iterator[tuple[torch.Tensor, float, int]]:
     """The local search of :func:`partition_search`, yielding ``(point, its F, moves done)``
     after every ``chunk`` moves and after every polish, so that a run can record its progress
-    (and stop it) in between. Arguments as :func:`partition_search`, checked first."""
+    (and stop it) in between. Arguments as :func:`partition_search`, checked first;
+    ``count_gradients(1)`` is called for every full product ``A X`` (a gradient of f, e.g.
+    :meth:`~orthoplug.oracles.core.Tracker.count_gradients`)."""
     q = getattr(oracle, "quadratic", None)
     if q is None:
         raise ValueError("partition search needs a quadratic oracle s·tr(XᵀCX)")
@@ -493,10 +428,11 @@ def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish:
     if (xa < 0).any() or ((xa > 0).sum(axis=1) > 1).any():
         raise ValueError("partition search needs a nonnegative X with disjoint column supports")
     a = np.ascontiguousarray(-float(q.scale) * host_array(q.c).astype(np.float64))
-    return _partition_moves(xa, a, oracle, x, max_moves, polish, chunk)
+    return _partition_moves(xa, a, oracle, x, max_moves, polish, chunk,
+                            count_gradients or (lambda amount: None))
 
 
-def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
+def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk, count_gradients):
     """The generator behind :func:`partition_moves` (arguments checked there)."""
 
     def point():
@@ -505,6 +441,7 @@ def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
 
     moves = 0
     g = a @ xa
+    count_gradients(1)
     form = float(np.einsum("ib,ib->", xa, g))
     while moves < max_moves:
         start = form
@@ -515,6 +452,7 @@ def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
                 break
             yield point()
         g = a @ xa  # exact again after the updates
+        count_gradients(1)
         partition_polish(xa, a, g, polish)
         form = float(np.einsum("ib,ib->", xa, g))
         yield point()
@@ -523,7 +461,8 @@ def _partition_moves(xa, a, oracle, x, max_moves, polish, chunk):
 
 
 def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish: int = 20,
-                     chunk: int = 200, deadline: float | None = None
+                     chunk: int = 200, stop: Callable[[], bool] | None = None,
+                     count_gradients: Callable[[float], None] | None = None
                      ) -> tuple[torch.Tensor, float, int]:
     """Local search over the row partitions of ``{X ≥ 0, XᵀX = I}`` for ``f = s·tr(XᵀCX)``.
 
@@ -535,8 +474,10 @@ def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish
     gain, recomputed after it, is not positive: it is then undone); then ``polish`` restricted
     power steps per column (:func:`~orthoplug.kernels.obcd.partition_polish`, ending early
     once no column gains), and again, until a round of moves and
-    polish lowers F by less than 1e-10 relative, after ``max_moves`` moves, or at the first
-    ``chunk`` of moves past ``deadline`` (``time.perf_counter()``). Every move and every kept
+    polish lowers F by less than 1e-10 relative, after ``max_moves`` moves, or after the first
+    ``chunk`` of moves or polish where ``stop()`` is true (e.g.
+    :meth:`~orthoplug.solvers.base.Run.out_of_time`; ``count_gradients`` as
+    :func:`partition_moves`). Every move and every kept
     power step lowers F, and the point stays exactly nonnegative with disjoint supports.
     Cost per move ``O(n r)`` (``A X`` is updated in the two changed columns and recomputed
     after each round); per power step ``O(n · nnz(X))``.
@@ -549,40 +490,30 @@ def partition_search(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish
             supports.
     """
     out = (x, float(oracle.value(x)), 0)
-    for item in partition_moves(x, oracle, max_moves=max_moves, polish=polish, chunk=chunk):
+    for item in partition_moves(x, oracle, max_moves=max_moves, polish=polish, chunk=chunk,
+                                count_gradients=count_gradients):
         out = item
-        if deadline is not None and time.perf_counter() >= deadline:
+        if stop is not None and stop():
             break
     return out
 
 
-def _low_precision_gradient(oracle, x: torch.Tensor):
+def _low_precision_gradient(tracker, x: torch.Tensor):
     """``(∇f in float32, torch.float32)`` for a quadratic ``f = s·tr(XᵀCX)`` and a float64 CPU
     ``x`` (``2s·C`` is copied to float32 once; numpy's float32 product took 0.3 ms against
-    the oracle's 0.45 ms at n = 300 and 1.3 against 3.3 ms at n = 1000, single-threaded);
-    ``(None, None)`` otherwise (the oracle's gradient in ``x``'s dtype)."""
-    q = getattr(oracle, "quadratic", None)
+    the oracle's 0.45 ms at n = 300 and 1.3 against 3.3 ms at n = 1000, single-threaded), each
+    call counted as one gradient on ``tracker``; ``(None, None)`` otherwise (then use the
+    tracker's ``gradient_at`` in ``x``'s dtype)."""
+    q = getattr(tracker.oracle, "quadratic", None)
     if q is None or q.d is not None or x.dtype != torch.float64 or x.device.type != "cpu":
         return None, None
     c32 = (2.0 * float(q.scale) * host_array(q.c)).astype(np.float32)
 
     def gradient(y: torch.Tensor) -> torch.Tensor:
+        tracker.count_gradients(1)
         return torch.from_numpy(c32 @ y.numpy())
 
     return gradient, torch.float32
-
-
-@functools.cache
-def _load_partition_kernels() -> None:
-    """Compile (or load from numba's cache) the partition search's kernels once per process, on
-    a 3 × 2 partition, so that a timed run does not pay for it (a cached load takes about a
-    second)."""
-    a = np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 1.0], [0.0, 1.0, 2.0]])
-    x = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
-    g = a @ x
-    row_move_gains(x, a, g)
-    partition_row_moves(x, a, g, 1, 1e-12)
-    partition_polish(x, a, g, 1)
 
 
 def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
@@ -593,70 +524,88 @@ def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> t
     return (g_rows[:, 1] * xi).sum(-1) - (g_rows[:, 0] * xj).sum(-1)
 
 
+
+#: The unit of each stage's ``iterations`` in ``result.info["stages"]``.
+STAGE_UNITS = {"start": "candidates", "prox": "prox-polar steps", "splitting": "ADMM iterations",
+               "partition search": "row moves", "pair steps": "pair steps",
+               "column sweeps": "sweeps"}
+
+
 class SparseOBCD(OBCD):
-    """OBCD (k = 2, exact curvature) with a chosen start, greedy pairs and column sweeps.
+    """OBCD (k = 2, exact curvature) after a pipeline of start stages, with greedy pairs and
+    column sweeps.
+
+    A run is a pipeline of named stages. The first iteration runs the start stages in order, and
+    each stage's point replaces the run's whenever its F is lower (so F never rises):
+
+    1. ``"start"`` — the lowest-F of ``x0`` and the ``starts`` candidates
+       (:func:`start_candidates`; rounded by :func:`nonneg_rounding` for the nonnegativity
+       indicator, then ``start_sweeps`` column sweeps); ``x0`` on ties.
+    2. ``"prox"`` — up to ``prox_steps`` :func:`prox_polar` steps (momentum, patience 20) from the
+       chosen start.
+    3. ``"splitting"`` — up to ``split_steps`` iterations of :func:`splitting_iterates` (linearised
+       ADMM, RADMM's Riemannian X-step with the partition search) from ``split_from``; its
+       iterates are float32 for a quadratic f on float64 CPU tensors (each of their gradients
+       counted as one); with the partition search its rounded points are refined by
+       :func:`partition_search` (at most once per n iterations).
+    4. ``"partition search"`` — :func:`partition_moves` (at most 100 n row moves) from the
+       rounded start, then from the run's point.
+    5. ``"pair steps"`` — OBCD's exact pair steps, each on the best of ``candidates`` random
+       pairs (ranked by the model decrease in the compiled loop, else by :func:`pair_scores`),
+       for the rest of the run's ``max_iterations``.
+    6. ``"column sweeps"`` — a :func:`column_rotations` sweep after every ``column_every`` pair
+       steps.
+
+    The run's iterations count pair steps; the start stages have their own budgets, counted in
+    their own iterations (defaults below: rules of n, the rows, never of the instance), and
+    each ends early once the run's ``max_time`` has run out
+    (:meth:`~orthoplug.solvers.base.Run.out_of_time`). Nothing else reads a clock: the same
+    seed and budgets give the same bits on any machine and under any load.
+
+    ``result.info["stages"]`` lists every stage that ran: ``name``, ``unit`` (of
+    ``iterations``), ``iterations``, ``gradient_evaluations`` (full-gradient equivalents
+    counted by the run's tracker during the stage, float32 ones and the partition search's
+    ``A X`` products included; the run loop's evaluations are not in any stage), ``decrease``
+    (of F = f + h during the stage; for the pair steps the run's total less the other stages')
+    and ``decrease_share`` (of the run's total decrease F(x0) − F). ``info["start"]`` names the
+    stages whose points were taken, e.g. ``"diagonal + splitting + partition search"``.
+
+    Front-ends: pymanopt (:class:`orthoplug.adapters.pymanopt.SparseOBCD`). There is no geoopt
+    optimizer: the start stages are not step methods on a parameter (they read the quadratic's
+    C and replace the point by jumps); its pair steps alone are geoopt's OBCD.
 
     Args:
         h: the separable term (as :class:`~orthoplug.solvers.obcd.OBCD`).
-        starts: candidate starts tried at the first iteration besides ``x0``: any of
-            ``"diagonal"``, ``"pca"`` (:func:`start_candidates`); the lowest F wins (``x0`` on
-            ties). ``()`` keeps ``x0``.
-        candidates: random pairs scored per pair step (1: OBCD's uniform pairs).
-        column_every: pair steps between two column sweeps (0: none); ``"auto"`` (default):
-            one sweep per n pair steps when f is column-invariant, else 0.
-        start_sweeps: column sweeps applied to each start candidate before comparing them
-            (default 1: on dense n = 1000 columns a sweep costs tens of ms; in the issue #19
-            runs one sweep reached the competitors' objective sooner than 3 or 10, with final F
-            within 1 % of theirs).
-        prox_steps: :func:`prox_polar` iterations (with momentum, patience 20) from the
-            chosen start (0: none); kept only if they lower F, and cut off at
-            ``prox_fraction`` of ``max_time``. ``"auto"``
-            (default): 1000 when h is finite and continuous (ℓ1, capped ℓ1), else 0 — the polar
-            factor of a thresholded matrix is dense, so for ℓ0 the phase trades a sparse start
-            for a dense one that pair steps cannot thin out in time, and under the
-            nonnegativity indicator its iterates are infeasible.
-        prox_fraction: the share of the time budget the prox phase may use, in (0, 1] (default
-            0.5).
-        split_steps: :func:`splitting_iterates` iterations from the chosen start (0: none);
-            cut off at ``split_fraction`` of ``max_time``. ``"auto"``
-            (default): 10000 when h is not continuous (ℓ0, the nonnegativity indicator), else 0.
-            Its X-iterates are orthonormal and its Y-iterates sparse (or nonnegative), and the
-            feasible points it forms from them have the sparsity pattern of Y, which pair
-            steps from a dense start do not reach in time.
-        split_smoothing: μβ of :func:`splitting_start`; ``"auto"`` (default): 0.1 for an
-            indicator h (the hard projection alone stalled on Gaussian NN-PCA), else 0.
-        split_fraction: the share of the time budget the splitting phase may use, in (0, 1];
-            ``"auto"`` (default): 1 with the partition search (its refined points kept
-            improving on Gaussian NN-PCA after half of the budget, and pair steps gain little
-            there), else 0.5; a partition search after it runs until no move gains. The start
-            phase runs interleaved with the pair steps: items (a check of
-            :func:`splitting_iterates`, or a chunk of :func:`partition_moves`) up to
-            ``phase_share`` of the time per evaluation interval on the compiled path, per
-            ``PHASE_EVERY`` pair steps elsewhere; an item's point replaces the run's when its
-            F is lower. Pair steps thus keep their progress where the phase is slow (large n),
-            and the run records the phase's progress as it goes.
-        partition: :func:`partition_moves` from the chosen start, on the rounded points of
-            the splitting phase and after it; ``"auto"`` (default): for the nonnegativity
-            indicator (its feasible points are row partitions, whose local minima pair steps
-            cannot leave).
-        split_from: where the splitting phase starts: ``"start"`` (the chosen start) or
-            ``"x0"`` (the run's initial point); ``"auto"`` (default): ``"x0"`` with the
-            partition search, else ``"start"``. On Gaussian NN-PCA (n = 300, seeds 0–2; 1200
-            iterations and a partition search) the splitting from the rounded PCA start ended
-            at −0.03042 to −0.03077, from a random partition at −0.03068 to −0.03077. With the
-            partition search its X-steps are also Riemannian (``tangent`` of
-            :func:`linearised_x_step`): on seeds 0, 1, 3, 4 they reached RADMM's final F at
-            0.35–0.76 s against 0.58–0.89 s (one run each), with the same final F.
-        phase_share: the share of the time since the start phase began that its items may use
-            before the next pair steps, in [0, 1) (at least one item per evaluation interval);
-            ``"auto"`` (default): 0.9 with the partition search (pair steps gain little on a
-            row partition), else 0 (one item per interval).
-        **kwargs: :class:`~orthoplug.solvers.obcd.OBCD` options except ``k`` and
-            ``working_set`` (pairs are this class's choice).
+        starts: candidate starts besides ``x0``: any of ``"diagonal"``, ``"pca"``; ``()`` keeps
+            ``x0``.
+        candidates: random pairs compared per pair step (1: OBCD's uniform pairs).
+        column_every: pair steps between two column sweeps (0: none); ``"auto"``: n when f is
+            column-invariant (:func:`column_invariant`), else 0.
+        start_sweeps: column sweeps applied to each start candidate before comparing them.
+        prox_steps: the prox stage's budget; ``"auto"``: n when h is finite and continuous (ℓ1,
+            capped ℓ1), else 0 — the polar factor of a thresholded matrix is dense, so for ℓ0
+            the stage trades a sparse start for a dense one, and under the nonnegativity
+            indicator its iterates are infeasible.
+        split_steps: the splitting stage's budget; ``"auto"``: 10 n when h is not continuous
+            (ℓ0, the nonnegativity indicator), else 0. Its feasible points have the sparsity
+            pattern of its Y-iterates, which pair steps from a dense start do not reach.
+        split_smoothing: μβ of :func:`splitting_start`; ``"auto"``: 0.1 for an indicator h (the
+            hard projection alone stalls on NN-PCA), else 0.
+        split_from: where the splitting starts: ``"start"`` (the run's point after the start
+            and prox stages) or ``"x0"``; ``"auto"``: ``"x0"`` with the partition search, else
+            ``"start"``.
+        partition: the partition search stage and the refinement of the splitting's points;
+            ``"auto"``: for the nonnegativity indicator (its feasible points are row
+            partitions, whose local minima pair steps cannot leave).
+        alpha: OBCD's proximal weight α > 0.
+        refresh_every: pair steps between recomputations of ``CX`` (OBCD's fast path).
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
+            ``seed``, ``eval_every``, ...).
 
     Raises:
-        ValueError: unknown start, ``candidates < 1``, negative ``column_every``; at run time,
-            column sweeps or starts requested on a cost they do not apply to (not a quadratic
+        ValueError: an unknown start, ``candidates < 1``, a negative budget, an OBCD option
+            that fixes the pairs (``k``, ``working_set``, ``curvature``); at run time, column
+            sweeps or starts requested on a cost they do not apply to (not a quadratic
             ``s·tr(XᵀCX)`` without ``D``).
     """
 
@@ -665,15 +614,15 @@ class SparseOBCD(OBCD):
 
     def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
-                 prox_steps: int | str = "auto", prox_fraction: float = 0.5,
-                 split_steps: int | str = "auto", split_smoothing: float | str = "auto",
-                 split_fraction: float | str = "auto", partition: bool | str = "auto",
-                 split_from: str = "auto", phase_share: float | str = "auto", **kwargs):
-        for key in ("k", "working_set"):
+                 prox_steps: int | str = "auto", split_steps: int | str = "auto",
+                 split_smoothing: float | str = "auto", split_from: str = "auto",
+                 partition: bool | str = "auto", alpha: float = 1e-5,
+                 refresh_every: int = 10_000, **kwargs):
+        for key in ("k", "working_set", "curvature", "sigma", "sweeps"):
             if key in kwargs:
-                raise ValueError(f"SparseOBCD uses k = 2 and its own pairs; {key}= is not "
-                                 f"an option here")
-        super().__init__(h, **kwargs)
+                raise ValueError(f"SparseOBCD uses k = 2, the exact curvature and its own "
+                                 f"pairs; {key}= is not an option here")
+        super().__init__(h, alpha=alpha, refresh_every=refresh_every, **kwargs)
         bad = [s for s in starts if s not in self.start_names]
         if bad:
             raise ValueError(f"unknown start(s) {bad}; choose from {self.start_names}")
@@ -682,17 +631,11 @@ class SparseOBCD(OBCD):
         if column_every != "auto" and not (isinstance(column_every, int) and column_every >= 0):
             raise ValueError(f"column_every must be 'auto' or an integer >= 0, got "
                              f"{column_every!r}")
-        if start_sweeps < 0:
-            raise ValueError(f"start_sweeps must be >= 0, got {start_sweeps}")
-        if prox_steps == "auto":
-            prox_steps = 1000 if self.h.piecewise.continuous else 0
-        if not (isinstance(prox_steps, int) and prox_steps >= 0):
-            raise ValueError(f"prox_steps must be 'auto' or an integer >= 0, got {prox_steps!r}")
-        if split_steps == "auto":
-            split_steps = 0 if self.h.piecewise.continuous else 10000
-        if not (isinstance(split_steps, int) and split_steps >= 0):
-            raise ValueError(f"split_steps must be 'auto' or an integer >= 0, got "
-                             f"{split_steps!r}")
+        if not (isinstance(start_sweeps, int) and start_sweeps >= 0):
+            raise ValueError(f"start_sweeps must be an integer >= 0, got {start_sweeps!r}")
+        for key, value in (("prox_steps", prox_steps), ("split_steps", split_steps)):
+            if value != "auto" and not (isinstance(value, int) and value >= 0):
+                raise ValueError(f"{key} must be 'auto' or an integer >= 0, got {value!r}")
         if split_smoothing == "auto":
             split_smoothing = 0.1 if self.h.is_indicator else 0.0
         if not (isinstance(split_smoothing, (int, float)) and split_smoothing >= 0):
@@ -703,27 +646,23 @@ class SparseOBCD(OBCD):
         if partition and not self.h.is_indicator:
             raise ValueError("partition search applies to the nonnegativity indicator only")
         self.partition = bool(partition)
-        if split_fraction == "auto":
-            split_fraction = 1.0 if self.partition else 0.5
-        for key, frac in (("prox_fraction", prox_fraction), ("split_fraction", split_fraction)):
-            if not (isinstance(frac, (int, float)) and 0 < frac <= 1):
-                raise ValueError(f"{key} must lie in (0, 1], got {frac}")
-        self.prox_steps, self.prox_fraction = prox_steps, float(prox_fraction)
-        self.split_steps, self.split_smoothing = split_steps, float(split_smoothing)
-        self.split_fraction = float(split_fraction)
         if split_from == "auto":
             split_from = "x0" if self.partition else "start"
         if split_from not in ("x0", "start"):
             raise ValueError(f"split_from must be 'auto', 'x0' or 'start', got {split_from!r}")
-        self.split_from = split_from
-        if phase_share == "auto":
-            phase_share = 0.9 if self.partition else 0.0
-        if not (isinstance(phase_share, (int, float)) and 0 <= phase_share < 1):
-            raise ValueError(f"phase_share must be 'auto' or a number in [0, 1), got "
-                             f"{phase_share!r}")
-        self.phase_share = float(phase_share)
+        self.prox_steps_user, self.split_steps_user = prox_steps, split_steps
+        self.split_smoothing, self.split_from = float(split_smoothing), split_from
         self.starts, self.candidates = tuple(starts), candidates
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
+
+    def budgets(self, n: int) -> dict[str, int]:
+        """The stage budgets for n rows: ``prox_steps`` and ``split_steps`` (the class
+        docstring's rules where ``"auto"``) and ``partition_moves`` (100 n)."""
+        continuous = self.h.piecewise.continuous
+        prox, split = self.prox_steps_user, self.split_steps_user
+        return {"prox_steps": (n if continuous else 0) if prox == "auto" else prox,
+                "split_steps": (0 if continuous else 10 * n) if split == "auto" else split,
+                "partition_moves": 100 * n if self.partition else 0}
 
     def setup(self, run):
         super().setup(run)
@@ -736,15 +675,10 @@ class SparseOBCD(OBCD):
                              "column_every=0 for other costs")
         every = self.column_every_user
         run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
-        run.started = not (self.starts or self.prox_steps or self.split_steps or self.partition)
-        run.prox_done = run.split_done = run.moves_done = 0
-        run.part_counts = {}
-        run.phase, run.phase_deadline = None, None
-        run.phase_began, run.phase_time, run.phase_best = None, 0.0, math.inf
-        if self.partition:
-            _load_partition_kernels()
-        run.start_chosen = "x0"
-        run.column_sweeps_done = 0
+        run.budgets = self.budgets(tracker.x.shape[0])
+        run.started = False
+        run.stages, run.start_chosen = [], "x0"
+        run.column_sweeps_done, run.sweep_decrease, run.pair_gradients = 0, 0.0, 0.0
 
     def _objective(self, run, x: torch.Tensor) -> float:
         return float(run.tracker.oracle.value(x)) + float(self.h.value(x))
@@ -759,163 +693,126 @@ class SparseOBCD(OBCD):
             x = column_rotations(x, self.h, run.generator, self.start_sweeps)
         return x, self._objective(run, x)
 
-    def _choose_start(self, run) -> None:
-        """The lowest-F start among ``x0`` and ``starts`` (then the prox phase, if on). With a
-        start phase the PCA candidate is left to it (:meth:`_phases`): its eigenvectors cost
-        0.15 s at n = 1000, and the run records the cheap start's point first."""
+    def _stage(self, run, name: str, items) -> None:
+        """Run one stage: ``items`` yields ``(point, its F, iterations so far)``; a point of
+        lower F than the run's replaces it; the stage ends when ``items`` does or the run is
+        out of time; its record goes to ``run.stages``."""
         tracker = run.tracker
-        x0 = run.x0 = tracker.x.clone()
-        phases = bool(self.split_steps or self.partition)
-        run.deferred = ("pca",) if phases and "pca" in self.starts else ()
-        now = [name for name in self.starts if name not in run.deferred]
-        best_name, best_x, best_f = "x0", None, self._objective(run, x0)
-        for name, x in start_candidates(tracker.oracle, x0.shape[1], now).items():
+        before, gradients, done = run.f, tracker.gradient_evaluations, 0
+        for x, fx, count in items:
+            done = count
+            if fx < run.f:  # F never rises in a run (and an infinite F is never taken)
+                tracker.set_point(x.contiguous())
+                run.f = fx
+                if name != "start" and not run.start_chosen.endswith(name):
+                    run.start_chosen += f" + {name}"
+            if run.out_of_time():
+                break
+        run.stages.append({"name": name, "unit": STAGE_UNITS[name], "iterations": done,
+                           "gradient_evaluations": tracker.gradient_evaluations - gradients,
+                           "decrease": before - run.f})
+
+    def _candidates(self, run):
+        """The start stage's items: each start candidate, prepared, with its F (the lowest
+        names the start in ``run.start_chosen``)."""
+        found = start_candidates(run.tracker.oracle, run.x0.shape[1], self.starts)
+        for count, (name, x) in enumerate(found.items(), start=1):
             x, fx = self._prepared(run, x)
-            if math.isfinite(fx) and fx < best_f:
-                best_name, best_x, best_f = name, x, fx
-        if self.prox_steps:
-            x, fx, run.prox_done = prox_polar(x0 if best_x is None else best_x,
-                                              tracker.oracle, self.h, self.prox_steps,
-                                              momentum=True, patience=20,
-                                              deadline=self._deadline(self.prox_fraction),
-                                              gradient=tracker.gradient_at)
-            if fx < best_f:
-                best_name, best_x, best_f = f"{best_name} + prox", x, fx
-        if best_x is not None:
-            tracker.set_point(best_x.contiguous())
-        run.start_x, run.start_f = x0 if best_x is None else best_x, best_f
-        run.start_chosen = best_name
-        if phases:
-            run.phase = self._phases(run)
-            run.phase_deadline = self._deadline(self.split_fraction)
+            if math.isfinite(fx) and fx < run.f:
+                run.start_chosen = name
+            yield x, fx, count
 
-    def _phases(self, run) -> Iterator[tuple[int, str, torch.Tensor, float, int]]:
-        """The start phase as ``(part, name, point, F, count so far in the part)`` items: the
-        deferred PCA start (:meth:`_choose_start`; it becomes the start if its F is lower than
-        the chosen one's) and the splitting phase, the latter first when it starts from ``x0``
-        (``split_from``; for NN-PCA its refined points came first: on Gaussian NN-PCA the PCA
-        start and its partition search took 0.35 s before it under load and ended higher),
-        else from the start; for the nonnegativity indicator then a partition search from the
-        start and one from the run's point. The start is not the run's point: pair steps
-        from the cheap start may have gone below the PCA start, which the splitting phase
-        still starts from (on Gaussian ℓ0 at n = 300 from the diagonal start it ended at
-        −0.099, from PCA at −0.117)."""
+    def _prox(self, run, start: torch.Tensor):
+        """The prox stage's item (:func:`prox_polar` from ``start``)."""
+        yield prox_polar(start, run.tracker.oracle, self.h, run.budgets["prox_steps"],
+                         momentum=True, patience=20, stop=run.out_of_time,
+                         gradient=run.tracker.gradient_at)
+
+    def _splitting(self, run):
+        """The splitting stage's items (:func:`splitting_iterates`)."""
         tracker = run.tracker
-        split = ["splitting"] if self.split_steps else []
-        if self.split_from == "x0":  # it needs no start: the splitting first
-            parts = split + list(run.deferred)
-        else:
-            parts = list(run.deferred) + split
-        parts += ["partition search"] * (self.partition * (1 + bool(self.split_steps)))
-        for part, name in enumerate(parts):
-            if name in self.start_names:
-                x, fx = self._prepared(run, start_candidates(tracker.oracle, run.x0.shape[1],
-                                                             (name,))[name])
-                if math.isfinite(fx) and fx < run.start_f:
-                    run.start_x, run.start_f = x, fx
-                yield part, name, x, fx, 1
-                continue
-            if name == "splitting":
-                start = run.x0 if self.split_from == "x0" else run.start_x
-                refine = None
-                if self.partition:
-                    def refine(x):
-                        return partition_search(x, tracker.oracle, polish=5,
-                                                deadline=run.deadline)[:2]
-                gradient, dtype = _low_precision_gradient(tracker.oracle, start)
-                items = splitting_iterates(start.clone(), tracker.oracle, self.h,
-                                           self.split_steps, smoothing=self.split_smoothing,
-                                           gradient=gradient or tracker.gradient_at,
-                                           refine=refine, dtype=dtype,
-                                           tangent=self.partition)
-            else:
-                first = part == parts.index("partition search")  # from the start
-                # rounded: a point with tiny overlapping entries is no partition (an exact one
-                # is its own rounding up to rounding errors; a point no lower is never taken)
-                items = partition_moves(nonneg_rounding(run.start_x if first else tracker.x),
-                                        tracker.oracle)
-            for x, fx, count in items:
-                yield part, name, x, fx, count
-                if name == "splitting" and run.phase_deadline is not None \
-                        and time.perf_counter() >= run.phase_deadline:
+        start = run.x0 if self.split_from == "x0" else tracker.x.clone()
+        refine = None
+        if self.partition:
+            def refine(x):
+                return partition_search(x, tracker.oracle, polish=5,
+                                        max_moves=run.budgets["partition_moves"],
+                                        stop=run.out_of_time,
+                                        count_gradients=tracker.count_gradients)[:2]
+        gradient, dtype = _low_precision_gradient(tracker, start)
+        return splitting_iterates(start, tracker.oracle, self.h, run.budgets["split_steps"],
+                                  smoothing=self.split_smoothing,
+                                  gradient=gradient or tracker.gradient_at, refine=refine,
+                                  dtype=dtype, tangent=self.partition)
+
+    def _pipeline(self, run) -> None:
+        """The start stages (class docstring), in order; then ``run.f_stages``, F after them."""
+        tracker = run.tracker
+        run.x0 = tracker.x.clone()
+        run.f = run.f0 = self._objective(run, run.x0)
+        budgets = run.budgets
+        self._stage(run, "start", self._candidates(run) if self.starts else ())
+        start = tracker.x.clone()
+        if budgets["prox_steps"] and not run.out_of_time():
+            self._stage(run, "prox", self._prox(run, start))
+        if budgets["split_steps"] and not run.out_of_time():
+            self._stage(run, "splitting", self._splitting(run))
+        if self.partition:
+            # rounded: a point with tiny overlapping entries is no partition (an exact one is
+            # its own rounding up to rounding errors; a point no lower is never taken)
+            for x in (start, None):
+                if run.out_of_time():
                     break
-
-    def _advance_phase(self, run) -> None:
-        """Items of the start phase, if it runs, each point replacing the run's if lower: at
-        least one, and more while the phase has used less than ``phase_share`` of the time since
-        it began. The phase ends when its last part ends (the splitting part at
-        ``split_fraction`` of the budget at the latest; a partition search ends by itself)."""
-        while run.phase is not None:
-            began = time.perf_counter()
-            if run.phase_began is None:
-                run.phase_began = began
-            item = next(run.phase, None)
-            if item is None:
-                run.phase = None
-            else:
-                part, name, x, fx, count = item
-                run.part_counts[part] = (name, count)
-                run.split_done = sum(c for n, c in run.part_counts.values() if n == "splitting")
-                run.moves_done = sum(c for n, c in run.part_counts.values()
-                                     if n == "partition search")
-                # F never rises in a run, so an item no lower than an earlier one cannot be lower
-                if fx < run.phase_best and fx < self._objective(run, run.tracker.x):
-                    if not run.start_chosen.endswith(name):
-                        run.start_chosen += f" + {name}"
-                    run.tracker.set_point(x.contiguous())
-                run.phase_best = min(run.phase_best, fx)
-            now = time.perf_counter()
-            run.phase_time += now - began
-            if (run.phase_time >= self.phase_share * (now - run.phase_began)
-                    or now >= run.deadline):
-                return
-
-    def _deadline(self, fraction: float) -> float | None:
-        """``time.perf_counter()`` plus ``fraction`` of the time budget (None: no budget)."""
-        budget = self.stopping.max_time * fraction
-        return None if math.isinf(budget) else time.perf_counter() + budget
+                x = nonneg_rounding(tracker.x if x is None else x)
+                self._stage(run, "partition search",
+                            partition_moves(x, tracker.oracle,
+                                            max_moves=budgets["partition_moves"],
+                                            count_gradients=tracker.count_gradients))
+        run.f_stages = run.f
 
     def _start_once(self, run) -> None:
         if not run.started:
             run.started = True
-            self._choose_start(run)
+            self._pipeline(run)
 
     def _sweep_if_due(self, run) -> None:
         """A column sweep after every ``column_every`` pair steps (kept if it lowers h); on the
         compiled path in place on the tracker's ``X`` and ``CX`` (f is unchanged)."""
         if run.column_every and run.count % run.column_every == 0:
             tracker = run.tracker
+            run.column_sweeps_done += 1
             if run.kernel:
-                _column_sweep(tracker.xa, tracker.ya, self.h, run.generator)
-                run.column_sweeps_done += 1
+                run.sweep_decrease += _column_sweep(tracker.xa, tracker.ya, self.h,
+                                                    run.generator)
                 return
             before = float(self.h.value(tracker.x))
             x = column_rotations(tracker.x, self.h, run.generator)
-            if float(self.h.value(x)) < before:
+            after = float(self.h.value(x))
+            if after < before:
                 tracker.set_point(x.contiguous())
-            run.column_sweeps_done += 1
+                run.sweep_decrease += before - after
 
     def steps(self, run, count):
-        """On OBCD's compiled pair loop (quadratic f, float64 CPU): the start first, then up to
-        ``count`` pair steps in the kernel, cut at the next column sweep; the greedy candidates
-        are then ranked by their exact model decrease (computed in the kernel) rather than by
-        :func:`pair_scores`. Elsewhere one :meth:`step`."""
+        """The start stages first (in the first call); then on OBCD's compiled pair loop
+        (quadratic f, float64 CPU) up to ``count`` pair steps in the kernel, cut at the next
+        column sweep, the greedy candidates ranked by their exact model decrease (computed in
+        the kernel); elsewhere one :meth:`step`."""
         if not run.kernel:
             return super().steps(run, count)
-        if run.started:  # the interval that chooses the start records it before any phase item
-            self._advance_phase(run)
         self._start_once(run)
         if run.column_every:
             count = min(count, run.column_every - run.count % run.column_every)
+        gradients = run.tracker.gradient_evaluations
         done = super().steps(run, count)
+        run.pair_gradients += run.tracker.gradient_evaluations - gradients
         self._sweep_if_due(run)
         return done
 
     def step(self, run):
         self._start_once(run)
-        if run.count % PHASE_EVERY == 0:
-            self._advance_phase(run)
+        gradients = run.tracker.gradient_evaluations
         super().step(run)
+        run.pair_gradients += run.tracker.gradient_evaluations - gradients
         self._sweep_if_due(run)
 
     def _pair(self, run):
@@ -929,10 +826,27 @@ class SparseOBCD(OBCD):
         best = pairs[int(torch.argmax(pair_scores(x, g, pairs).abs()))]
         return host_array(best)
 
+    def finalize(self, run, result) -> None:
+        """OBCD's ``info["f"]``, ``info["h"]``, and ``info["stages"]`` (class docstring)."""
+        super().finalize(run, result)
+        if not run.started:
+            result.info["stages"] = []
+            return
+        pairs = run.f_stages - result.cost - run.sweep_decrease
+        stages = [*run.stages,
+                  {"name": "pair steps", "unit": STAGE_UNITS["pair steps"],
+                   "iterations": run.count, "gradient_evaluations": run.pair_gradients,
+                   "decrease": pairs}]
+        if run.column_every:
+            stages.append({"name": "column sweeps", "unit": STAGE_UNITS["column sweeps"],
+                           "iterations": run.column_sweeps_done, "gradient_evaluations": 0.0,
+                           "decrease": run.sweep_decrease})
+        total = run.f0 - result.cost
+        for stage in stages:
+            stage["decrease_share"] = stage["decrease"] / total if total > 0 else 0.0
+        result.info["stages"] = stages
+
     def info(self, run=None):
         return {**super().info(run), "working_set": f"greedy (best of {self.candidates})",
                 "start": getattr(run, "start_chosen", None),
-                "prox_steps": getattr(run, "prox_done", 0),
-                "split_steps": getattr(run, "split_done", 0),
-                "partition_moves": getattr(run, "moves_done", 0),
-                "column_sweeps": getattr(run, "column_sweeps_done", 0)}
+                "budgets": getattr(run, "budgets", None)}

@@ -201,7 +201,7 @@ class _Tables:
 
 
 @functools.lru_cache(maxsize=256)
-def _tables(h: SeparableTerm) -> _Tables:
+def breakpoint_tables(h: SeparableTerm) -> _Tables:
     """The term's tables (cached per term: building ``h.piecewise`` costs microseconds)."""
     return _tables_of(h.piecewise)
 
@@ -273,7 +273,7 @@ def _objective_np(V, P, Z, h, Qt, s, snap: float, tables: bool = True) -> np.nda
         thr = snap * np.maximum(np.sqrt((Z * Z).sum(1)).max(-1), 1.0)
         U = np.where(np.abs(U) <= thr[:, None, None], 0.0, U)
     if tables:
-        return out + _h_sum(_tables(h), U)
+        return out + _h_sum(breakpoint_tables(h), U)
     return out + np.asarray(h.value(torch.from_numpy(U)), dtype=np.float64)
 
 
@@ -447,7 +447,7 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
     """The batched search: K instances, ragged knot counts handled by masks."""
     K, _, r = Z.shape
     N, R = 2 * K, 2 * r
-    tab = _tables(h)
+    tab = breakpoint_tables(h)
     T = tab.T
     a, b, m0, R2, gam, x, y = _families(P, Z, Qt, s)
     KI = _objective_np(np.broadcast_to(_EYE2, (K, 2, 2)), P, Z, h, Qt, s, 0.0)
@@ -502,7 +502,7 @@ def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
 
 def _search_one(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
     """One instance (K = 1): the compiled search :func:`orthoplug.kernels.o2.o2_search`."""
-    tab = _tables(h)
+    tab = breakpoint_tables(h)
     Q = Qt[0] if Qt is not None else float(s[0]) * _EYE4
     V = np.empty((1, 2, 2))
     o2_search(np.ascontiguousarray(P[0]), np.ascontiguousarray(Z[0]), np.ascontiguousarray(Q),

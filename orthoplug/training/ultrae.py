@@ -93,7 +93,7 @@ from orthoplug.distributed import (
 )
 from orthoplug.problems.hspp import phi, ultrahyperbolic_distance
 from orthoplug.problems.kg import KGData, evaluate_ranking
-from orthoplug.solvers.jobcd import max_matchings
+from orthoplug.solvers.pairs import max_matchings
 
 __all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "draw_negatives", "rank_share",
            "RELATION_OPTIMIZERS", "NEGATIVE_CHUNK", "LOSS_CHUNK_ENTRIES", "DEFAULT_SIGMA0",

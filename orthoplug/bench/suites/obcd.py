@@ -20,13 +20,17 @@ TDT2, 20News, …) are not bundled; the offline stand-ins are scikit-learn's dig
 Methods, each under the same wall-clock limit:
 
 * ``OBCD`` — random pairs (k = 2), exact block curvature, α = 1e-5, from ``I(n, r)`` (the
-  paper's OBCD-R(id)); ``OBCD-Jacobi`` — n/2 disjoint pairs per iteration;
+  paper's OBCD-R(id)); ``OBCD-Jacobi`` — n/2 disjoint pairs per iteration; ``OBCD-rnd`` — plain
+  OBCD from the shared random start, the start OBCD-sparse gets (what its stages add);
 * ``OBCD-sparse`` (:class:`~orthoplug.solvers.obcd_layer.SparseOBCD`, not in the paper) — from
-  the shared random start: the lowest-F of that start and the diagonal and PCA starts (after
-  an exact column-pair rotation sweep, which leaves f unchanged), for continuous h (ℓ1) a
-  polar-prox phase of up to half the budget kept only if it lowers F, then OBCD's exact pair
-  steps on the best of 16 sampled pairs in the compiled loop, with a compiled column sweep
-  every n pair steps;
+  the shared random start, a pipeline of stages budgeted in iterations (its class docstring):
+  the lowest-F of that start and the diagonal and PCA starts (after an exact column-pair
+  rotation sweep, which leaves f unchanged); for continuous h (ℓ1) a polar-prox stage, for ℓ0
+  and NN-PCA a linearised-ADMM splitting stage (RADMM's iteration for NN-PCA, with a partition
+  search on its rounded points and after it); then OBCD's exact pair steps on the best of 16
+  sampled pairs in the compiled loop, with a compiled column sweep every n pair steps. Each
+  stage's iterations, gradients and share of the decrease are in its result's
+  ``info["stages"]``;
 * ``ManPG`` (:mod:`orthoplug.baselines.manpg`, t = 1/L) from the shared random start (on NN-PCA
   a random 0/1-column partition, feasible); on ℓ0 it uses the hard-threshold prox (a heuristic:
   ManPG's theory needs a convex, Lipschitz h) and on NN-PCA the projection ``max(0, ·)`` (the
@@ -222,7 +226,8 @@ class L0SPCA(_SPCA):
 
     def methods(self, scale: str) -> list[Method]:
         return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                sparse_obcd_method(), manpg_method(), *splitting_methods()]
+                obcd_method("OBCD-rnd", start="random"), sparse_obcd_method(), manpg_method(),
+                *splitting_methods()]
 
     def evaluate(self, instance: Instance, point) -> dict[str, float]:
         """As the paper reports it: ``F = f + λ·nnz`` with the thresholded count ``nnz``."""
@@ -243,7 +248,8 @@ class L1SPCA(_SPCA):
 
     def methods(self, scale: str) -> list[Method]:
         methods = [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                   sparse_obcd_method(), manpg_method(), *splitting_methods(("LADMM",)),
+                   obcd_method("OBCD-rnd", start="random"), sparse_obcd_method(),
+                   manpg_method(), *splitting_methods(("LADMM",)),
                    rsubgrad_method(),
                    pymanopt_method("pymanopt-SD", "pymanopt",
                                    "pymanopt.optimizers:SteepestDescent"),
@@ -297,7 +303,8 @@ class NNPCA(CompositeExperiment):
 
     def methods(self, scale: str) -> list[Method]:
         return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
-                sparse_obcd_method(), manpg_method(), *splitting_methods()]
+                obcd_method("OBCD-rnd", start="random"), sparse_obcd_method(), manpg_method(),
+                *splitting_methods()]
 
     def evaluate(self, instance: Instance, point) -> dict[str, float]:
         x = torch.as_tensor(np.asarray(point), dtype=torch.float64)
@@ -313,10 +320,17 @@ class NNPCA(CompositeExperiment):
 
 
 def solver_outcome(solver, oracle, x0: torch.Tensor) -> Outcome:
-    """Run an orthoplug solver on St(n, r) from ``x0``; point, iterations and (time, cost)."""
+    """Run an orthoplug solver on St(n, r) from ``x0``; point, iterations and (time, cost). The
+    message is the stop reason, followed for a pipeline of stages (SparseOBCD) by each stage's
+    iterations and share of the decrease of F."""
     res = solver.run(oracle, x0, StiefelGeometry(*x0.shape))
+    message = res.stop_reason
+    if res.info.get("stages"):
+        message += "; stages: " + ", ".join(
+            f"{s['name']} {s['iterations']} {s['unit']} ({100 * s['decrease_share']:.1f} %)"
+            for s in res.info["stages"])
     return Outcome(point=res.point.detach().numpy().copy(), iterations=res.iterations,
-                   history=solver_history(res), message=res.stop_reason)
+                   history=solver_history(res), message=message)
 
 
 def _run_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
@@ -336,16 +350,17 @@ def _run_sparse_obcd(experiment: CompositeExperiment, instance: Instance, *, see
 
 def sparse_obcd_method() -> Method:
     """:class:`~orthoplug.solvers.obcd_layer.SparseOBCD` from the shared random start (the
-    start ManPG gets): best of the start, the diagonal and PCA starts, prox phase, greedy pairs,
-    column sweeps."""
+    start ManPG gets): its stages (starts, prox or splitting, partition search), then greedy
+    pairs and column sweeps."""
     return custom_method("OBCD-sparse", "orthoplug", _run_sparse_obcd, {"eval_every": 200})
 
 
-def obcd_method(name: str, *, working_set: str = "random") -> Method:
-    """OBCD (k = 2, exact curvature, α = 1e-5) from ``I(n, r)``; random pairs or Jacobi."""
+def obcd_method(name: str, *, working_set: str = "random", start: str = "identity") -> Method:
+    """OBCD (k = 2, exact curvature, α = 1e-5) from ``I(n, r)`` (``start="identity"``) or the
+    shared random start (``"random"``); random pairs or Jacobi."""
     every = 5 if working_set == "jacobi" else 200
     return custom_method(name, "orthoplug", _run_obcd,
-                         {"working_set": working_set, "eval_every": every})
+                         {"working_set": working_set, "eval_every": every, "start": start})
 
 
 def _run_manpg(experiment: CompositeExperiment, instance: Instance, *, seed: int,
