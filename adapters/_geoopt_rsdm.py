@@ -95,7 +95,7 @@ class RSDM(OrthoplugOptimizer):
         lr: step size η > 0 (for Stiefel parameters the RSDM step, for the others SGD's), or
             ``None``: Armijo backtracking on the closure's loss (see the module docstring).
         r: slice dimension, ``2 ≤ r ≤ n`` for every Stiefel parameter of the group; default
-            ``round(√(np)/2)`` clamped to ``[2, n]`` for each n×p parameter
+            ``max(2, round(√(np)/2))`` for each n×p parameter
             (:func:`~orthoplug.solvers.rsdm.default_slice_dimension`, as the pymanopt optimizer).
         sampling: ``"permutation"`` (RSDM-P, default) or ``"orthogonal"`` (RSDM-O).
         retraction: on O(r): ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.

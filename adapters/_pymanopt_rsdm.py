@@ -41,7 +41,7 @@ class RSDM(SolverOptimizer):
     """Riemannian random submanifold descent (RSDM-P / RSDM-O) for pymanopt problems.
 
     Args:
-        r: slice dimension, ``2 ≤ r ≤ n``; default ``round(√(np)/2)`` clamped to ``[2, n]``
+        r: slice dimension, ``2 ≤ r ≤ n``; default ``max(2, round(√(np)/2))``
             (:func:`~orthoplug.solvers.rsdm.default_slice_dimension`, as the geoopt optimizer).
         sampling: ``"permutation"`` (RSDM-P) or ``"orthogonal"`` (RSDM-O).
         step_size: fixed step η, or ``None`` (default): Armijo backtracking with memory, no

@@ -112,7 +112,7 @@ _ETA_MAX = 1e15
 
 
 def default_slice_dimension(n: int, p: int) -> int:
-    """The default slice dimension ``r = round(√(np)/2)``, clamped to ``[2, n]``.
+    """The default slice dimension ``r = max(2, round(√(np)/2))`` (≤ n/2 for n ≥ 4 since p ≤ n).
 
     It maximises the decrease per unit of work ``r(r−1)/T(r)`` of the cost model
     ``T(r) = 2nrp + βr²p + γr³`` (the r-row update of a cached gradient ``CX``, the slice
@@ -122,7 +122,7 @@ def default_slice_dimension(n: int, p: int) -> int:
     """
     if not (isinstance(n, int) and isinstance(p, int) and 1 <= p <= n and n >= 2):
         raise ValueError(f"need integers 1 <= p <= n, n >= 2, got n={n!r}, p={p!r}")
-    return min(n, max(2, round(math.sqrt(n * p) / 2)))
+    return max(2, round(math.sqrt(n * p) / 2))
 
 
 def sample_slice(x: torch.Tensor, r: int, sampling: str,
@@ -166,9 +166,9 @@ class RSDM(IterativeSolver):
     Args:
         r: slice dimension, ``2 ≤ r ≤ n`` (r = 2 with permutation sampling is Riemannian
             coordinate descent with Givens rotations; r = n with orthogonal sampling is a
-            full rotation step). Default (``None``): ``r = round(√(np)/2)`` clamped to
-            ``[2, n]`` (:func:`default_slice_dimension`), the r that maximises the expected
-            decrease ``∝ r(r−1)`` per unit of the per-iteration cost ``2nrp + βr²p + γr³``.
+            full rotation step). Default (``None``): ``r = max(2, round(√(np)/2))``
+            (:func:`default_slice_dimension`), the r that maximises the expected decrease
+            ``∝ r(r−1)`` per unit of the per-iteration cost ``2nrp + βr²p + γr³``.
         sampling: ``"permutation"`` (RSDM-P, default: r random rows, all by indexing) or
             ``"orthogonal"`` (RSDM-O: Haar-distributed r×n orthonormal rows).
         step_size: a fixed step η > 0 (the paper's rule), or ``None`` (default): Armijo
