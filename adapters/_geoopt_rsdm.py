@@ -114,7 +114,7 @@ class RSDM(OrthoplugOptimizer):
         average_gradients: average the gradients over the group in each step.
 
     Raises:
-        ValueError: bad options, ``r`` missing or out of range for a parameter, a parameter on a
+        ValueError: bad options, ``r`` out of range for a parameter, a parameter on a
             manifold other than Stiefel / Euclidean, or a Euclidean parameter in a group
             without ``lr``.
         RuntimeError: ``step()`` without a closure in a group without ``lr``.

@@ -742,6 +742,7 @@ def test_iterates_equal_the_dense_reference_path():
         reference = _dense_rsdm(cost, grad, x0, r, seed=7, iterations=iterations)
         assert float((reference - x0).abs().max()) > 0.1  # it moved
         assert float((res.point - reference).abs().max()) <= 1e-12, type(oracle).__name__
+        assert res.cost == pytest.approx(float(cost(res.point)), rel=1e-12)  # F kept current
 
 
 def _peak_bytes(fn) -> int:

@@ -39,7 +39,9 @@ RSDM-O         sampling O(nr²) (QR); ``B, C`` O(npr) + ``T_g``; retraction O(r�
                O(npr) (rank-r).  Total O(npr + nr²) + ``T_g`` (quadratic: the cached ``CX``
                is updated in O(n²r + npr)).
 stochastic     as above with ``T_g`` = one minibatch gradient.
-Armijo         + one cost evaluation per trial step (quadratic trackers: O(nrp) per trial).
+Armijo         + per trial: the retraction and ``Y C`` (O(r³ + r²p)) and the cost: priced on the
+               rows (quadratic trackers O(r²p), oracles with a ``row_value_change``),
+               else one cost evaluation.
 =============  ==============================================================================
 
 Step size. The default (no ``step_size`` given) needs no tuning: Armijo backtracking on the
@@ -49,10 +51,13 @@ next iteration is ``2η`` after a first-trial acceptance, else the accepted ``η
 grows or shrinks geometrically to the cost's scale within a few iterations, from a first trial
 of 1). For a quadratic cost (:class:`~orthoplug.oracles.core.QuadraticTracker`) a trial is
 priced on the slice alone, ``F(X⁺) − F(X) = s⟨Δ, (2(CX)[B] + C_BB Δ)D⟩`` in O(r²p), and only the
-accepted one updates the cached ``CX``. A fixed η (``step_size=η``, the paper's choice; RSDM
-tolerates much larger η than Riemannian gradient descent since only a slice moves) is watched
-at the run's evaluations: if the cost has not decreased over :data:`STALL_WINDOW` evaluations
-while the gradient is not small, a :class:`RuntimeWarning` names the step and the stagnation.
+accepted one updates the cached ``CX``; likewise with a
+:class:`~orthoplug.oracles.rows.RowGradientOracle` given a ``row_value_change`` (Procrustes:
+``−2s⟨M[B], Δ⟩`` in O(rp)), whose tracker then keeps F current from the accepted changes.
+A fixed η (``step_size=η``, the paper's choice; RSDM tolerates much larger η than Riemannian
+gradient descent since only a slice moves) is watched at the run's evaluations: if the cost
+has not decreased over :data:`STALL_WINDOW` evaluations while the gradient is not small, a
+:class:`RuntimeWarning` names the step and the stagnation.
 
 Both front-ends run the same code: :func:`sample_slice`,
 :func:`~orthoplug.geometry.submanifold.submanifold_gradient` and :func:`rotation` make the step,
