@@ -39,9 +39,9 @@ RSDM-O         sampling O(nr²) (QR); ``B, C`` O(npr) + ``T_g``; retraction O(r�
                O(npr) (rank-r).  Total O(npr + nr²) + ``T_g`` (quadratic: the cached ``CX``
                is updated in O(n²r + npr)).
 stochastic     as above with ``T_g`` = one minibatch gradient.
-Armijo         + per trial: the retraction and ``Y C`` (O(r³ + r²p)) and the cost: priced on the
-               rows (quadratic trackers O(r²p), oracles with a ``row_value_change``),
-               else one cost evaluation.
+Armijo         per trial in addition: the retraction and ``Y C`` (O(r³ + r²p)) and the cost,
+               priced on the rows (quadratic trackers O(r²p), oracles with a
+               ``row_value_change``), else one cost evaluation.
 =============  ==============================================================================
 
 Step size. The default (no ``step_size`` given) needs no tuning: Armijo backtracking on the
