@@ -61,7 +61,12 @@ import geoopt
 import torch
 
 from orthoplug.geometry.submanifold import RETRACTIONS, SAMPLINGS, submanifold_gradient
-from orthoplug.solvers.rsdm import DEFAULT_FIRST_TRIAL, rotation, sample_slice
+from orthoplug.solvers.rsdm import (
+    DEFAULT_FIRST_TRIAL,
+    default_slice_dimension,
+    rotation,
+    sample_slice,
+)
 from orthoplug.solvers.steps import ArmijoBacktracking, DecaySchedule
 
 from ._torch import OrthoplugOptimizer
@@ -89,7 +94,9 @@ class RSDM(OrthoplugOptimizer):
         params: parameters or parameter groups (groups may override every option below).
         lr: step size η > 0 (for Stiefel parameters the RSDM step, for the others SGD's), or
             ``None``: Armijo backtracking on the closure's loss (see the module docstring).
-        r: slice dimension, ``2 ≤ r ≤ n`` for every Stiefel parameter of the group (required).
+        r: slice dimension, ``2 ≤ r ≤ n`` for every Stiefel parameter of the group; default
+            ``max(2, round(√(np)/2))`` for each n×p parameter
+            (:func:`~orthoplug.solvers.rsdm.default_slice_dimension`, as the pymanopt optimizer).
         sampling: ``"permutation"`` (RSDM-P, default) or ``"orthogonal"`` (RSDM-O).
         retraction: on O(r): ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
         momentum, dampening, weight_decay, nesterov: RiemannianSGD's, for non-manifold
@@ -107,7 +114,7 @@ class RSDM(OrthoplugOptimizer):
         average_gradients: average the gradients over the group in each step.
 
     Raises:
-        ValueError: bad options, ``r`` missing or out of range for a parameter, a parameter on a
+        ValueError: bad options, ``r`` out of range for a parameter, a parameter on a
             manifold other than Stiefel / Euclidean, or a Euclidean parameter in a group
             without ``lr``.
         RuntimeError: ``step()`` without a closure in a group without ``lr``.
@@ -145,8 +152,8 @@ class RSDM(OrthoplugOptimizer):
                                  "group with an lr")
         elif not (isinstance(lr, (int, float)) and lr > 0):
             raise ValueError(f"lr must be > 0 or None, got {lr!r}")
-        if isinstance(r, bool) or not isinstance(r, int) or r < 2:
-            raise ValueError(f"r must be an integer >= 2, got {r!r}")
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2):
+            raise ValueError(f"r must be an integer >= 2 or None (the default rule), got {r!r}")
         if group["sampling"] not in SAMPLINGS:
             raise ValueError(f"unknown sampling {group['sampling']!r}; choose from {SAMPLINGS}")
         if group["retraction"] not in RETRACTIONS:
@@ -159,7 +166,7 @@ class RSDM(OrthoplugOptimizer):
         for p in group["params"]:
             if _is_stiefel(p):
                 n = p.shape[-2]
-                if r > n:
+                if r is not None and r > n:
                     raise ValueError(f"r = {r} exceeds n = {n} for a Stiefel parameter of shape "
                                      f"{tuple(p.shape)}; give that parameter its own group "
                                      f"with 2 <= r <= n")
@@ -228,7 +235,8 @@ class RSDM(OrthoplugOptimizer):
     def _slice(self, p, grad, group):
         """A random slice of ``p``, ``C = P(r)X`` and ``Γ`` from ``grad`` (the core's step)."""
         x = p.data
-        sub = sample_slice(x, group["r"], group["sampling"], self.generator(x.device))
+        r = group["r"] or default_slice_dimension(*x.shape[-2:])
+        sub = sample_slice(x, r, group["sampling"], self.generator(x.device))
         c = sub.restrict(x)
         return sub, c, submanifold_gradient(sub.restrict(grad), c)
 

@@ -41,7 +41,8 @@ class RSDM(SolverOptimizer):
     """Riemannian random submanifold descent (RSDM-P / RSDM-O) for pymanopt problems.
 
     Args:
-        r: slice dimension, ``2 ≤ r ≤ n``.
+        r: slice dimension, ``2 ≤ r ≤ n``; default ``max(2, round(√(np)/2))``
+            (:func:`~orthoplug.solvers.rsdm.default_slice_dimension`, as the geoopt optimizer).
         sampling: ``"permutation"`` (RSDM-P) or ``"orthogonal"`` (RSDM-O).
         step_size: fixed step η, or ``None`` (default): Armijo backtracking with memory, no
             tuning (for the stochastic variant: η = 1 with the ``schedule``, default constant).
@@ -58,9 +59,9 @@ class RSDM(SolverOptimizer):
     solver_class = rsdm.RSDM
     geometries = (StiefelGeometry, GrassmannGeometry)
 
-    def __init__(self, r: int, sampling: str = "permutation", *, step_size: float | None = None,
-                 retraction: str = "qr", line_search: str | None = None,
-                 batch_size: int | None = None, **kwargs):
+    def __init__(self, r: int | None = None, sampling: str = "permutation", *,
+                 step_size: float | None = None, retraction: str = "qr",
+                 line_search: str | None = None, batch_size: int | None = None, **kwargs):
         if batch_size is not None:
             self.solver_class = rsdm.StochasticRSDM
             kwargs["batch_size"] = batch_size

@@ -7,7 +7,10 @@ from the SVD of ``BAᵀ``. Small r×r LAPACK calls are dominated by thread start
 
 from __future__ import annotations
 
+import gc
 import math
+import os
+import re
 
 import numpy as np
 import pytest
@@ -25,10 +28,15 @@ from orthoplug.geometry.submanifold import (
     sample_submanifold,
     submanifold_gradient,
 )
-from orthoplug.oracles import FiniteSumOracle, FunctionOracle, RowGradientOracle
+from orthoplug.oracles import (
+    FiniteSumOracle,
+    FunctionOracle,
+    QuadraticOracle,
+    RowGradientOracle,
+)
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.base import Run
-from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
+from orthoplug.solvers.rsdm import RSDM, StochasticRSDM, default_slice_dimension
 from orthoplug.training.orthonet import train_orthonet
 
 F64 = torch.float64
@@ -684,3 +692,135 @@ def _complement(rows, n):
     keep = torch.ones(n, dtype=torch.bool)
     keep[rows] = False
     return keep
+
+
+# ---------------------------------------------------------------------------------------------
+# large n: O(nr + np) memory, the dense reference path, the default r
+# ---------------------------------------------------------------------------------------------
+
+
+def _dense_rsdm(cost, grad, x, r, seed, iterations):
+    """RSDM-P with the default Armijo rule written with explicit n×n matrices (reference only):
+    ``Γ = [P skew(∇F Xᵀ) Pᵀ]_{r×r}``, ``X ← Pᵀ blockdiag(qf(I − ηΓ), I) P X``, the cost
+    evaluated in full at every trial."""
+    n = x.shape[0]
+    gen, eta0 = _gen(seed), 1.0
+    for _ in range(iterations):
+        rows = sample_rows(n, r, generator=gen)  # the solver's draw: randperm(n)[:r]
+        perm = torch.cat([rows, torch.arange(n)[_complement(rows, n)]])
+        big_p = torch.eye(n, dtype=F64)[perm]
+        gamma = (big_p @ skew(grad(x) @ x.mT) @ big_p.mT)[:r, :r]
+        f0, slope, eta = float(cost(x)), float((gamma * gamma).sum()), eta0
+        for trial in range(31):
+            u = torch.eye(n, dtype=F64)
+            u[:r, :r] = qf(torch.eye(r, dtype=F64) - eta * gamma)
+            x_new = big_p.mT @ u @ big_p @ x
+            if float(cost(x_new)) <= f0 - 1e-4 * eta * slope:
+                x, eta0 = x_new, (2.0 * eta if trial == 0 else eta)
+                break
+            eta *= 0.5
+        else:
+            eta0 = eta
+    return x
+
+
+def test_iterates_equal_the_dense_reference_path():
+    """Row updates, slice-priced trials (quadratic tracker, Procrustes row prices) and full
+    evaluations all follow the n×n reference path to 1e-12 (default r, 60 iterations)."""
+    n, p, iterations = 60, 20, 60
+    r = default_slice_dimension(n, p)
+    pca, pr = PCAProblem.make(n, p, seed=3), ProcrustesProblem.make(n, p, seed=3)
+    x0 = _x0(n, p, seed=5)
+    cases = [(pca.cost, pca.gradient, pca.oracle()),
+             (pca.cost, pca.gradient, pca.function_oracle()),
+             (pr.linear_cost, pr.linear_gradient, pr.oracle("linear")),
+             (pr.cost, pr.gradient, pr.oracle("quadratic"))]
+    for cost, grad, oracle in cases:
+        res = RSDM(seed=7, max_iterations=iterations, eval_every=iterations).run(
+            oracle, x0, StiefelGeometry(n, p))
+        assert res.iterations == iterations and res.info["r"] == r
+        reference = _dense_rsdm(cost, grad, x0, r, seed=7, iterations=iterations)
+        assert float((reference - x0).abs().max()) > 0.1  # it moved
+        assert float((res.point - reference).abs().max()) <= 1e-12, type(oracle).__name__
+        assert res.cost == pytest.approx(float(cost(res.point)), rel=1e-12)  # F kept current
+
+
+def _peak_bytes(fn) -> int:
+    """Peak resident memory while ``fn()`` runs, above the resident memory at its start
+    (Linux: the peak counter is reset through /proc/self/clear_refs)."""
+    if not os.access("/proc/self/clear_refs", os.W_OK):
+        pytest.skip("needs Linux's /proc/self/clear_refs to reset the peak RSS")
+
+    def status(field):
+        with open("/proc/self/status") as fh:
+            return 1024 * int(re.search(rf"{field}:\s+(\d+)", fh.read()).group(1))
+
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+    base = status("VmRSS")
+    fn()
+    return status("VmHWM") - base
+
+
+@pytest.mark.parametrize("sampling", ["permutation", "orthogonal"])
+def test_no_n_by_n_array_when_n_is_much_larger_than_r(sampling):
+    """n = 3000 ≫ r, p: building the quadratic oracle and 30 iterations allocate far less than
+    one n×n array (72 MB; each is its own mapping, so it would show in the peak): only C itself,
+    given by the user, is n×n."""
+    n, p = 3000, 8
+    low = torch.randn(n, 3, dtype=F64, generator=_gen(0))
+    c = low @ low.mT + torch.eye(n, dtype=F64)
+    x0 = _x0(n, p)
+    out = {}
+
+    def run():
+        oracle = QuadraticOracle(c, scale=-0.5)
+        out["res"] = RSDM(sampling=sampling, seed=0, max_iterations=30, eval_every=10).run(
+            oracle, x0, StiefelGeometry(n, p))
+
+    peak = _peak_bytes(run)
+    assert peak < n * n * 8 / 4, f"peak {peak / 2**20:.1f} MiB"
+    assert out["res"].info["r"] == default_slice_dimension(n, p) == 77
+    assert out["res"].cost < float(-0.5 * (x0 * (c @ x0)).sum())
+
+
+def test_default_r_rule_values_and_errors():
+    """r = max(2, round(√(np)/2)): values, the floor at 2, and bad shapes named."""
+    cases = {(1000, 500): 354, (2000, 200): 316, (2000, 2000): 1000, (60, 20): 17,
+             (4, 1): 2, (3, 3): 2, (2, 2): 2}
+    for (n, p), r in cases.items():
+        assert default_slice_dimension(n, p) == r
+        assert 2 <= r <= n
+    for n, p in ((1, 1), (5, 6), (5, 0), (5.0, 2)):
+        with pytest.raises(ValueError, match="1 <= p <= n"):
+            default_slice_dimension(n, p)
+    with pytest.raises(ValueError, match="or None"):
+        RSDM(r=1)
+
+
+def test_default_r_is_the_same_in_the_solver_and_both_front_ends():
+    """No r given: the core solver, the pymanopt and the geoopt optimizers take the same
+    default slice, hence (same seed, same fixed step) the same first iterate, which changes
+    exactly r = 17 rows of X ∈ St(60, 20)."""
+    import geoopt
+
+    from orthoplug.adapters.geoopt import RSDM as GeooptRSDM
+    from orthoplug.adapters.pymanopt import RSDM as PymanoptRSDM
+
+    n, p = 60, 20
+    pca = PCAProblem.make(n, p, seed=2)
+    x0 = _x0(n, p)
+    core = RSDM(step_size=0.5, seed=4, max_iterations=1, eval_every=1).run(
+        pca.function_oracle(), x0, StiefelGeometry(n, p))
+    pym = PymanoptRSDM(step_size=0.5, seed=4, max_iterations=1, eval_every=1).run(
+        pca.pymanopt_problem(), initial_point=x0.numpy().copy())
+    w = geoopt.ManifoldParameter(x0.clone(), manifold=geoopt.EuclideanStiefel())
+    opt = GeooptRSDM([w], lr=0.5, seed=4)
+    w.grad = pca.gradient(x0)
+    opt.step()
+    changed = (core.point - x0).abs().amax(dim=1) > 0
+    assert int(changed.sum()) == default_slice_dimension(n, p) == 17
+    assert core.info["r"] == pym.solver_result.info["r"] == 17
+    assert torch.allclose(torch.from_numpy(pym.point), core.point, rtol=0, atol=1e-14)
+    assert torch.allclose(w.detach(), core.point, rtol=0, atol=1e-14)

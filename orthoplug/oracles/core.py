@@ -181,7 +181,7 @@ class QuadraticOracle(Oracle):
         c = torch.as_tensor(c)
         if c.ndim != 2 or c.shape[0] != c.shape[1]:
             raise ValueError(f"C must be a square matrix, got shape {tuple(c.shape)}")
-        if not torch.allclose(c, c.mT, atol=1e-12 * float(c.abs().max()) + 1e-300):
+        if not _is_symmetric(c):
             raise ValueError("C must be symmetric")
         if d is not None:
             d = torch.as_tensor(d, dtype=c.dtype, device=c.device)
@@ -190,14 +190,40 @@ class QuadraticOracle(Oracle):
         self.c, self.d, self.scale = c, d, float(scale)
         self.quadratic = self
         self._cd_key = None  # (device, dtype) of the cached C, D (see _cd)
-        lam = torch.linalg.eigvalsh(c)
-        lam_d = torch.ones(1) if d is None else torch.linalg.eigvalsh(d)
-        self.lipschitz = 2.0 * abs(self.scale) * float(lam.abs().max() * lam_d.abs().max())
+        self._lipschitz: float | None = None
+        self._psd: bool | None = None
+
+    def _spectrum(self) -> None:
+        """``lipschitz`` and ``curvature_is_psd`` from the eigenvalues of C and D: computed on
+        first use only (``eigvalsh`` works on an n×n copy of C, which methods that never ask for
+        them, e.g. RSDM, should not pay for)."""
+        lam = torch.linalg.eigvalsh(self.c)
+        lam_d = torch.ones(1) if self.d is None else torch.linalg.eigvalsh(self.d)
+        if self._lipschitz is None:
+            self._lipschitz = 2.0 * abs(self.scale) * float(lam.abs().max() * lam_d.abs().max())
         # Q̲ = 2s (Z D Zᵀ) ⊗ C_BB is PSD for every block iff s·C and D are both PSD or both NSD
-        self.curvature_is_psd = bool(
+        self._psd = bool(
             (self.scale >= 0 and lam.min() >= 0 and lam_d.min() >= 0)
             or (self.scale <= 0 and lam.max() <= 0 and lam_d.min() >= 0)
         )
+
+    @property
+    def lipschitz(self) -> float:
+        """``2|s|·max|λ(C)|·max|λ(D)|``, the Lipschitz constant of ∇f (or the value set)."""
+        if self._lipschitz is None:
+            self._spectrum()
+        return self._lipschitz
+
+    @lipschitz.setter
+    def lipschitz(self, value: float | None) -> None:
+        self._lipschitz = value
+
+    @property
+    def curvature_is_psd(self) -> bool:
+        """Whether every block curvature ``Q̲`` is PSD (s·C and D both PSD or both NSD)."""
+        if self._psd is None:
+            self._spectrum()
+        return self._psd
 
     def _cd(self, x):
         """``C`` and ``D`` on X's device and dtype (the last conversion is kept: a CPU ``C``
@@ -368,7 +394,10 @@ class Tracker:
 
     def set_rows(self, rows: torch.Tensor, new_rows: torch.Tensor) -> None:
         """``X[rows] = new_rows`` (rows must be distinct)."""
-        self.x[rows] = new_rows
+        if rows.ndim == 1:  # (index_copy_: several times faster than index_put_ on r rows)
+            self.x.index_copy_(0, rows, new_rows)
+        else:
+            self.x[rows] = new_rows
         self._value = None
         self._grad = None
 
@@ -580,6 +609,16 @@ class QuadraticTracker(Tracker):
         if not ok:
             raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_CURVATURE])
         return z.copy(), np.array([[m11, m12], [m21, m22]], dtype=q.dtype), q
+
+
+def _is_symmetric(c: torch.Tensor, rows: int = 64) -> bool:
+    """``torch.allclose(c, cᵀ, atol=1e-12·max|c|)`` for a square ``c``, checked ``rows`` rows at
+    a time (O(n·rows) extra memory instead of several n×n temporaries)."""
+    n = c.shape[0]
+    scale = max((float(c[i:i + rows].abs().max()) for i in range(0, n, rows)), default=0.0)
+    atol = 1e-12 * scale + 1e-300
+    return all(torch.allclose(c[i:i + rows], c[:, i:i + rows].mT, atol=atol)
+               for i in range(0, n, rows))
 
 
 def host_array(t: torch.Tensor):

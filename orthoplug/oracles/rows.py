@@ -12,8 +12,6 @@ from .core import FunctionOracle, Oracle, Tracker, finite
 __all__ = ["RowGradientOracle", "RowGradientTracker", "StochasticOracle"]
 
 
-
-
 class RowGradientOracle(FunctionOracle):
     """An oracle that can also return chosen rows of ∇F without the full gradient.
 
@@ -21,6 +19,10 @@ class RowGradientOracle(FunctionOracle):
         value: ``X -> F(X)``.
         gradient: ``X -> ∇F(X)``.
         gradient_rows: ``(X, rows) -> ∇F(X)[rows]`` (rows: a LongTensor of distinct indices).
+        row_value_change: optional ``(X, rows, new_rows) -> F(X') − F(X)``, ``X'`` = X with
+            ``X[rows]`` replaced by ``new_rows`` (e.g. ``−2s⟨M[rows], new_rows − X[rows]⟩`` for
+            a linear cost, O(rp)). Given, the tracker keeps F current from these changes (a
+            line search then prices a trial on the rows instead of evaluating F).
         lipschitz: optional Lipschitz constant of ∇F.
 
     RSDM-P reads only ``∇F(X)[idx]`` for its r sampled rows, so a cheap ``gradient_rows`` (e.g.
@@ -28,27 +30,57 @@ class RowGradientOracle(FunctionOracle):
     """
 
     def __init__(self, value: Callable, gradient: Callable, gradient_rows: Callable, *,
-                 lipschitz: float | None = None):
+                 row_value_change: Callable | None = None, lipschitz: float | None = None):
         super().__init__(value, gradient, lipschitz=lipschitz)
         self._rows = gradient_rows
+        self._row_change = row_value_change
 
     def gradient_rows(self, x, rows):
         """Rows ``rows`` of ``∇f(X)``, from the row function (not checked for finiteness here)."""
         # not checked for finiteness here: RSDM checks the update these rows produce
         return torch.as_tensor(self._rows(x, rows), dtype=x.dtype, device=x.device)
 
+    @property
+    def prices_rows(self) -> bool:
+        """Whether :meth:`row_value_change` is available."""
+        return self._row_change is not None
+
+    def row_value_change(self, x, rows, new_rows) -> float:
+        """``F(X') − F(X)`` for ``X[rows] ← new_rows`` (needs ``row_value_change``)."""
+        return float(self._row_change(x, rows, new_rows))
+
     def track(self, x):
         return RowGradientTracker(self, x)
 
 
 class RowGradientTracker(Tracker):
-    """Tracker whose :meth:`gradient_rows` asks the oracle for the rows only."""
+    """Tracker whose :meth:`gradient_rows` asks the oracle for the rows only; with an oracle's
+    ``row_value_change`` it also keeps F current under row changes (:meth:`value_with_rows`,
+    ``set_rows(..., value=)``; :meth:`refresh` recomputes it against drift)."""
 
     def gradient_rows(self, rows):
         if self._grad is not None:
             return self._grad[rows]
         self.count_gradients(int(rows.numel()) / self.x.shape[-2])
         return self.oracle.gradient_rows(self.x, rows)
+
+    def value_with_rows(self, rows: torch.Tensor, new_rows: torch.Tensor) -> float | None:
+        """``F`` after ``X[rows] ← new_rows`` without changing X, from the oracle's row price
+        (``None`` when the oracle has none: evaluate F after the change instead)."""
+        if not self.oracle.prices_rows:
+            return None
+        return float(self.value()) + self.oracle.row_value_change(self.x, rows, new_rows)
+
+    def set_rows(self, rows, new_rows, value: float | None = None):
+        """``X[rows] = new_rows``; ``value``, if given, is F there (from
+        :meth:`value_with_rows`)."""
+        super().set_rows(rows, new_rows)
+        if value is not None:
+            self._value = torch.tensor(value, dtype=self.x.dtype, device=self.x.device)
+
+    def refresh(self) -> None:
+        """Forget the value kept from row changes (the next :meth:`value` evaluates F)."""
+        self._value = None
 
 
 class StochasticOracle(Oracle):

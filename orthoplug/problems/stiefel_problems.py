@@ -216,14 +216,28 @@ class ProcrustesProblem:
             raise ValueError(f"form must be 'quadratic' or 'linear', got {form!r}")
 
     def oracle(self, form: str = "quadratic") -> RowGradientOracle:
-        """Value, gradient and gradient rows (``2s(X[idx]AAᵀ − M[idx])`` or ``−2sM[idx]``)."""
+        """Value, gradient, gradient rows (``2s(X[idx]AAᵀ − M[idx])`` or ``−2sM[idx]``) and the
+        cost change of a row change ``X[idx] ← Z`` (``s(‖ZA − B[idx]‖² − ‖X[idx]A − B[idx]‖²)``,
+        O(rp²), or ``−2s⟨M[idx], Z − X[idx]⟩``, O(rp)).
+        """
         self._check_form(form)
         if form == "linear":
+            def linear_change(x, rows, new):
+                return (-2.0 * self.scale) * float((self.m.to(x)[rows] * (new - x[rows])).sum())
+
             return RowGradientOracle(self.linear_cost, self.linear_gradient,
-                                     lambda x, rows: (-2.0 * self.scale) * self.m.to(x)[rows])
+                                     lambda x, rows: (-2.0 * self.scale) * self.m.to(x)[rows],
+                                     row_value_change=linear_change)
+
+        def change(x, rows, new):
+            a, b = self.a.to(x), self.b.to(x)[rows]
+            res_new, res_old = new @ a - b, x[rows] @ a - b
+            return self.scale * float((res_new * res_new).sum() - (res_old * res_old).sum())
+
         return RowGradientOracle(
             self.cost, self.gradient,
-            lambda x, rows: 2.0 * self.scale * (x[rows] @ self.s.to(x) - self.m.to(x)[rows]))
+            lambda x, rows: 2.0 * self.scale * (x[rows] @ self.s.to(x) - self.m.to(x)[rows]),
+            row_value_change=change)
 
     def function_oracle(self, form: str = "quadratic") -> FunctionOracle:
         """A plain value/gradient oracle of the ``"quadratic"`` or ``"linear"`` form (no row
