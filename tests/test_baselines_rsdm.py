@@ -11,6 +11,7 @@ from orthoplug.baselines.rcd import RCD
 from orthoplug.geometry._linalg import skew
 from orthoplug.geometry.stiefel import StiefelGeometry, qf
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
+from orthoplug.solvers.clock import RunClock
 from orthoplug.solvers.pairs import round_robin
 
 F64 = torch.float64
@@ -82,14 +83,14 @@ def test_rcd_round_robin_and_convergence(pca):
 
 @pytest.mark.parametrize("gradient", ["sweep", "round"])
 def test_rcd_sweep_stops_at_the_deadline(gradient):
-    """Past the run's deadline a sweep ends after its current round (one round of odd n = 7
+    """Past the run's time limit a sweep ends after its current round (one round of odd n = 7
     rotates 3 disjoint pairs and leaves one row as it was), feasible."""
     n, p = 7, 3
     x0 = _x0(n, p)
     solver = RCD(step_size=1.0, gradient=gradient, seed=0)
     geo = StiefelGeometry(n, p)
     run = solver.start(PCAProblem.make(n, p, seed=0).oracle(), x0, geo)
-    run.deadline = 0.0
+    run.clock, run.timed = RunClock(max_time=0.0), True  # out of time from the start
     solver.step(run)
     tracker = run.tracker
     unchanged = (tracker.x == x0).all(-1)
