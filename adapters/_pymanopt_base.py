@@ -29,6 +29,28 @@ def _n(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
+def _start_point(geometry, x0) -> torch.Tensor:
+    """The float64 start tensor of a run from ``x0``.
+
+    The solvers run in float64. A start point of lower precision (e.g. float32) is checked
+    against the tolerance of its own dtype (:func:`~orthoplug.geometry.manifolds.feasibility_tol`:
+    a feasible float64 point rounded to float32 passes), then restored to float64 feasibility
+    by the geometry's ``projx`` (a change of the order of that rounding).
+
+    Raises:
+        TypeError: ``x0`` is not a real floating-point array.
+        ValueError: as the geometry's ``check_point``.
+    """
+    a = np.asarray(x0)
+    if a.dtype.kind != "f":
+        raise TypeError(f"the initial point must be a real floating-point array, got dtype "
+                        f"{a.dtype}")
+    if a.dtype == np.float64:
+        return _t(a).clone()
+    geometry.check_point(torch.from_numpy(np.ascontiguousarray(a)))
+    return geometry.projx(_t(a))
+
+
 class _GeometryManifold(Manifold):
     """Wraps a torch geometry object; converts numpy ↔ torch (zero-copy on CPU)."""
 
@@ -181,6 +203,7 @@ class SolverOptimizer(Optimizer):
 
         Raises:
             ValueError: unsupported manifold, or an infeasible / misshapen initial point.
+            TypeError: an initial point that is not a real floating-point array.
         """
         geometry = geometry_of(problem.manifold)
         if self.geometries and not isinstance(geometry, self.geometries):
@@ -188,7 +211,8 @@ class SolverOptimizer(Optimizer):
                              f"supported: {[g.name for g in self.geometries]}")
         x0 = problem.manifold.random_point() if initial_point is None else initial_point
         solver = self.make_solver()
-        res = solver.run(oracle or self.oracle_for(problem), _t(x0).clone(), geometry)
+        res = solver.run(oracle or self.oracle_for(problem), _start_point(geometry, x0),
+                         geometry)
         self._initialize_log(optimizer_parameters=res.info)
         if self._log_verbosity >= 1:
             self._log["iterations"] = res.history

@@ -19,6 +19,7 @@ __all__ = [
     "IndefiniteStiefelGeometry",
     "InfeasiblePointError",
     "require_feasible",
+    "feasibility_tol",
 ]
 
 
@@ -26,15 +27,41 @@ class InfeasiblePointError(ValueError):
     """A point that should lie on the manifold does not (the message gives the violation)."""
 
 
+def feasibility_tol(dtype: torch.dtype, n: int) -> float:
+    """The feasibility tolerance of a point with ``n`` rows stored in ``dtype``:
+    ``max(√ε, 64·n·ε)`` with ``ε`` the dtype's machine epsilon.
+
+    This is the one rule every start check and ``projx`` uses, for the relative measures of the
+    geometries (``‖XᵀJX − J_k‖_F/‖X‖_F²``; ``‖XᵀX − I‖_F`` on Stiefel, where ``‖X‖_F² = p``).
+    A Gram matrix ``XᵀJX`` formed in ``dtype`` carries a rounding error up to about
+    ``n·ε·‖X‖_F²`` (sums of ``n`` products), so ``64·n·ε`` accepts any point that is feasible to
+    rounding, in particular a feasible float64 point rounded to float32; the floor ``√ε``
+    (1.5e-8 in float64, 3.5e-4 in float32) leaves room for the drift that products of many
+    exactly feasible factors accumulate in a long run.
+
+    Raises:
+        TypeError: ``dtype`` is not a real floating-point type.
+    """
+    if not (dtype.is_floating_point and not dtype.is_complex):
+        raise TypeError(f"points must have a real floating-point dtype, got {dtype}")
+    eps = torch.finfo(dtype).eps
+    return max(math.sqrt(eps), 64.0 * n * eps)
+
+
 def require_feasible(name: str, x: torch.Tensor, violation, label: str,
                      tol: float | None = None) -> None:
     """Raise :class:`InfeasiblePointError` unless ``x`` is finite and ``max violation(x) ≤ tol``.
 
-    ``label`` names the measure in the message; ``tol`` defaults to 1e-8 (float64) / 1e-4.
+    ``label`` names the measure in the message; ``tol`` defaults to
+    :func:`feasibility_tol` of ``x``'s dtype and row count.
+
+    Raises:
+        TypeError: ``x`` is not a real floating-point tensor.
+        InfeasiblePointError: non-finite entries, or a violation above ``tol``.
     """
+    tol = feasibility_tol(x.dtype, x.shape[-2]) if tol is None else tol
     if not torch.isfinite(x).all():
         raise InfeasiblePointError(f"{name}: point has non-finite entries")
-    tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
     v = violation(x).max().item()
     if not v <= tol:
         raise InfeasiblePointError(f"{name}: point is infeasible: {label} = {v:.3e} > {tol:.1e}")
@@ -87,8 +114,28 @@ class _JGeometry:
         self.check_shape(x)
         require_feasible(self.name, x, self.relative_violation, "‖XᵀJX − J‖_F/‖X‖_F²", tol)
 
+    #: the largest ``‖J_k(XᵀJX − J_k)‖₂`` that :meth:`projx` restores
+    projx_range = 0.5
+
     def projx(self, x: torch.Tensor) -> torch.Tensor:
-        """Feasibility restoration for nearly feasible points (see :func:`jorthogonal.refine`)."""
+        """Feasibility restoration for nearly feasible points (:func:`jorthogonal.refine`,
+        quadratically convergent): defined for ``‖J_k(XᵀJX − J_k)‖₂ ≤ ½``, where it returns a
+        point feasible to rounding. No projection onto the set is known in closed form, so a
+        point farther away is refused rather than mapped to an infeasible one.
+
+        Raises:
+            InfeasiblePointError: ``x`` has non-finite entries or lies outside that range.
+        """
+        self.check_shape(x)
+        if not bool(torch.isfinite(x).all()):
+            raise InfeasiblePointError(f"{self.name}.projx: point has non-finite entries")
+        size = float(torch.linalg.matrix_norm(self.gram_error(x), ord=2).max())
+        if not size <= self.projx_range:
+            raise InfeasiblePointError(
+                f"{self.name}.projx restores points with ‖J_k(XᵀJX − J_k)‖₂ <= "
+                f"{self.projx_range}; got {size:.3e}. No projection onto {self.name} is known "
+                "in closed form: start from a point of the manifold (random or origin) and "
+                "move along it (retr)")
         return jo.refine(self.j, x, self.jk)
 
     def random_point(
