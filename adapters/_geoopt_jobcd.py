@@ -80,7 +80,7 @@ from orthoplug.solvers.steps import (
     sigma_rule,
 )
 
-from ._torch import OrthoplugOptimizer
+from ._torch import OrthoplugOptimizer, check_number
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
 
@@ -162,16 +162,13 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                  sigma_rule: str = "backtracking", lr: float = 1.0,
                  stabilize: int | None = None, process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        if sigma is not None and not sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {sigma}")
+        check_number("max_backtracks", max_backtracks, integer=True)
         if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
             raise ValueError(f"sigma_shrink must be in (0, 1] and < 1 only without a fixed "
                              f"sigma, got {sigma_shrink} with sigma={sigma}")
         if sigma_rule not in SIGMA_RULES or (sigma_rule == "fit" and sigma is not None):
             raise ValueError(f"sigma_rule must be one of {SIGMA_RULES} ('fit' only without a "
                              f"fixed sigma), got {sigma_rule!r} with sigma={sigma}")
-        if not theta > 0:
-            raise ValueError(f"theta must be > 0, got {theta}")
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
         self.sigma_shrink, self.sigma_rule = float(sigma_shrink), sigma_rule
@@ -185,6 +182,10 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
 
     def _check_group(self, group):
         super()._check_group(group)
+        if group["sigma"] is not None:
+            check_number("sigma", group["sigma"], strict=True)
+        check_number("theta", group["theta"], strict=True)
+        check_number("sigma0", group["sigma0"], strict=True)
         for p in group["params"]:
             _check_param(type(self).__name__, p, self.column)
 

@@ -54,7 +54,7 @@ from orthoplug.solvers.jobcd import random_matching
 from orthoplug.solvers.obcd import cyclic_pairs, draw_random_pairs, scalar_pair_step
 from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, cost_rounding
 
-from ._torch import OrthoplugOptimizer
+from ._torch import OrthoplugOptimizer, check_number
 
 __all__ = ["OBCD"]
 
@@ -95,6 +95,7 @@ class OBCD(OrthoplugOptimizer):
         if working_set not in self.working_sets:
             raise ValueError(f"unknown working_set {working_set!r}; choose from "
                              f"{self.working_sets}")
+        check_number("max_backtracks", max_backtracks, integer=True)
         self.h, self.working_set, self.max_backtracks = h, working_set, max_backtracks
         self.last_h = 0.0
         super().__init__(params, dict(sigma=sigma, alpha=alpha, sigma0=sigma0, lr=lr,
@@ -105,14 +106,10 @@ class OBCD(OrthoplugOptimizer):
 
     def _check_group(self, group):
         super()._check_group(group)
-        alpha, sigma, sigma0 = group["alpha"], group["sigma"], group["sigma0"]
-        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
-            raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
-        if sigma is not None and not (isinstance(sigma, (int, float)) and math.isfinite(sigma)
-                                      and sigma >= 0):
-            raise ValueError(f"sigma must be a finite number >= 0 or None, got {sigma!r}")
-        if not (isinstance(sigma0, (int, float)) and math.isfinite(sigma0) and sigma0 > 0):
-            raise ValueError(f"sigma0 must be a finite number > 0, got {sigma0!r}")
+        check_number("alpha", group["alpha"], strict=True)
+        if group["sigma"] is not None:
+            check_number("sigma", group["sigma"])
+        check_number("sigma0", group["sigma0"], strict=True)
         for p in group["params"]:
             if not (isinstance(p, geoopt.ManifoldParameter)
                     and isinstance(p.manifold, geoopt.Stiefel)):

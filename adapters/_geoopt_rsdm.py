@@ -68,7 +68,7 @@ from orthoplug.geometry.submanifold import RETRACTIONS, SAMPLINGS, submanifold_g
 from orthoplug.solvers.rsdm import DEFAULT_FIRST_TRIAL, rotation, sample_slice
 from orthoplug.solvers.steps import ArmijoBacktracking, DecaySchedule
 
-from ._torch import OrthoplugOptimizer
+from ._torch import OrthoplugOptimizer, check_number
 
 __all__ = ["RSDM"]
 
@@ -156,8 +156,10 @@ class RSDM(OrthoplugOptimizer):
         if group["retraction"] not in RETRACTIONS:
             raise ValueError(f"unknown retraction {group['retraction']!r}; "
                              f"choose from {RETRACTIONS}")
-        if group["momentum"] < 0 or group["weight_decay"] < 0:
-            raise ValueError("momentum and weight_decay must be >= 0")
+        for key in ("momentum", "dampening", "weight_decay"):
+            check_number(key, group[key])
+        self._new_rule({**group, "line_search": True})  # the Armijo options, checked
+        self._new_rule({**group, "line_search": False})  # the schedule, checked
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         for p in group["params"]:

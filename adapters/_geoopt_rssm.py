@@ -155,10 +155,10 @@ class RSSM(OrthoplugOptimizer):
             group["lr"], group["auto_lr"] = 1.0, True
         super()._check_group(group)
         decay = group["decay"]
-        SubgradientSteps.make_rule(group["lr"] or 1.0, group["schedule"],
-                                   0.5 if decay is None else decay, level=group["level"],
-                                   patience=group["patience"],
-                                   shrink=group["shrink"])  # validate now
+        for schedule in (group["schedule"], "polyak", "geometric-restart"):  # every option
+            SubgradientSteps.make_rule(group["lr"] or 1.0, schedule,
+                                       0.5 if decay is None else decay, level=group["level"],
+                                       patience=group["patience"], shrink=group["shrink"])
         num_blocks = group["num_blocks"]
         if num_blocks is not None and (isinstance(num_blocks, bool)
                                        or not isinstance(num_blocks, int) or num_blocks < 2):

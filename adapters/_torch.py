@@ -65,6 +65,38 @@ def geometry_of(p: torch.Tensor):
                      "Euclidean parameters")
 
 
+#: the parameter dtypes of every orthoplug optimizer (torch.linalg has no half-precision CPU
+#: kernels, and a float16 constraint would hold to 1e-3 at best)
+DTYPES = (torch.float32, torch.float64)
+
+
+def check_number(name: str, value, *, minimum: float = 0.0, strict: bool = False,
+                 integer: bool = False, maximum: float = math.inf):
+    """``value`` checked: a finite real (an ``int`` when ``integer``) ``≥ minimum`` (``>`` when
+    ``strict``) and ``≤ maximum``; returned unchanged.
+
+    Raises:
+        TypeError: not a number (or not an integer when one is needed).
+        ValueError: out of range or not finite.
+    """
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise TypeError(f"{name} must be {'an integer' if integer else 'a real number'}, got "
+                        f"{value!r}")
+    if not (math.isfinite(value) and (value > minimum if strict else value >= minimum)
+            and value <= maximum):
+        bound = f"{'>' if strict else '>='} {minimum:g}" + (
+            f" and <= {maximum:g}" if maximum < math.inf else "")
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+    return value
+
+
+def _describe(value) -> str:
+    if torch.is_tensor(value):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return repr(value) if value is None else type(value).__name__
+
+
 class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
     """Base class of orthoplug's torch optimizers (see the module docstring).
 
@@ -109,11 +141,17 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         Raises:
             ValueError: ``lr`` not a finite number ≥ 0, ``stabilize`` not ``None`` or an
                 integer ≥ 1.
+            TypeError: a parameter whose dtype is not float32 or float64.
         """
         self._check_lr(group["lr"])
         k = group["stabilize"]
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise ValueError(f"stabilize must be None or an integer >= 1, got {k!r}")
+        for p in group["params"]:
+            if p.dtype not in DTYPES:
+                raise TypeError(f"{type(self).__name__} takes float32 or float64 parameters, "
+                                f"got {p.dtype} (shape {tuple(p.shape)}); keep float32 master "
+                                "weights for half-precision models")
 
     @staticmethod
     def _check_lr(lr) -> float:
@@ -124,12 +162,10 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         return float(lr)
 
     def _check_start(self) -> None:
-        """Check every manifold parameter not checked yet: a real floating-point dtype and a
-        feasible point (the geometry's ``check_point``, tolerance
-        :func:`~orthoplug.geometry.manifolds.feasibility_tol`).
+        """Check every manifold parameter not checked yet: a feasible point (the geometry's
+        ``check_point``, tolerance :func:`~orthoplug.geometry.manifolds.feasibility_tol`).
 
         Raises:
-            TypeError: a parameter that is not real floating point.
             InfeasiblePointError: (a ``ValueError``) naming the parameter and its violation.
         """
         for gi, group in enumerate(self.param_groups):
@@ -137,9 +173,6 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
                 if p in self._started:
                     continue
                 where = f"{type(self).__name__}: parameter {pi} of group {gi}"
-                if not p.dtype.is_floating_point:
-                    raise TypeError(f"{where} has dtype {p.dtype}; use a real floating-point "
-                                    "dtype (float32 or float64)")
                 geometry = geometry_of(p)
                 if geometry is not None:
                     try:
@@ -240,6 +273,24 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
                                      f"loss ({value}) at step {self.steps_taken}; the "
                                      f"parameters are those before the step")
         return loss, value
+
+    def _evaluate(self, closure, *args):
+        """:class:`~orthoplug.distributed.DataParallelOptimizer`'s, with the closure's result
+        checked first.
+
+        Raises:
+            ValueError: the closure returned something other than one number (e.g. a
+                per-sample loss vector or ``None``).
+        """
+        def checked(*a):
+            loss = closure(*a)
+            if isinstance(loss, bool) or not (isinstance(loss, (int, float)) or (
+                    torch.is_tensor(loss) and loss.numel() == 1 and not loss.is_complex())):
+                raise ValueError(f"{type(self).__name__}: the closure must return the loss as "
+                                 f"one real number, got {_describe(loss)}")
+            return loss
+
+        return super()._evaluate(checked, *args)
 
     def _grads(self) -> dict[torch.Tensor, torch.Tensor]:
         """A copy of every parameter's gradient (parameters without one are left out).

@@ -199,8 +199,8 @@ def random_point(
     """
     limit = 1.0 / (j.n * torch.finfo(dtype).eps)
     if isinstance(cond, bool) or not isinstance(cond, (int, float)) or not 1 <= cond <= limit:
-        raise ValueError(f"cond must be a number in [1, 1/(n·ε)] = [1, {limit:.3g}] for {dtype} "
-                         f"(beyond it rounding leaves XᵀJX − J of order 1), got {cond!r}")
+        raise ValueError(f"cond must be >= 1 and <= 1/(n·ε) = {limit:.3g} for {dtype} (beyond "
+                         f"it rounding leaves XᵀJX − J of order 1), got {cond!r}")
     if any(s not in (1, -1) for s in component):
         raise ValueError(f"component must be a pair of ±1, got {component}")
     n = j.n
