@@ -444,8 +444,10 @@ class VRJJOBCD(JJOBCD):
                  replica_check_every: int | None = None, average_gradients: bool = True):
         if sigma is None:
             raise ValueError("VRJJOBCD needs sigma (>= the Lipschitz constant of the loss)")
-        if num_components < 1:
-            raise ValueError(f"num_components must be >= 1, got {num_components}")
+        check_number("num_components", num_components, integer=True, minimum=1)
+        for key, value in (("batch_size", batch_size), ("small_batch", small_batch)):
+            if value is not None:
+                check_number(key, value, integer=True, minimum=1)
         self.page = PageSchedule(num_components, batch_size, small_batch, reset_probability)
         self.component_gradients = 0
         super().__init__(params, sigma=sigma, theta=theta, seed=seed, lr=lr, stabilize=stabilize,
@@ -594,6 +596,7 @@ class ColumnJJacobi(OrthoplugOptimizer):
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(
                 scale):
             raise ValueError(f"scale must be a finite number, got {scale!r}")
+        check_number("candidates", candidates, integer=True, minimum=1)
         self.c = c.cpu().to(torch.float64).numpy()
         self.options = dict(order=pairs, tol=tol, max_boost=max_boost, same_sign=same_sign,
                             candidates=candidates)

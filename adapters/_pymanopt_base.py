@@ -14,7 +14,11 @@ from pymanopt.manifolds import Grassmann, SpecialOrthogonalGroup, Stiefel
 from pymanopt.manifolds.manifold import Manifold
 from pymanopt.optimizers.optimizer import Optimizer, OptimizerResult
 
-from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.geometry.manifolds import (
+    IndefiniteStiefelGeometry,
+    JOrthogonalGeometry,
+    check_arguments,
+)
 from orthoplug.geometry.stiefel import GrassmannGeometry, StiefelGeometry
 from orthoplug.oracles import FunctionOracle
 
@@ -70,34 +74,43 @@ class _GeometryManifold(Manifold):
     def typical_dist(self) -> float:
         return self.geometry.typical_dist()
 
+    def _ts(self, *arrays) -> tuple[torch.Tensor, ...]:
+        """The arguments of a map as float64 tensors, checked first (real floating point,
+        shape ``(..., n, k)``): no silent cast of complex or integer input."""
+        for a in arrays:
+            kind = np.asarray(a).dtype.kind
+            if kind != "f":
+                raise TypeError(f"{self.geometry.name}: arguments must be real floating-point "
+                                f"arrays, got dtype {np.asarray(a).dtype}")
+        out = tuple(_t(a) for a in arrays)
+        check_arguments(self.geometry.name, self.geometry.shape, *out)
+        return out
+
     def inner_product(self, point, tangent_vector_a, tangent_vector_b) -> float:
-        return float(self.geometry.inner(_t(point), _t(tangent_vector_a), _t(tangent_vector_b)))
+        return float(self.geometry.inner(*self._ts(point, tangent_vector_a, tangent_vector_b)))
 
     def norm(self, point, tangent_vector) -> float:
         return float(np.sqrt(max(self.inner_product(point, tangent_vector, tangent_vector), 0.0)))
 
     def projection(self, point, vector):
-        return _n(self.geometry.proj(_t(point), _t(vector)))
+        return _n(self.geometry.proj(*self._ts(point, vector)))
 
     to_tangent_space = projection
 
     def euclidean_to_riemannian_gradient(self, point, euclidean_gradient):
-        return _n(self.geometry.egrad2rgrad(_t(point), _t(euclidean_gradient)))
+        return _n(self.geometry.egrad2rgrad(*self._ts(point, euclidean_gradient)))
 
     def euclidean_to_riemannian_hessian(
         self, point, euclidean_gradient, euclidean_hessian, tangent_vector
     ):
-        return _n(
-            self.geometry.ehess2rhess(
-                _t(point), _t(euclidean_gradient), _t(euclidean_hessian), _t(tangent_vector)
-            )
-        )
+        return _n(self.geometry.ehess2rhess(
+            *self._ts(point, euclidean_gradient, euclidean_hessian, tangent_vector)))
 
     def retraction(self, point, tangent_vector):
-        return _n(self.geometry.retr(_t(point), _t(tangent_vector)))
+        return _n(self.geometry.retr(*self._ts(point, tangent_vector)))
 
     def transport(self, point_a, point_b, tangent_vector_a):
-        return _n(self.geometry.transp(_t(point_a), _t(point_b), _t(tangent_vector_a)))
+        return _n(self.geometry.transp(*self._ts(point_a, point_b, tangent_vector_a)))
 
     def random_point(self):
         gen = torch.Generator().manual_seed(int(np.random.randint(2**31 - 1)))

@@ -20,6 +20,7 @@ __all__ = [
     "InfeasiblePointError",
     "require_feasible",
     "feasibility_tol",
+    "check_arguments",
 ]
 
 
@@ -46,6 +47,28 @@ def feasibility_tol(dtype: torch.dtype, n: int) -> float:
         raise TypeError(f"points must have a real floating-point dtype, got {dtype}")
     eps = torch.finfo(dtype).eps
     return max(math.sqrt(eps), 64.0 * n * eps)
+
+
+def check_arguments(name: str, shape: tuple[int, int], *tensors: torch.Tensor) -> None:
+    """Check the arguments of a manifold map before any arithmetic: tensors of one real
+    floating-point dtype on one device, each of shape ``(..., *shape)``.
+
+    Raises:
+        TypeError: a non-tensor, an integer or complex tensor, or mixed dtypes / devices.
+        ValueError: a tensor whose last two dimensions are not ``shape``.
+    """
+    first = tensors[0]
+    for i, t in enumerate(tensors):
+        if not torch.is_tensor(t):
+            raise TypeError(f"{name}: argument {i} must be a tensor, got {type(t).__name__}")
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"{name}: argument {i} must be real floating point, got {t.dtype}")
+        if t.dtype != first.dtype or t.device != first.device:
+            raise TypeError(f"{name}: arguments must share one dtype and device, got "
+                            f"{first.dtype} on {first.device} and {t.dtype} on {t.device}")
+        if t.ndim < 2 or tuple(t.shape[-2:]) != tuple(shape):
+            raise ValueError(f"{name}: argument {i} must have shape (..., {shape[0]}, "
+                             f"{shape[1]}), got {tuple(t.shape)}")
 
 
 def require_feasible(name: str, x: torch.Tensor, violation, label: str,
