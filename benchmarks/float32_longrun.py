@@ -40,8 +40,9 @@ STIEFEL_OPTIMIZERS = ("OBCD", "RSDM", "RSSM")
 N_J, N_ST, P_ST = 10, 20, 5
 
 
-def build(name: str, dtype: torch.dtype, cond: float, seed: int):
-    """``(parameter, C in float64, optimizer)`` of ``name``'s problem in ``dtype``."""
+def build(name: str, dtype: torch.dtype, cond: float, seed: int, device: str = "cpu"):
+    """``(parameter, C in float64, optimizer)`` of ``name``'s problem in ``dtype`` on
+    ``device`` (the data are drawn on the CPU, so every device starts from the same point)."""
     g = torch.Generator().manual_seed(seed)
     if name in J_OPTIMIZERS:
         manifold = JOrthogonal(N_J, p=N_J // 2)
@@ -53,7 +54,8 @@ def build(name: str, dtype: torch.dtype, cond: float, seed: int):
         b = torch.randn(N_ST, N_ST, generator=g, dtype=torch.float64)
         c = -(b @ b.T)
         x0 = qf(torch.randn(N_ST, P_ST, generator=g, dtype=torch.float64))
-    x = geoopt.ManifoldParameter(x0.to(dtype), manifold=manifold)
+    x = geoopt.ManifoldParameter(x0.to(dtype=dtype, device=device), manifold=manifold)
+    c = c.to(device)
     if name == "VRJJOBCD":
         opt = VRJJOBCD([x], num_components=4, sigma=2.0 * float(torch.linalg.eigvalsh(c)[-1]),
                        seed=seed)
@@ -70,6 +72,7 @@ def build(name: str, dtype: torch.dtype, cond: float, seed: int):
 def measures(x: torch.Tensor, c: torch.Tensor) -> tuple[float, float]:
     """(relative violation, float64 loss) of the parameter ``x``."""
     y = x.detach().to(torch.float64)
+    c = c.to(y.device)
     geometry = getattr(x.manifold, "geometry", None) or StiefelGeometry(*x.shape[-2:])
     return (float(geometry.relative_violation(x.detach())),
             float(torch.trace(y.mT @ c @ y)))
