@@ -215,7 +215,8 @@ class SolverOptimizer(Optimizer):
         """Run on ``problem`` from ``initial_point`` (random if omitted) → ``OptimizerResult``.
 
         Raises:
-            ValueError: unsupported manifold, or an infeasible / misshapen initial point.
+            ValueError: unsupported manifold, an infeasible / misshapen initial point, or a
+                batch of points without an ``oracle``.
             TypeError: an initial point that is not a real floating-point array.
         """
         geometry = geometry_of(problem.manifold)
@@ -223,6 +224,10 @@ class SolverOptimizer(Optimizer):
             raise ValueError(f"{type(self).__name__} does not support {problem.manifold}; "
                              f"supported: {[g.name for g in self.geometries]}")
         x0 = problem.manifold.random_point() if initial_point is None else initial_point
+        if oracle is None and np.ndim(x0) != 2:
+            raise ValueError(f"{type(self).__name__}: a pymanopt Problem's cost takes one "
+                             f"matrix, got an initial point of shape {np.shape(x0)}; a batch "
+                             "of matrices needs an orthoplug oracle (run(..., oracle=...))")
         solver = self.make_solver()
         res = solver.run(oracle or self.oracle_for(problem), _start_point(geometry, x0),
                          geometry)

@@ -238,6 +238,10 @@ def test_pymanopt_start_points(name):
     _named(lambda: _pm_run(name, x0 * np.nan), "non-finite")
     _named(lambda: _pm_run(name, x0[:-1]), "shape")
     _named(lambda: _pm_run(name, np.stack([x0, x0[::-1]])[:, :-1]), "shape|one .*matrix")
+    problem, _ = _pm_problem(name)
+    door = registry.get(name, "pymanopt")(max_iterations=2, **({"r": K} if name == "RSDM" else {}))
+    _named(lambda: door.run(problem, initial_point=np.stack([x0, x0])),  # the Problem's cost
+           "one matrix")
     for dtype in (np.int64, np.complex128):
         _named(lambda d=dtype: _pm_run(name, x0.astype(d)), "real floating-point")
 
