@@ -19,6 +19,7 @@ import numpy as np
 import pymanopt
 import pytest
 import torch
+from test_torch_conventions import quadratic_problem
 
 from orthoplug import registry
 from orthoplug.adapters import geoopt as go
@@ -195,22 +196,11 @@ PYMANOPT = registry.names("solver", "pymanopt")
 
 
 def _pm_problem(name):
+    """The pymanopt problem ``tr(XᵀCX)`` over O(3, 3), or ``−tr(XᵀCX)`` over St(6, 3), and
+    its start point."""
     if name in J_SOLVERS:
-        manifold, c = pm.JOrthogonal(N, p=3), C.numpy()
-        start = _j_start().numpy()
-    else:
-        manifold, c = pymanopt.manifolds.Stiefel(N, K), -C.numpy()
-        start = _st_start().numpy()
-
-    @pymanopt.function.numpy(manifold)
-    def cost(x):
-        return np.trace(x.T @ c @ x)
-
-    @pymanopt.function.numpy(manifold)
-    def grad(x):
-        return 2 * c @ x
-
-    return pymanopt.Problem(manifold, cost, euclidean_gradient=grad), start
+        return quadratic_problem(pm.JOrthogonal(N, p=3), C.numpy()), _j_start().numpy()
+    return quadratic_problem(pymanopt.manifolds.Stiefel(N, K), -C.numpy()), _st_start().numpy()
 
 
 def _pm_oracle(name, c=None):

@@ -244,13 +244,8 @@ def test_infeasible_start_is_named(name, offset):
     assert torch.equal(x.detach(), x0)
 
 
-def test_float32_starts_in_the_pymanopt_doors():
-    """A feasible float64 point rounded to float32 starts every pymanopt door of the
-    J-manifold and Stiefel optimizers (checked at float32 precision, then restored to float64
-    feasibility); a float32 point 1e-2 off is refused with the violation."""
-    manifold = pm.JOrthogonal(N_J, p=3)
-    x64 = _start("GSJOBCD").numpy()
-    c = C_J.numpy()
+def quadratic_problem(manifold, c: np.ndarray) -> pymanopt.Problem:
+    """The pymanopt problem ``tr(XᵀCX)`` on ``manifold`` (cost and Euclidean gradient)."""
 
     @pymanopt.function.numpy(manifold)
     def cost(x):
@@ -260,7 +255,15 @@ def test_float32_starts_in_the_pymanopt_doors():
     def grad(x):
         return 2 * c @ x
 
-    problem = pymanopt.Problem(manifold, cost, euclidean_gradient=grad)
+    return pymanopt.Problem(manifold, cost, euclidean_gradient=grad)
+
+
+def test_float32_starts_in_the_pymanopt_doors():
+    """A feasible float64 point rounded to float32 starts every pymanopt door of the
+    J-manifold and Stiefel optimizers (checked at float32 precision, then restored to float64
+    feasibility); a float32 point 1e-2 off is refused with the violation."""
+    problem = quadratic_problem(pm.JOrthogonal(N_J, p=3), C_J.numpy())
+    x64 = _start("GSJOBCD").numpy()
     for door in (pm.GSJOBCD, pm.JJOBCD):
         result = door(max_iterations=3, seed=0).run(problem,
                                                     initial_point=x64.astype(np.float32))
@@ -270,18 +273,7 @@ def test_float32_starts_in_the_pymanopt_doors():
     with pytest.raises(ValueError, match="infeasible"):
         pm.GSJOBCD(max_iterations=3).run(problem, initial_point=bad)
 
-    stiefel = pymanopt.manifolds.Stiefel(N_ST, R_ST)
-    a = C_ST.numpy()
-
-    @pymanopt.function.numpy(stiefel)
-    def cost_st(x):
-        return np.trace(x.T @ a @ x)
-
-    @pymanopt.function.numpy(stiefel)
-    def grad_st(x):
-        return 2 * a @ x
-
-    problem = pymanopt.Problem(stiefel, cost_st, euclidean_gradient=grad_st)
+    problem = quadratic_problem(pymanopt.manifolds.Stiefel(N_ST, R_ST), C_ST.numpy())
     start = _start("OBCD").numpy().astype(np.float32)
     for door, options in ((pm.OBCD, {}), (pm.RSDM, {"r": R_ST}), (pm.RSSM, {})):
         result = door(max_iterations=3, seed=0, **options).run(problem, initial_point=start)
