@@ -41,7 +41,7 @@ __all__ = ["OrthoplugOptimizer"]
 _STATE_KEY = "orthoplug"
 
 
-def geometry_of(p: torch.Tensor):
+def parameter_geometry(p: torch.Tensor):
     """The orthoplug geometry of a parameter's manifold (``None`` for a Euclidean one): the
     manifold's own for orthoplug's geoopt manifolds, :class:`StiefelGeometry` for
     ``geoopt.Stiefel``.
@@ -139,14 +139,12 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         (which call this first).
 
         Raises:
-            ValueError: ``lr`` not a finite number ≥ 0, ``stabilize`` not ``None`` or an
-                integer ≥ 1.
-            TypeError: a parameter whose dtype is not float32 or float64.
+            ValueError, TypeError: ``lr`` not a finite number ≥ 0, ``stabilize`` not ``None``
+                or an integer ≥ 1, a parameter whose dtype is not float32 or float64.
         """
         self._check_lr(group["lr"])
-        k = group["stabilize"]
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
-            raise ValueError(f"stabilize must be None or an integer >= 1, got {k!r}")
+        if group["stabilize"] is not None:
+            check_number("stabilize", group["stabilize"], integer=True, minimum=1)
         for p in group["params"]:
             if p.dtype not in DTYPES:
                 raise TypeError(f"{type(self).__name__} takes float32 or float64 parameters, "
@@ -156,10 +154,7 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
     @staticmethod
     def _check_lr(lr) -> float:
         """``lr`` as a float, checked (a scheduler may have written it)."""
-        if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not (
-                math.isfinite(lr) and lr >= 0):
-            raise ValueError(f"lr must be a finite number >= 0, got {lr!r}")
-        return float(lr)
+        return float(check_number("lr", lr))
 
     def _check_start(self) -> None:
         """Check every manifold parameter not checked yet: a feasible point (the geometry's
@@ -173,7 +168,7 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
                 if p in self._started:
                     continue
                 where = f"{type(self).__name__}: parameter {pi} of group {gi}"
-                geometry = geometry_of(p)
+                geometry = parameter_geometry(p)
                 if geometry is not None:
                     try:
                         geometry.check_point(p.detach())
@@ -187,7 +182,7 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
     def stabilize_group(self, group: dict) -> None:
         """Replace the group's manifold parameters by their ``projx``."""
         for p in group["params"]:
-            if geometry_of(p) is not None:
+            if parameter_geometry(p) is not None:
                 p.copy_(p.manifold.projx(p.detach()))
 
     def stabilize(self) -> None:
