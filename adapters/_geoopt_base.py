@@ -10,7 +10,11 @@ import geoopt
 import torch
 from geoopt.utils import size2shape
 
-from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.geometry.manifolds import (
+    IndefiniteStiefelGeometry,
+    JOrthogonalGeometry,
+    check_arguments,
+)
 
 __all__: list[str] = []
 
@@ -26,26 +30,37 @@ class _GeometryManifold(geoopt.Manifold):
         self.cond = float(cond)
         self.name = geometry.name
 
-    # ---- geometry ----------------------------------------------------------------
+    # ---- geometry (arguments checked: one real dtype and device, shape (..., n, k)) ------
+    def _args(self, *tensors):
+        check_arguments(self.name, self.geometry.shape, *tensors)
+
     def inner(self, x, u, v=None, *, keepdim=False):
-        return self.geometry.inner(x, u, u if v is None else v, keepdim=keepdim)
+        v = u if v is None else v
+        self._args(x, u, v)
+        return self.geometry.inner(x, u, v, keepdim=keepdim)
 
     def proju(self, x, u):
+        self._args(x, u)
         return self.geometry.proj(x, u)
 
     def egrad2rgrad(self, x, u):
+        self._args(x, u)
         return self.geometry.egrad2rgrad(x, u)
 
     def projx(self, x):
+        self._args(x)
         return self.geometry.projx(x)
 
     def retr(self, x, u):
+        self._args(x, u)
         return self.geometry.retr(x, u)
 
     def expmap(self, x, u):
+        self._args(x, u)
         return self.geometry.exp(x, u)
 
     def transp(self, x, y, v):
+        self._args(x, y, v)
         return self.geometry.transp(x, y, v)
 
     # ---- checks ------------------------------------------------------------------

@@ -14,7 +14,17 @@ step on the transposed matrix and gradient (see :mod:`orthoplug.solvers.jobcd`).
 ``s·tr(XᵀCX)`` (no gradients needed): one sweep of every matrix per ``step()``.
 
 ``step(closure)`` needs a closure that zeroes the gradients, computes the loss, calls
-``backward()`` and returns the loss. With ``sigma=None`` σ starts at ``sigma0`` and is doubled
+``backward()`` and returns the loss (without one, or with one that writes no gradient,
+``step`` raises ``ValueError``).
+
+**lr** (every group, default 1; torch's schedulers may change it between steps): the model's
+quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``θ_eff = θ/lr``, so ``lr = 1`` is
+the method itself, a smaller ``lr`` a shorter (more damped) step and ``lr = 0`` no move (the
+group is skipped). A checked σ (backtracking) tests the model with ``σ_eff``. The start point of
+every parameter is checked at its first step (``ValueError`` naming the violation); plain
+(Euclidean) parameters are refused: give them their own optimizer (e.g. ``torch.optim.SGD``).
+
+With ``sigma=None`` σ starts at ``sigma0`` and is doubled
 (the step redone) until the loss at the new point is below the model, so a step never increases
 the loss; pass ``sigma`` (≥ the Lipschitz constant) to skip that check and its extra closure call.
 ``sigma_shrink < 1`` (without ``sigma``) makes σ adaptive: multiplied by ``sigma_shrink`` after
@@ -57,9 +67,9 @@ from orthoplug.oracles import NonFiniteError, all_finite
 from orthoplug.solvers.jjacobi import ColumnJacobi
 from orthoplug.solvers.jobcd import SIDES, SIGMA_RULES, PageSchedule, jacobi_step
 from orthoplug.solvers.pairs import PairQueue, resolve_matchings
-from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, sigma_rule
+from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, cost_rounding, sigma_rule
 
-from ._torch import OrthoplugOptimizer
+from ._torch import OrthoplugOptimizer, check_number
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
 
@@ -67,25 +77,40 @@ __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
 PRECONDITIONERS = ("adam", "rms")
 
 
-def _check_params(name, groups):
-    for group in groups:
-        for p in group["params"]:
-            manifold = getattr(p, "manifold", None)
-            geometry = getattr(manifold, "geometry", None)
-            if not (isinstance(p, geoopt.ManifoldParameter) and
-                    isinstance(geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry))):
-                raise ValueError(
-                    f"{name} optimises ManifoldParameters on orthoplug's JOrthogonal or "
-                    f"IndefiniteStiefel manifolds; got {type(p).__name__} on "
-                    f"{type(manifold).__name__ if manifold is not None else 'no manifold'}")
+def _check_param(name, p, column: bool):
+    """Refuse a parameter the JOBCD optimizers cannot take, saying what to do."""
+    manifold = getattr(p, "manifold", None)
+    geometry = getattr(manifold, "geometry", None)
+    if not (isinstance(p, geoopt.ManifoldParameter) and
+            isinstance(geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry))):
+        raise ValueError(
+            f"{name} optimises ManifoldParameters on orthoplug's JOrthogonal or "
+            f"IndefiniteStiefel manifolds; got {type(p).__name__} on "
+            f"{type(manifold).__name__ if manifold is not None else 'no manifold'} (give other "
+            "parameters their own optimizer, e.g. torch.optim.SGD or geoopt's RiemannianAdam)")
+    if column and p.shape[-1] != p.shape[-2]:
+        raise ValueError(f"{name}: column steps need square matrices (O(J)), got a "
+                         f"parameter of shape {tuple(p.shape)}")
 
 
-def _check_square(name, groups):
-    for group in groups:
-        for p in group["params"]:
-            if p.shape[-1] != p.shape[-2]:
-                raise ValueError(f"{name}: column steps need square matrices (O(J)), got a "
-                                 f"parameter of shape {tuple(p.shape)}")
+_INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+def uses_compiled(p: torch.Tensor, name: str = "ColumnJJacobi") -> bool:
+    """Whether ``p`` takes the compiled (NumPy/numba) sweep: ``True`` for CPU float32 and
+    float64 tensors, the only ones :class:`ColumnJJacobi` takes.
+
+    Raises:
+        ValueError: a tensor on another device (no silent host round-trip).
+        TypeError: another dtype.
+    """
+    if p.device.type != "cpu":
+        raise ValueError(f"{name} runs compiled CPU sweeps; got a parameter on {p.device}: "
+                         "move it to the CPU, or use GSJOBCD(side='column'), whose torch step "
+                         "runs on any device")
+    if p.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"{name} takes float32 or float64 parameters, got {p.dtype}")
+    return True
 
 
 def _indexed(groups):
@@ -103,6 +128,8 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         sigma: fixed scalar curvature σ ≥ the Lipschitz constant; ``None``: backtracking.
         theta: proximal weight θ > 0.
         sigma0: initial σ of the backtracking.
+        lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move), default 1.
+        stabilize: ``projx`` every this many steps (``None``: never).
         max_backtracks: doublings of σ in a row before giving up (default
             :data:`~orthoplug.solvers.steps.MAX_REJECTIONS`, as in the core solvers).
         seed: seed of the pair draws (``None``: random, the same on every rank).
@@ -121,30 +148,35 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
     def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
                  sigma0: float = 1.0, max_backtracks: int = MAX_REJECTIONS, seed: int | None = None,
                  side: str = "row", sigma_shrink: float = 1.0,
-                 sigma_rule: str = "backtracking", process_group=None,
+                 sigma_rule: str = "backtracking", lr: float = 1.0,
+                 stabilize: int | None = None, process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        if sigma is not None and not sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {sigma}")
+        check_number("max_backtracks", max_backtracks, integer=True)
         if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
             raise ValueError(f"sigma_shrink must be in (0, 1] and < 1 only without a fixed "
                              f"sigma, got {sigma_shrink} with sigma={sigma}")
         if sigma_rule not in SIGMA_RULES or (sigma_rule == "fit" and sigma is not None):
             raise ValueError(f"sigma_rule must be one of {SIGMA_RULES} ('fit' only without a "
                              f"fixed sigma), got {sigma_rule!r} with sigma={sigma}")
-        if not theta > 0:
-            raise ValueError(f"theta must be > 0, got {theta}")
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
         self.sigma_shrink, self.sigma_rule = float(sigma_shrink), sigma_rule
-        super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0), seed=seed,
+        self.column = side == "column"
+        super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0, lr=lr,
+                                      stabilize=stabilize), seed=seed,
                          process_group=process_group, replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
-        _check_params(type(self).__name__, self.param_groups)
-        self.column = side == "column"
-        if self.column:
-            _check_square(type(self).__name__, self.param_groups)
         self.max_backtracks = max_backtracks
         self._initial_replica_check()
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        if group["sigma"] is not None:
+            check_number("sigma", group["sigma"], strict=True)
+        check_number("theta", group["theta"], strict=True)
+        check_number("sigma0", group["sigma0"], strict=True)
+        for p in group["params"]:
+            _check_param(type(self).__name__, p, self.column)
 
     def _rule(self, group, p) -> SigmaBacktracking:
         """The σ rule of ``p``: the group's fixed σ (unchecked), else backtracking from
@@ -152,7 +184,7 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         if group["sigma"] is not None:
             return SigmaBacktracking(group["sigma"], checked=False)
         rule = sigma_rule(self.sigma_rule, group["sigma0"], shrink=self.sigma_shrink,
-                          max_rejections=self.max_backtracks)
+                          max_rejections=self.max_backtracks, rtol=cost_rounding(p.dtype))
         if "sigma" in self.state[p]:
             rule.load_state_dict(self.state[p])
         return rule
@@ -170,19 +202,21 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         return {}
 
     def _propose(self, grads, rules, plan) -> tuple[dict, float]:
-        """Write the proposal into every parameter with a gradient; returns ({parameter: old
-        value}, total predicted change)."""
+        """Write the proposal into every parameter with a gradient and a rule (its group's
+        ``lr > 0``); returns ({parameter: old value}, total predicted change)."""
         old, predicted = {}, 0.0
         try:
             for group in self.param_groups:
                 for p in group["params"]:
                     g = grads.get(p)
-                    if g is None:
+                    if g is None or p not in rules:
                         continue
                     geometry = p.manifold.geometry
                     jvec = (geometry.jk if self.column else geometry.j).like(p)
+                    lr = group["lr"]
                     new, pred = self._update(p, self._oriented(p.detach()), self._oriented(g),
-                                             jvec, rules[p].sigma, group["theta"], plan)
+                                             jvec, rules[p].sigma / lr, group["theta"] / lr,
+                                             plan)
                     old[p] = p.detach().clone()
                     p.copy_(self._oriented(new))
                     predicted += pred
@@ -191,26 +225,34 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
             raise
         return old, predicted
 
+    def _rules(self) -> dict:
+        """The σ rule of every parameter of a group with ``lr > 0`` (``lr`` checked)."""
+        return {p: self._rule(group, p) for group in self.param_groups
+                if self._check_lr(group["lr"]) > 0 for p in group["params"]}
+
     @torch.no_grad()
-    def step(self, closure):
+    def step(self, closure=None):
         """One step (with σ backtracking unless σ is fixed); returns the loss before it.
 
         Raises:
+            ValueError: no closure, a closure that wrote no gradient, an infeasible start
+                point (first step), or an ``lr`` that is not a finite number ≥ 0.
             FloatingPointError: a non-finite loss or gradient at the current point, a
                 non-finite step, or no acceptable step after ``max_backtracks`` doublings of σ
                 (the parameters keep their values from before the step).
         """
+        self._check_start()
         loss, f0 = self._loss(closure)
         grads, pending = self._direction(self._grads())
-        rules = {p: self._rule(group, p) for group in self.param_groups
-                 for p in group["params"]}
+        rules = self._rules()
         plan = self._plan(grads)
         self._majoriser_step(closure, f0, rules.values(),
                              lambda: self._propose(grads, rules, plan))
         for p, rule in rules.items():
             if rule.checked:
                 self.state[p].update(rule.state_dict())
-            self.state[p].update(pending.get(p, {}))
+        for p, state in pending.items():
+            self.state[p].update(state)
         self._end_step()
         return loss
 
@@ -387,15 +429,17 @@ class VRJJOBCD(JJOBCD):
     def __init__(self, params, *, num_components: int, sigma: float, theta: float = 1e-6,
                  batch_size: int | None = None, small_batch: int | None = None,
                  reset_probability: float | None = None, seed: int | None = None,
-                 shard=None, process_group=None, replica_check_every: int | None = None,
-                 average_gradients: bool = True):
+                 shard=None, lr: float = 1.0, stabilize: int | None = None, process_group=None,
+                 replica_check_every: int | None = None, average_gradients: bool = True):
         if sigma is None:
             raise ValueError("VRJJOBCD needs sigma (>= the Lipschitz constant of the loss)")
-        if num_components < 1:
-            raise ValueError(f"num_components must be >= 1, got {num_components}")
+        check_number("num_components", num_components, integer=True, minimum=1)
+        for key, value in (("batch_size", batch_size), ("small_batch", small_batch)):
+            if value is not None:
+                check_number(key, value, integer=True, minimum=1)
         self.page = PageSchedule(num_components, batch_size, small_batch, reset_probability)
         self.component_gradients = 0
-        super().__init__(params, sigma=sigma, theta=theta, seed=seed,
+        super().__init__(params, sigma=sigma, theta=theta, seed=seed, lr=lr, stabilize=stabilize,
                          process_group=process_group, replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
         self.shard = None if shard is None else Shard(self.page.num_components, shard,
@@ -407,15 +451,22 @@ class VRJJOBCD(JJOBCD):
         return [p for g in self.param_groups for p in g["params"]]
 
     def _grads_at(self, closure, idx):
-        """The loss and gradients of the mean over the global components ``idx``."""
+        """The loss and gradients of the mean over the global components ``idx``.
+
+        Raises:
+            ValueError: no closure, or a parameter without a gradient after the closure.
+        """
         params = self._params()
         if self.shard is None:
             loss, _ = self._loss(closure, idx)
             grads = self._grads()
         else:
+            if closure is None:
+                raise ValueError(f"{type(self).__name__}.step needs a closure(indices)")
             local = self.shard.local(idx)
             with torch.enable_grad():
                 loss = closure(local)
+            self._require_grads(params)
             loss = torch.as_tensor(loss).detach()
             parts = self.shard.combine([loss] + [p.grad for p in params], int(local.numel()),
                                        int(idx.numel()), [loss] + [p.detach() for p in params])
@@ -425,17 +476,31 @@ class VRJJOBCD(JJOBCD):
                                          f" or gradient of the components drawn at step "
                                          f"{self.steps_taken}; the parameters are those "
                                          "before the step")
+        self._require_grads([p for p in params if p not in grads])
         self.component_gradients += int(idx.numel())
         return loss, grads
 
+    def _require_grads(self, params) -> None:
+        """Raise ``ValueError`` naming the first of ``params`` without a gradient (the PAGE
+        estimator needs every parameter's)."""
+        for gi, group in enumerate(self.param_groups):
+            for pi, p in enumerate(group["params"]):
+                if any(q is p for q in params) and p.grad is None:
+                    raise ValueError(f"{type(self).__name__}: parameter {pi} of group {gi} "
+                                     f"(shape {tuple(p.shape)}) has no gradient after the "
+                                     "closure; every parameter must take part in the loss")
+
     @torch.no_grad()
-    def step(self, closure):
+    def step(self, closure=None):
         """One PAGE step; returns the loss of the first closure call.
 
         Raises:
+            ValueError: no closure, a parameter without a gradient, an infeasible start point
+                (first step) or a bad ``lr``.
             FloatingPointError: a non-finite loss, gradient or step (the parameters keep their
                 values from before the step).
         """
+        self._check_start()
         params = self._params()
         first = "g_est" not in self.state[params[0]]
         if first:
@@ -457,7 +522,7 @@ class VRJJOBCD(JJOBCD):
                     p.copy_(c)
             g_est = {p: self.state[p]["g_est"] + g_new[p] - g_old[p] for p in params}
         current = {p: p.detach().clone() for p in params}
-        rules = {p: self._rule(group, p) for group in self.param_groups for p in group["params"]}
+        rules = self._rules()
         # σ is fixed (unchecked rules): one proposal, no loss at the new point
         self._majoriser_step(closure, math.nan, rules.values(),
                              lambda: self._propose(g_est, rules, {}))
@@ -492,6 +557,14 @@ class ColumnJJacobi(OrthoplugOptimizer):
         pairs: ``"cyclic"`` (default), ``"random"`` or ``"greedy"``.
         seed: seed of the pair draws (random / greedy orders).
         tol, max_boost, same_sign, candidates: see :class:`~orthoplug.solvers.jjacobi.ColumnJacobi`.
+        lr: 0 skips the group's sweep (the parameters do not move); any ``lr > 0`` applies the
+            exact sweep (each pair minimises the loss exactly: there is no step length to
+            scale). Read at every step, so schedulers may switch a group off and on.
+        stabilize: ``projx`` every this many steps (``None``: never).
+
+    The sweeps are compiled CPU kernels on NumPy arrays: parameters must be CPU float32 or
+    float64 tensors (:func:`uses_compiled`; a CUDA parameter is refused, with the advice to use
+    ``GSJOBCD(side="column")``, rather than copied to the host and back at every step).
 
     ``converged`` is true once every matrix's last sweep was a cyclic one that rotated no pair.
     Each matrix has its own :class:`~orthoplug.solvers.jjacobi.ColumnJacobi` state (saved in
@@ -500,17 +573,32 @@ class ColumnJJacobi(OrthoplugOptimizer):
 
     def __init__(self, params, *, c, scale: float = 1.0, pairs: str = "cyclic",
                  seed: int | None = None, tol: float | None = None, max_boost: float = 4.0,
-                 same_sign: bool = True, candidates: int = 8):
-        super().__init__(params, {}, seed=seed)
-        _check_params(type(self).__name__, self.param_groups)
-        _check_square(type(self).__name__, self.param_groups)
-        self.c = torch.as_tensor(c).detach().cpu().to(torch.float64).numpy()
+                 same_sign: bool = True, candidates: int = 8, lr: float = 1.0,
+                 stabilize: int | None = None):
+        c = torch.as_tensor(c).detach()
+        if c.is_complex() or not (c.is_floating_point() or c.dtype in _INTEGER_DTYPES):
+            raise TypeError(f"c must be a real matrix, got dtype {c.dtype}")
+        if c.ndim != 2 or c.shape[0] != c.shape[1]:
+            raise ValueError(f"c must be a square matrix, got shape {tuple(c.shape)}")
+        if not bool(torch.isfinite(c).all()):
+            raise ValueError("c has non-finite entries")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(
+                scale):
+            raise ValueError(f"scale must be a finite number, got {scale!r}")
+        check_number("candidates", candidates, integer=True, minimum=1)
+        self.c = c.cpu().to(torch.float64).numpy()
         self.options = dict(order=pairs, tol=tol, max_boost=max_boost, same_sign=same_sign,
                             candidates=candidates)
         self.scale = float(scale)
         self.engines: dict = {}
-        for _, p in _indexed(self.param_groups):
-            self._engine(p, 0)  # validate C and the options against every parameter now
+        super().__init__(params, dict(lr=lr, stabilize=stabilize), seed=seed)
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        for p in group["params"]:
+            _check_param(type(self).__name__, p, column=True)
+            uses_compiled(p, type(self).__name__)
+            self._engine(p, 0)  # validate C and the options against the parameter now
 
     def _engine(self, p, index: int) -> ColumnJacobi:
         """The sweep state of matrix ``index`` of parameter ``p``."""
@@ -536,9 +624,12 @@ class ColumnJJacobi(OrthoplugOptimizer):
         Raises:
             FloatingPointError: a non-finite loss or rotation (the parameters are unchanged).
         """
+        self._check_start()
         loss = None if closure is None else self._loss(closure)[0]
         new_values = []
-        for _, p in _indexed(self.param_groups):
+        moving = [p for group in self.param_groups if self._check_lr(group["lr"]) > 0
+                  for p in group["params"]]
+        for p in moving:
             n = p.shape[-1]
             new = []
             for b, x in enumerate(p.detach().cpu().numpy().reshape(-1, n, n)):

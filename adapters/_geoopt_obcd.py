@@ -19,8 +19,17 @@ parameters in order) through the core's draw functions
 same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N iterations of
 :class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"``.
 
+**lr** (every group, default 1; read at every step, so torch's schedulers work): the
+subproblem's quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``α_eff = α/lr``, so
+``lr = 1`` is OBCD itself, a smaller ``lr`` a more damped step and ``lr = 0`` no move (the group
+is skipped). Each parameter's start point is checked at its first step (feasible to the dtype's
+tolerance, :func:`~orthoplug.geometry.manifolds.feasibility_tol`, and ``h`` finite): a
+``ValueError`` names the violation. Plain (Euclidean) parameters are refused: give them their
+own optimizer (e.g. ``torch.optim.SGD``).
+
 ``step(closure)`` needs a closure that zeroes the gradients, computes the loss, calls
-``backward()`` and returns it. With ``sigma=None`` σ starts at ``sigma0`` and is doubled (the
+``backward()`` and returns it (``ValueError`` without one or if it writes no gradient).
+With ``sigma=None`` σ starts at ``sigma0`` and is doubled (the
 step redone) until the loss at the new point is below the linear-plus-quadratic model
 (:class:`~orthoplug.solvers.steps.SigmaBacktracking`, one σ per parameter, saved in
 ``state_dict``), which costs one extra closure call per step; pass ``sigma`` to skip it. The step
@@ -43,9 +52,9 @@ import torch
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.solvers.obcd import scalar_pair_step
 from orthoplug.solvers.pairs import cyclic_pairs, draw_random_pairs, random_matching
-from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking
+from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, cost_rounding
 
-from ._torch import OrthoplugOptimizer
+from ._torch import OrthoplugOptimizer, check_number
 
 __all__ = ["OBCD"]
 
@@ -55,7 +64,8 @@ class OBCD(OrthoplugOptimizer):
 
     Args:
         params: ManifoldParameters on ``geoopt.Stiefel`` (Euclidean or canonical), shape
-            (..., n, r) with n ≥ 2; they must be feasible (and ``h`` finite there).
+            (..., n, r) with n ≥ 2; they must be feasible (and ``h`` finite there) at the first
+            step.
         h: separable nonsmooth term (default zero).
         working_set: ``"random"`` (one pair per matrix per step), ``"cyclic"`` or
             ``"jacobi"``.
@@ -64,6 +74,8 @@ class OBCD(OrthoplugOptimizer):
             ``sigma0``.
         sigma0: the first σ of the backtracking.
         max_backtracks: consecutive doublings of σ before the step gives up.
+        lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``α_eff = α/lr``; 0: no move), default 1.
+        stabilize: ``projx`` every this many steps (``None``: never).
         seed: seed of the pair choices (``None``: random, the same on every rank).
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
@@ -74,7 +86,8 @@ class OBCD(OrthoplugOptimizer):
 
     def __init__(self, params, *, h: SeparableTerm | None = None, working_set: str = "random",
                  alpha: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
-                 max_backtracks: int = MAX_REJECTIONS, seed: int | None = None, process_group=None,
+                 max_backtracks: int = MAX_REJECTIONS, lr: float = 1.0,
+                 stabilize: int | None = None, seed: int | None = None, process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):
@@ -82,38 +95,46 @@ class OBCD(OrthoplugOptimizer):
         if working_set not in self.working_sets:
             raise ValueError(f"unknown working_set {working_set!r}; choose from "
                              f"{self.working_sets}")
-        if not alpha > 0:
-            raise ValueError(f"alpha must be > 0, got {alpha}")
-        if sigma is not None and not sigma >= 0:
-            raise ValueError(f"sigma must be >= 0, got {sigma}")
-        super().__init__(params, dict(sigma=sigma, alpha=alpha, sigma0=sigma0), seed=seed,
-                         process_group=process_group, replica_check_every=replica_check_every,
-                         average_gradients=average_gradients)
+        check_number("max_backtracks", max_backtracks, integer=True)
         self.h, self.working_set, self.max_backtracks = h, working_set, max_backtracks
         self.last_h = 0.0
-        for group in self.param_groups:
-            for p in group["params"]:
-                if not (isinstance(p, geoopt.ManifoldParameter)
-                        and isinstance(p.manifold, geoopt.Stiefel)):
-                    raise ValueError("OBCD optimises geoopt ManifoldParameters on geoopt.Stiefel; "
-                                     f"got {type(p).__name__} on "
-                                     f"{type(getattr(p, 'manifold', None)).__name__}")
-                if p.ndim < 2 or p.shape[-2] < 2:
-                    raise ValueError(f"OBCD needs matrices with n >= 2 rows, got {tuple(p.shape)}")
-                ok, reason = p.manifold.check_point_on_manifold(p.detach(), explain=True,
-                                                                atol=1e-8, rtol=1e-8)
-                if not ok:
-                    raise ValueError(f"infeasible initial point: {reason}")
-                if not math.isfinite(float(self.h.value(p.detach()).sum())):
-                    raise ValueError(f"infeasible initial point for {self.h!r} (h = inf, e.g. "
-                                     "negative entries for NonNegative)")
+        super().__init__(params, dict(sigma=sigma, alpha=alpha, sigma0=sigma0, lr=lr,
+                                      stabilize=stabilize), seed=seed,
+                         process_group=process_group, replica_check_every=replica_check_every,
+                         average_gradients=average_gradients)
         self._initial_replica_check()
+
+    def _check_group(self, group):
+        super()._check_group(group)
+        check_number("alpha", group["alpha"], strict=True)
+        if group["sigma"] is not None:
+            check_number("sigma", group["sigma"])
+        check_number("sigma0", group["sigma0"], strict=True)
+        for p in group["params"]:
+            if not (isinstance(p, geoopt.ManifoldParameter)
+                    and isinstance(p.manifold, geoopt.Stiefel)):
+                raise ValueError("OBCD optimises geoopt ManifoldParameters on geoopt.Stiefel; "
+                                 f"got {type(p).__name__} on "
+                                 f"{type(getattr(p, 'manifold', None)).__name__} (give other "
+                                 "parameters their own optimizer, e.g. torch.optim.SGD)")
+            if p.ndim < 2 or p.shape[-2] < 2:
+                raise ValueError(f"OBCD needs matrices with n >= 2 rows, got {tuple(p.shape)}")
+
+    def _check_start(self):
+        new = [p for group in self.param_groups for p in group["params"]
+               if p not in self._started]
+        super()._check_start()
+        for p in new:
+            if not math.isfinite(float(self.h.value(p.detach()).sum())):
+                raise ValueError(f"OBCD: infeasible start point for {self.h!r} (h = inf, e.g. "
+                                 "negative entries for NonNegative)")
 
     def _rule(self, group, p) -> SigmaBacktracking:
         """The parameter's σ rule (restored from its state)."""
         known = group["sigma"]
         rule = SigmaBacktracking(group["sigma0"] if known is None else known,
-                                 checked=known is None, max_rejections=self.max_backtracks)
+                                 checked=known is None, max_rejections=self.max_backtracks,
+                                 rtol=cost_rounding(p.dtype))
         if "sigma" in self.state[p]:
             rule.load_state_dict(self.state[p]["sigma"])
         return rule
@@ -136,12 +157,22 @@ class OBCD(OrthoplugOptimizer):
         return state["pairs"][t % state["pairs"].shape[0]].long()[:, None, :]
 
     @torch.no_grad()
-    def step(self, closure):
-        """One OBCD step of every parameter; returns the closure's loss at the old point."""
+    def step(self, closure=None):
+        """One OBCD step of every parameter; returns the closure's loss at the old point.
+
+        Raises:
+            ValueError: no closure, a closure that wrote no gradient, an infeasible start
+                point (first step) or a bad ``lr``.
+            FloatingPointError: a non-finite loss, gradient or step, or no acceptable σ (the
+                parameters keep their values from before the step).
+        """
+        self._check_start()
         loss, f0 = self._loss(closure)
         grads = self._grads()
         plans = []
         for group in self.param_groups:
+            if self._check_lr(group["lr"]) == 0:
+                continue
             for p in group["params"]:
                 if p not in grads:
                     continue
@@ -157,7 +188,9 @@ class OBCD(OrthoplugOptimizer):
             old, predicted = {}, 0.0
             try:
                 for group, p, x, bidx, pairs, z, m, rule in plans:
-                    new, change = scalar_pair_step(z, m, rule.sigma, group["alpha"], self.h)
+                    lr = group["lr"]
+                    new, change = scalar_pair_step(z, m, rule.sigma / lr, group["alpha"] / lr,
+                                                   self.h)
                     out = x.clone()
                     out[bidx, pairs] = new.reshape(*pairs.shape, -1)
                     old[p] = x

@@ -32,11 +32,15 @@ re-orthonormalises at every step).
 
 Without ``lr`` (``lr=None``) the Stiefel step needs no tuning: ``step(closure)`` backtracks
 (:class:`~orthoplug.solvers.steps.ArmijoBacktracking`, with memory) on the loss the closure
-returns. All Stiefel parameters of the group move together by ``Y = Retr(−η Γ)`` on their own
-slices; η is accepted when the loss drops by at least ``c·η·Σ‖Γ‖²`` and multiplied by
+returns. All Stiefel parameters of the group move together by ``Y = Retr(−lr·η Γ)`` on their
+own slices; η is accepted when the loss drops by at least ``c·lr·η·Σ‖Γ‖²`` and multiplied by
 ``contraction`` otherwise, and the next step starts from ``2η`` after a first-trial acceptance,
-else from the accepted η. Such a group holds Stiefel parameters only. Every group's direction
-comes from the gradient at the start of the step.
+else from the accepted η. Such a group holds Stiefel parameters only, has
+``line_search=True`` and ``lr = 1.0`` in its dict: ``lr`` is then a factor on the searched
+steps, so torch's schedulers work on it too (``lr = 0``: no move). Every group's direction
+comes from the gradient at the start of the step; every group's ``lr`` is read at every step.
+Each Stiefel parameter's start point is checked at its first step (``ValueError`` naming the
+violation).
 
 Randomness: one generator per device, seeded with ``seed`` (random if ``None``; see
 :class:`~orthoplug.adapters._torch.OrthoplugOptimizer`), whose states are part of
@@ -69,7 +73,7 @@ from orthoplug.solvers.rsdm import (
 )
 from orthoplug.solvers.steps import ArmijoBacktracking, DecaySchedule
 
-from ._torch import OrthoplugOptimizer
+from ._torch import OrthoplugOptimizer, check_number
 
 __all__ = ["RSDM"]
 
@@ -92,8 +96,9 @@ class RSDM(OrthoplugOptimizer):
 
     Args:
         params: parameters or parameter groups (groups may override every option below).
-        lr: step size η > 0 (for Stiefel parameters the RSDM step, for the others SGD's), or
-            ``None``: Armijo backtracking on the closure's loss (see the module docstring).
+        lr: step size η ≥ 0 (for Stiefel parameters the RSDM step, for the others SGD's), or
+            ``None``: Armijo backtracking on the closure's loss, the group's ``lr`` then a
+            factor (1.0) on the searched step (see the module docstring).
         r: slice dimension, ``2 ≤ r ≤ n`` for every Stiefel parameter of the group; default
             ``max(2, round(√(np)/2))`` for each n×p parameter
             (:func:`~orthoplug.solvers.rsdm.default_slice_dimension`, as the pymanopt optimizer).
@@ -129,8 +134,9 @@ class RSDM(OrthoplugOptimizer):
                  sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
                  stabilize: int | None = 1000, seed: int | None = None, process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        defaults = dict(lr=lr, r=r, sampling=sampling, retraction=retraction, momentum=momentum,
-                        dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
+        defaults = dict(lr=lr, line_search=False, r=r, sampling=sampling, retraction=retraction,
+                        momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov,
                         schedule=schedule, decay_time=decay_time, contraction=contraction,
                         sufficient_decrease=sufficient_decrease, max_backtracks=max_backtracks,
                         stabilize=stabilize)
@@ -141,17 +147,15 @@ class RSDM(OrthoplugOptimizer):
         self._initial_replica_check()
 
     # ---- validation and step rules ----------------------------------------------------------
-    def add_param_group(self, param_group: dict):
-        super().add_param_group(param_group)
-        group = self.param_groups[-1]
-        lr, r = group["lr"], group["r"]
-        if lr is None:
-            if any(not _is_stiefel(p) for p in group["params"]):
-                raise ValueError("a group with lr=None (Armijo on the closure's loss) takes "
-                                 "Stiefel parameters only: give the other parameters their own "
-                                 "group with an lr")
-        elif not (isinstance(lr, (int, float)) and lr > 0):
-            raise ValueError(f"lr must be > 0 or None, got {lr!r}")
+    def _check_group(self, group: dict):
+        if group["lr"] is None:
+            group["lr"], group["line_search"] = 1.0, True
+        if group["line_search"] and any(not _is_stiefel(p) for p in group["params"]):
+            raise ValueError("a group with lr=None (Armijo on the closure's loss) takes "
+                             "Stiefel parameters only: give the other parameters their own "
+                             "group with an lr")
+        super()._check_group(group)
+        r = group["r"]
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2):
             raise ValueError(f"r must be an integer >= 2 or None (the default rule), got {r!r}")
         if group["sampling"] not in SAMPLINGS:
@@ -159,8 +163,10 @@ class RSDM(OrthoplugOptimizer):
         if group["retraction"] not in RETRACTIONS:
             raise ValueError(f"unknown retraction {group['retraction']!r}; "
                              f"choose from {RETRACTIONS}")
-        if group["momentum"] < 0 or group["weight_decay"] < 0:
-            raise ValueError("momentum and weight_decay must be >= 0")
+        for key in ("momentum", "dampening", "weight_decay"):
+            check_number(key, group[key])
+        self._new_rule({**group, "line_search": True})  # the Armijo options, checked
+        self._new_rule({**group, "line_search": False})  # the schedule, checked
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         for p in group["params"]:
@@ -173,12 +179,16 @@ class RSDM(OrthoplugOptimizer):
             elif not _is_euclidean(p):
                 raise ValueError(f"RSDM supports Stiefel manifold parameters (and Euclidean "
                                  f"ones), got {p.manifold!r}")
-        self._rules.append(self._new_rule(group))
+
+    def add_param_group(self, param_group: dict):
+        """torch's, with the group checked (:meth:`_check_group`) and its step rule made."""
+        super().add_param_group(param_group)
+        self._rules.append(self._new_rule(self.param_groups[-1]))
 
     @staticmethod
     def _new_rule(group: dict) -> ArmijoBacktracking | DecaySchedule:
         """The group's step rule: Armijo without ``lr``, else the ``lr`` schedule."""
-        if group["lr"] is None:
+        if group["line_search"]:
             return ArmijoBacktracking(DEFAULT_FIRST_TRIAL, contraction=group["contraction"],
                                       sufficient_decrease=group["sufficient_decrease"],
                                       max_backtracks=group["max_backtracks"])
@@ -202,8 +212,9 @@ class RSDM(OrthoplugOptimizer):
             RuntimeError: no closure although a group has ``lr=None``; a sparse gradient.
             FloatingPointError: a non-finite loss or gradient (nothing has changed).
         """
+        self._check_start()
         if closure is None:
-            if any(group["lr"] is None for group in self.param_groups):
+            if any(group["line_search"] for group in self.param_groups):
                 raise RuntimeError("RSDM with lr=None backtracks on the loss: call "
                                    "step(closure) with a closure that returns the loss")
             loss, value = None, None
@@ -214,7 +225,9 @@ class RSDM(OrthoplugOptimizer):
             raise RuntimeError("RSDM does not support sparse gradients")
         grads = self._grads()
         for group, rule in zip(self.param_groups, self._rules, strict=True):
-            if group["lr"] is None:
+            if self._check_lr(group["lr"]) == 0:
+                continue
+            if group["line_search"]:
                 accepted = self._armijo_group(group, rule, grads, closure, value)
                 if accepted is not None:
                     loss, value = accepted
@@ -227,8 +240,6 @@ class RSDM(OrthoplugOptimizer):
                         self._rsdm_step(p, grads[p], group, eta)
                     else:
                         self._sgd_step(p, grads[p], group, eta)
-            if group["stabilize"] is not None and (self.steps_taken + 1) % group["stabilize"] == 0:
-                self.stabilize_group(group)
         self._end_step()
         return loss
 
@@ -254,12 +265,15 @@ class RSDM(OrthoplugOptimizer):
             return None
         accepted = []
 
+        lr = group["lr"]
+
         def attempt(eta: float) -> bool:
+            step = lr * eta  # (exactly eta at lr = 1)
             for p, x0, sub, c, gamma in moves:
                 p.data.copy_(x0)
-                sub.apply_(p.data, rotation(gamma, eta, group["retraction"]), c)
+                sub.apply_(p.data, rotation(gamma, step, group["retraction"]), c)
             loss, value = self._evaluate(closure)
-            if value <= rule.bound(f0, eta, slope):  # False for NaN
+            if value <= rule.bound(f0, step, slope):  # False for NaN
                 accepted.append((loss, value))
                 return True
             return False
@@ -283,14 +297,3 @@ class RSDM(OrthoplugOptimizer):
             grad = grad.add_(buf, alpha=momentum) if group["nesterov"] else buf
         p.add_(-eta * grad)  # RiemannianSGD's retr(x, −lr·g) = x + (−lr·g), bit for bit
 
-    @torch.no_grad()
-    def stabilize_group(self, group):
-        """Project the group's Stiefel parameters back onto the manifold (``projx``)."""
-        for p in group["params"]:
-            if _is_stiefel(p):
-                p.copy_(p.manifold.projx(p))
-
-    def stabilize(self):
-        """Project every Stiefel parameter back onto the manifold (geoopt's optimizer API)."""
-        for group in self.param_groups:
-            self.stabilize_group(group)

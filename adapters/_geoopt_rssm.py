@@ -102,27 +102,18 @@ class StiefelBlock(_GeometryManifold):
         return True, None
 
 
-def _check_params(groups):
-    for group in groups:
-        for p in group["params"]:
-            manifold = getattr(p, "manifold", None)
-            if not isinstance(p, geoopt.ManifoldParameter) or not isinstance(
-                    manifold, geoopt.Stiefel):
-                raise ValueError(
-                    "RSSM optimises ManifoldParameters on geoopt.Stiefel (EuclideanStiefel or "
-                    f"CanonicalStiefel); got {type(p).__name__} on "
-                    f"{type(manifold).__name__ if manifold is not None else 'no manifold'}")
-            if p.shape[-1] < 2:
-                raise ValueError(f"RSSM needs at least 2 columns, got shape {tuple(p.shape)}")
-
-
 class RSSM(OrthoplugOptimizer):
     r"""Randomized submanifold subgradient method over ``geoopt.Stiefel`` parameters.
 
     Args:
         params: iterable of ``ManifoldParameter``\ s on ``geoopt.Stiefel`` (or param groups).
         lr: ``γ₀ > 0``, or ``"auto"`` (default): ``γ₀ = 0.5/‖grad f(X₀)‖_F`` at the first step
-            (RMS over the matrices of a batched parameter), as in the pymanopt front-end.
+            (RMS over the matrices of a batched parameter), as in the pymanopt front-end; the
+            group then holds ``lr = 1.0``, a factor on that automatic ``γ₀``. ``lr`` is read at
+            every step (torch's schedulers work): the schedules ``"constant"``,
+            ``"diminishing"`` and ``"geometric"`` take ``γ₀ = lr`` (times the automatic value),
+            so ``γ_k = lr·s(k)``; a callable schedule and the adaptive ones own their steps and
+            read ``lr`` once, at the first step. ``lr = 0`` skips the group (no move).
         num_blocks: ℓ ∈ [2, p] (default ``min(4, p)``); or ``blocks``: an explicit partition.
         schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``), ``"geometric"``
             (``γ₀βᵏ``), a callable ``k -> γ_k``, or the adaptive ``"polyak"``
@@ -135,6 +126,7 @@ class RSSM(OrthoplugOptimizer):
             ``"geometric-restart"`` restarts.
         shrink: ``"geometric-restart"``'s step factor at a restart.
         reorthogonalize: project the step off the fixed columns before the polar factor.
+        stabilize: ``projx`` every this many steps (``None``: never).
         seed: seed of the pair draws (saved in ``state_dict``; ``None``: random, the same on
             every rank).
         process_group: the ``torch.distributed`` group (default: the world).
@@ -145,27 +137,44 @@ class RSSM(OrthoplugOptimizer):
     def __init__(self, params, lr: float | str = "auto", *, num_blocks: int | None = None,
                  blocks=None, schedule="diminishing", decay: float | None = None,
                  level: float = 0.5, patience: int = 3, shrink: float = 0.5,
-                 reorthogonalize: bool = True, seed: int | None = None, process_group=None,
+                 reorthogonalize: bool = True, stabilize: int | None = None,
+                 seed: int | None = None, process_group=None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        if isinstance(lr, str) and lr != "auto":
-            raise ValueError(f"lr must be a number > 0 or 'auto', got {lr!r}")
-        SubgradientSteps.make_rule(1.0 if lr == "auto" else lr, schedule,
-                                   0.5 if decay is None else decay, level=level,
-                                   patience=patience, shrink=shrink)  # validate now
-        if num_blocks is not None and (isinstance(num_blocks, bool)
-                                       or not isinstance(num_blocks, int) or num_blocks < 2):
-            raise ValueError(f"num_blocks must be an integer >= 2, got {num_blocks!r}")
-        defaults = dict(lr=lr, num_blocks=num_blocks, blocks=blocks, schedule=schedule,
-                        decay=decay, level=level, patience=patience, shrink=shrink,
-                        reorthogonalize=reorthogonalize)
+        defaults = dict(lr=lr, auto_lr=False, num_blocks=num_blocks, blocks=blocks,
+                        schedule=schedule, decay=decay, level=level, patience=patience,
+                        shrink=shrink, reorthogonalize=reorthogonalize, stabilize=stabilize)
         super().__init__(params, defaults, seed=seed, process_group=process_group,
                          replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
-        _check_params(self.param_groups)
-        for group in self.param_groups:  # validate partitions now
-            for p in group["params"]:
-                self._partition(group, p)
         self._initial_replica_check()
+
+    def _check_group(self, group):
+        if isinstance(group["lr"], str):
+            if group["lr"] != "auto":
+                raise ValueError(f"lr must be a number >= 0 or 'auto', got {group['lr']!r}")
+            group["lr"], group["auto_lr"] = 1.0, True
+        super()._check_group(group)
+        decay = group["decay"]
+        for schedule in (group["schedule"], "polyak", "geometric-restart"):  # every option
+            SubgradientSteps.make_rule(group["lr"] or 1.0, schedule,
+                                       0.5 if decay is None else decay, level=group["level"],
+                                       patience=group["patience"], shrink=group["shrink"])
+        num_blocks = group["num_blocks"]
+        if num_blocks is not None and (isinstance(num_blocks, bool)
+                                       or not isinstance(num_blocks, int) or num_blocks < 2):
+            raise ValueError(f"num_blocks must be an integer >= 2, got {num_blocks!r}")
+        for p in group["params"]:
+            manifold = getattr(p, "manifold", None)
+            if not isinstance(p, geoopt.ManifoldParameter) or not isinstance(
+                    manifold, geoopt.Stiefel):
+                raise ValueError(
+                    "RSSM optimises ManifoldParameters on geoopt.Stiefel (EuclideanStiefel or "
+                    f"CanonicalStiefel); got {type(p).__name__} on "
+                    f"{type(manifold).__name__ if manifold is not None else 'no manifold'} "
+                    "(give other parameters their own optimizer, e.g. torch.optim.SGD)")
+            if p.shape[-1] < 2:
+                raise ValueError(f"RSSM needs at least 2 columns, got shape {tuple(p.shape)}")
+            self._partition(group, p)  # validate the partition now
 
     @staticmethod
     def _partition(group, p):
@@ -182,13 +191,14 @@ class RSSM(OrthoplugOptimizer):
         decay = group["decay"] if group["decay"] is not None else 0.98 ** (2.0 / ell)
         if "lr0" not in state:
             state["step"] = 0
-            if group["lr"] == "auto":
+            if group["auto_lr"]:
                 x = p.detach()
                 state["lr0"] = auto_step_size(g - x @ sym(x.mT @ g))
             else:
-                state["lr0"] = float(group["lr"])
-        steps = SubgradientSteps.build(
-            state["lr0"], group["schedule"], decay, f0=value, epoch_length=math.ceil(ell / 2),
+                state["lr0"] = 1.0
+        steps = SubgradientSteps.build(  # γ₀ = lr (times the automatic value)
+            group["lr"] * state["lr0"], group["schedule"], decay, f0=value,
+            epoch_length=math.ceil(ell / 2),
             level=group["level"], patience=group["patience"], shrink=group["shrink"])
         if "steps" in state:
             steps.load_state_dict(state["steps"])
@@ -197,7 +207,14 @@ class RSSM(OrthoplugOptimizer):
     @torch.no_grad()
     def step(self, closure=None):
         """One RSSM iteration per parameter (see the module docstring); returns the loss of
-        ``closure`` (``None`` without one)."""
+        ``closure`` (``None`` without one).
+
+        Raises:
+            ValueError: an infeasible start point (first step), a bad ``lr``, a closure that
+                wrote no gradient, or no closure for the adaptive schedules.
+            FloatingPointError: a non-finite loss or gradient (nothing is written).
+        """
+        self._check_start()
         if closure is not None:
             loss, value = self._loss(closure)
         else:
@@ -210,6 +227,8 @@ class RSSM(OrthoplugOptimizer):
         grads = self._grads()
         updates = []
         for group in self.param_groups:
+            if self._check_lr(group["lr"]) == 0:
+                continue
             for p in group["params"]:
                 if p not in grads:
                     continue

@@ -14,7 +14,11 @@ from pymanopt.manifolds import Grassmann, SpecialOrthogonalGroup, Stiefel
 from pymanopt.manifolds.manifold import Manifold
 from pymanopt.optimizers.optimizer import Optimizer, OptimizerResult
 
-from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.geometry.manifolds import (
+    IndefiniteStiefelGeometry,
+    JOrthogonalGeometry,
+    check_arguments,
+)
 from orthoplug.geometry.stiefel import GrassmannGeometry, StiefelGeometry
 from orthoplug.oracles import FunctionOracle
 
@@ -27,6 +31,28 @@ def _t(a) -> torch.Tensor:
 
 def _n(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
+
+
+def _start_point(geometry, x0) -> torch.Tensor:
+    """The float64 start tensor of a run from ``x0``.
+
+    The solvers run in float64. A start point of lower precision (e.g. float32) is checked
+    against the tolerance of its own dtype (:func:`~orthoplug.geometry.manifolds.feasibility_tol`:
+    a feasible float64 point rounded to float32 passes), then restored to float64 feasibility
+    by the geometry's ``projx`` (a change of the order of that rounding).
+
+    Raises:
+        TypeError: ``x0`` is not a real floating-point array.
+        ValueError: as the geometry's ``check_point``.
+    """
+    a = np.asarray(x0)
+    if a.dtype.kind != "f":
+        raise TypeError(f"the initial point must be a real floating-point array, got dtype "
+                        f"{a.dtype}")
+    if a.dtype == np.float64:
+        return _t(a).clone()
+    geometry.check_point(torch.from_numpy(np.ascontiguousarray(a)))
+    return geometry.projx(_t(a))
 
 
 class _GeometryManifold(Manifold):
@@ -48,34 +74,43 @@ class _GeometryManifold(Manifold):
     def typical_dist(self) -> float:
         return self.geometry.typical_dist()
 
+    def _ts(self, *arrays) -> tuple[torch.Tensor, ...]:
+        """The arguments of a map as float64 tensors, checked first (real floating point,
+        shape ``(..., n, k)``): no silent cast of complex or integer input."""
+        for a in arrays:
+            kind = np.asarray(a).dtype.kind
+            if kind != "f":
+                raise TypeError(f"{self.geometry.name}: arguments must be real floating-point "
+                                f"arrays, got dtype {np.asarray(a).dtype}")
+        out = tuple(_t(a) for a in arrays)
+        check_arguments(self.geometry.name, self.geometry.shape, *out)
+        return out
+
     def inner_product(self, point, tangent_vector_a, tangent_vector_b) -> float:
-        return float(self.geometry.inner(_t(point), _t(tangent_vector_a), _t(tangent_vector_b)))
+        return float(self.geometry.inner(*self._ts(point, tangent_vector_a, tangent_vector_b)))
 
     def norm(self, point, tangent_vector) -> float:
         return float(np.sqrt(max(self.inner_product(point, tangent_vector, tangent_vector), 0.0)))
 
     def projection(self, point, vector):
-        return _n(self.geometry.proj(_t(point), _t(vector)))
+        return _n(self.geometry.proj(*self._ts(point, vector)))
 
     to_tangent_space = projection
 
     def euclidean_to_riemannian_gradient(self, point, euclidean_gradient):
-        return _n(self.geometry.egrad2rgrad(_t(point), _t(euclidean_gradient)))
+        return _n(self.geometry.egrad2rgrad(*self._ts(point, euclidean_gradient)))
 
     def euclidean_to_riemannian_hessian(
         self, point, euclidean_gradient, euclidean_hessian, tangent_vector
     ):
-        return _n(
-            self.geometry.ehess2rhess(
-                _t(point), _t(euclidean_gradient), _t(euclidean_hessian), _t(tangent_vector)
-            )
-        )
+        return _n(self.geometry.ehess2rhess(
+            *self._ts(point, euclidean_gradient, euclidean_hessian, tangent_vector)))
 
     def retraction(self, point, tangent_vector):
-        return _n(self.geometry.retr(_t(point), _t(tangent_vector)))
+        return _n(self.geometry.retr(*self._ts(point, tangent_vector)))
 
     def transport(self, point_a, point_b, tangent_vector_a):
-        return _n(self.geometry.transp(_t(point_a), _t(point_b), _t(tangent_vector_a)))
+        return _n(self.geometry.transp(*self._ts(point_a, point_b, tangent_vector_a)))
 
     def random_point(self):
         gen = torch.Generator().manual_seed(int(np.random.randint(2**31 - 1)))
@@ -180,15 +215,22 @@ class SolverOptimizer(Optimizer):
         """Run on ``problem`` from ``initial_point`` (random if omitted) → ``OptimizerResult``.
 
         Raises:
-            ValueError: unsupported manifold, or an infeasible / misshapen initial point.
+            ValueError: unsupported manifold, an infeasible / misshapen initial point, or a
+                batch of points without an ``oracle``.
+            TypeError: an initial point that is not a real floating-point array.
         """
         geometry = geometry_of(problem.manifold)
         if self.geometries and not isinstance(geometry, self.geometries):
             raise ValueError(f"{type(self).__name__} does not support {problem.manifold}; "
                              f"supported: {[g.name for g in self.geometries]}")
         x0 = problem.manifold.random_point() if initial_point is None else initial_point
+        if oracle is None and np.ndim(x0) != 2:
+            raise ValueError(f"{type(self).__name__}: a pymanopt Problem's cost takes one "
+                             f"matrix, got an initial point of shape {np.shape(x0)}; a batch "
+                             "of matrices needs an orthoplug oracle (run(..., oracle=...))")
         solver = self.make_solver()
-        res = solver.run(oracle or self.oracle_for(problem), _t(x0).clone(), geometry)
+        res = solver.run(oracle or self.oracle_for(problem), _start_point(geometry, x0),
+                         geometry)
         self._initialize_log(optimizer_parameters=res.info)
         if self._log_verbosity >= 1:
             self._log["iterations"] = res.history

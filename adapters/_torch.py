@@ -13,7 +13,16 @@ step, which it takes from :mod:`orthoplug.solvers`:
   same numbers as an uninterrupted one (:meth:`~OrthoplugOptimizer.generator`);
 * **per-run counters** (``state["step"]`` per parameter is torch's; the optimizer's own number of
   steps is ``self.steps_taken``, saved too);
-* the replica check of :class:`~orthoplug.distributed.DataParallelOptimizer`.
+* the replica check of :class:`~orthoplug.distributed.DataParallelOptimizer`;
+* **torch.optim conventions**: every group has an ``lr`` (a finite number ≥ 0, read at every
+  step, so ``torch.optim.lr_scheduler`` works; ``lr = 0`` never moves a parameter) and a
+  ``stabilize`` (``k``: every ``k`` steps each manifold parameter is replaced by its
+  ``projx``, as geoopt's ``stabilize``; ``None``: never); ``add_param_group`` checks a new group
+  as the constructor checks its groups (:meth:`~OrthoplugOptimizer._check_group`);
+* **start checks**: at its first step every manifold parameter must be feasible to
+  :func:`~orthoplug.geometry.manifolds.feasibility_tol` of its dtype, else
+  :class:`~orthoplug.geometry.manifolds.InfeasiblePointError` (a ``ValueError``) names the
+  parameter and the violation (:meth:`~OrthoplugOptimizer._check_start`).
 """
 
 from __future__ import annotations
@@ -21,13 +30,71 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
+import geoopt
 import torch
 
 from orthoplug.distributed import DataParallelOptimizer, shared_seed
+from orthoplug.geometry.stiefel import StiefelGeometry
 
 __all__ = ["OrthoplugOptimizer"]
 
 _STATE_KEY = "orthoplug"
+
+
+def parameter_geometry(p: torch.Tensor):
+    """The orthoplug geometry of a parameter's manifold (``None`` for a Euclidean one): the
+    manifold's own for orthoplug's geoopt manifolds, :class:`StiefelGeometry` for
+    ``geoopt.Stiefel``.
+
+    Raises:
+        ValueError: a manifold other than these and ``geoopt.Euclidean``.
+    """
+    manifold = getattr(p, "manifold", None)
+    if manifold is None or isinstance(manifold, geoopt.Euclidean):
+        return None
+    geometry = getattr(manifold, "geometry", None)
+    if geometry is not None:
+        return geometry
+    if isinstance(manifold, geoopt.Stiefel):
+        if p.ndim < 2 or p.shape[-1] > p.shape[-2]:
+            raise ValueError(f"a Stiefel parameter must have shape (..., n, k) with k <= n, got "
+                             f"{tuple(p.shape)}")
+        return StiefelGeometry(p.shape[-2], p.shape[-1])
+    raise ValueError(f"unsupported manifold {type(manifold).__name__}: orthoplug's optimizers "
+                     "take orthoplug's manifolds, geoopt.Stiefel and (where documented) "
+                     "Euclidean parameters")
+
+
+#: the parameter dtypes of every orthoplug optimizer (torch.linalg has no half-precision CPU
+#: kernels, and a float16 constraint would hold to 1e-3 at best)
+DTYPES = (torch.float32, torch.float64)
+
+
+def check_number(name: str, value, *, minimum: float = 0.0, strict: bool = False,
+                 integer: bool = False, maximum: float = math.inf):
+    """``value`` checked: a finite real (an ``int`` when ``integer``) ``≥ minimum`` (``>`` when
+    ``strict``) and ``≤ maximum``; returned unchanged.
+
+    Raises:
+        TypeError: not a number (or not an integer when one is needed).
+        ValueError: out of range or not finite.
+    """
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise TypeError(f"{name} must be {'an integer' if integer else 'a real number'}, got "
+                        f"{value!r}")
+    if not (math.isfinite(value) and (value > minimum if strict else value >= minimum)
+            and value <= maximum):
+        bound = f"{'>' if strict else '>='} {minimum:g}" + (
+            f" and <= {maximum:g}" if maximum < math.inf else "")
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}")
+    return value
+
+
+def _describe(value) -> str:
+    if torch.is_tensor(value):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    return repr(value) if value is None else type(value).__name__
 
 
 class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
@@ -48,8 +115,80 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         self.seed = shared_seed(seed, process_group)
         self._generators: dict[str, torch.Generator] = {}
         self._saved_generators: dict[str, torch.Tensor] = {}  # loaded, not yet used
+        self._started: set = set()  # parameters whose start point was checked
         self.steps_taken = 0
-        super().__init__(params, defaults)
+        super().__init__(params, {"lr": 1.0, "stabilize": None, **defaults})
+
+    # ---- parameter groups ---------------------------------------------------------------------
+    def add_param_group(self, param_group: dict) -> None:
+        """torch's ``add_param_group``, then :meth:`_check_group` on the new group (the
+        constructor's groups pass through here too); a rejected group is not added.
+
+        Raises:
+            ValueError, TypeError: as :meth:`_check_group`.
+        """
+        super().add_param_group(param_group)
+        try:
+            self._check_group(self.param_groups[-1])
+        except Exception:
+            self.param_groups.pop()
+            raise
+
+    def _check_group(self, group: dict) -> None:
+        """Check a parameter group: ``lr`` and ``stabilize`` here, the rest in subclasses
+        (which call this first).
+
+        Raises:
+            ValueError, TypeError: ``lr`` not a finite number ≥ 0, ``stabilize`` not ``None``
+                or an integer ≥ 1, a parameter whose dtype is not float32 or float64.
+        """
+        self._check_lr(group["lr"])
+        if group["stabilize"] is not None:
+            check_number("stabilize", group["stabilize"], integer=True, minimum=1)
+        for p in group["params"]:
+            if p.dtype not in DTYPES:
+                raise TypeError(f"{type(self).__name__} takes float32 or float64 parameters, "
+                                f"got {p.dtype} (shape {tuple(p.shape)}); keep float32 master "
+                                "weights for half-precision models")
+
+    @staticmethod
+    def _check_lr(lr) -> float:
+        """``lr`` as a float, checked (a scheduler may have written it)."""
+        return float(check_number("lr", lr))
+
+    def _check_start(self) -> None:
+        """Check every manifold parameter not checked yet: a feasible point (the geometry's
+        ``check_point``, tolerance :func:`~orthoplug.geometry.manifolds.feasibility_tol`).
+
+        Raises:
+            InfeasiblePointError: (a ``ValueError``) naming the parameter and its violation.
+        """
+        for gi, group in enumerate(self.param_groups):
+            for pi, p in enumerate(group["params"]):
+                if p in self._started:
+                    continue
+                where = f"{type(self).__name__}: parameter {pi} of group {gi}"
+                geometry = parameter_geometry(p)
+                if geometry is not None:
+                    try:
+                        geometry.check_point(p.detach())
+                    except ValueError as err:
+                        raise type(err)(f"{where} is not a valid start point ({err}); project "
+                                        "it first, e.g. with p.manifold.projx") from None
+                self._started.add(p)
+
+    # ---- stabilize ----------------------------------------------------------------------------
+    @torch.no_grad()
+    def stabilize_group(self, group: dict) -> None:
+        """Replace the group's manifold parameters by their ``projx``."""
+        for p in group["params"]:
+            if parameter_geometry(p) is not None:
+                p.copy_(p.manifold.projx(p.detach()))
+
+    def stabilize(self) -> None:
+        """Replace every manifold parameter by its ``projx`` (geoopt's optimizer API)."""
+        for group in self.param_groups:
+            self.stabilize_group(group)
 
     # ---- randomness ---------------------------------------------------------------------------
     def generator(self, device: torch.device | str = "cpu") -> torch.Generator:
@@ -111,18 +250,42 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         group); return the loss and its group mean as a float.
 
         Raises:
-            ValueError: without a closure.
+            ValueError: without a closure, or a closure that wrote no parameter's gradient.
             FloatingPointError: if the loss is not finite (the parameters are unchanged).
         """
         if closure is None:
             raise ValueError(f"{type(self).__name__}.step needs a closure (zero the gradients, "
                              "compute the loss, call backward, return the loss)")
+        params = [p for group in self.param_groups for p in group["params"]]
+        before = [(p.grad, None if p.grad is None else p.grad._version) for p in params]
         loss, value = self._evaluate(closure, *args)
+        if params and all(p.grad is None or (p.grad is g and p.grad._version == v)
+                          for p, (g, v) in zip(params, before, strict=True)):
+            raise ValueError(f"{type(self).__name__}: the closure produced no gradient (no "
+                             "parameter's .grad was written): it must call loss.backward()")
         if not math.isfinite(value):
             raise FloatingPointError(f"{type(self).__name__}: the closure returned a non-finite "
                                      f"loss ({value}) at step {self.steps_taken}; the "
                                      f"parameters are those before the step")
         return loss, value
+
+    def _evaluate(self, closure, *args):
+        """:class:`~orthoplug.distributed.DataParallelOptimizer`'s, with the closure's result
+        checked first.
+
+        Raises:
+            ValueError: the closure returned something other than one number (e.g. a
+                per-sample loss vector or ``None``).
+        """
+        def checked(*a):
+            loss = closure(*a)
+            if isinstance(loss, bool) or not (isinstance(loss, (int, float)) or (
+                    torch.is_tensor(loss) and loss.numel() == 1 and not loss.is_complex())):
+                raise ValueError(f"{type(self).__name__}: the closure must return the loss as "
+                                 f"one real number, got {_describe(loss)}")
+            return loss
+
+        return super()._evaluate(checked, *args)
 
     def _grads(self) -> dict[torch.Tensor, torch.Tensor]:
         """A copy of every parameter's gradient (parameters without one are left out).
@@ -183,5 +346,9 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
             p.copy_(value.reshape(p.shape))
 
     def _end_step(self) -> None:
+        """Count the step, apply each group's ``stabilize``, run the replica check."""
         self.steps_taken += 1
+        for group in self.param_groups:
+            if group["stabilize"] is not None and self.steps_taken % group["stabilize"] == 0:
+                self.stabilize_group(group)
         super()._end_step()

@@ -13,8 +13,16 @@ device and dtype, so ``model.to(device)`` needs nothing from the manifold::
 
 ``inner`` is positive definite on tangent vectors (RiemannianAdam takes its square root).
 ``projx`` is not a nearest-point map (none is known in closed form): it restores feasibility of
-a nearly feasible point by a few quadratically convergent steps ``X ← X(I − ½ J_k (XᵀJX − J_k))``,
-which is what geoopt's ``stabilize`` option needs after round-off drift.
+a nearly feasible point (``‖J_k(XᵀJX − J_k)‖₂ ≤ ½``) by six quadratically convergent steps
+``X ← X(I − ½ J_k (XᵀJX − J_k))``, which is what geoopt's ``stabilize`` option needs after
+round-off drift, and raises ``InfeasiblePointError`` (a ``ValueError``) for a point farther
+away. The maps check their arguments (one real floating-point dtype and device, shape
+``(..., n, k)``) before any arithmetic.
+
+The optimizers follow torch.optim's conventions: an ``lr`` in every parameter group, read at
+every step (schedulers work; ``lr = 0`` never moves a parameter), ``stabilize``, validated
+``add_param_group``, float32 and float64 parameters, and a start check at the first step
+(tolerance :func:`~orthoplug.geometry.manifolds.feasibility_tol` of the parameter's dtype).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ CPU tensors for gloo and on the current CUDA device for NCCL.
 from __future__ import annotations
 
 import math
+import numbers
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 
@@ -79,11 +80,31 @@ def _device(group=None) -> torch.device:
     return torch.device("cpu")
 
 
+def check_seed(seed) -> int | None:
+    """``seed`` as an ``int`` (``None`` passes).
+
+    Raises:
+        TypeError: a seed that is not an integer (a float would be truncated silently).
+        ValueError: a negative seed.
+    """
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be None or an integer, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    return int(seed)
+
+
 def shared_seed(seed: int | None, group=None,
                 draw: Callable[[], int] = lambda: int(torch.randint(2**62, (1,)).item())) -> int:
     """``seed`` itself if given; otherwise ``draw()``, whose result on the group's first rank is
-    broadcast when ``torch.distributed`` is initialised (so every rank uses the same seed)."""
-    if seed is not None:
+    broadcast when ``torch.distributed`` is initialised (so every rank uses the same seed).
+
+    Raises:
+        TypeError, ValueError: as :func:`check_seed`.
+    """
+    if check_seed(seed) is not None:
         return int(seed)
     value = int(draw())
     if is_distributed(group):

@@ -302,9 +302,9 @@ def test_geoopt_obcd_monotone(working_set):
     assert float(gram.abs().max()) < 1e-12
     with pytest.raises(ValueError, match="Stiefel"):
         go.OBCD([torch.nn.Parameter(torch.eye(3, dtype=DT))])
-    with pytest.raises(ValueError, match="infeasible"):
-        go.OBCD([geoopt.ManifoldParameter(-torch.eye(3, dtype=DT), manifold=geoopt.Stiefel())],
-                h=NonNegative())
+    negative = geoopt.ManifoldParameter(-torch.eye(3, dtype=DT), manifold=geoopt.Stiefel())
+    with pytest.raises(ValueError, match="infeasible"):  # checked at the first step
+        go.OBCD([negative], h=NonNegative()).step(closure)
     with pytest.raises(ValueError, match="closure"):
         opt.step(None)
 

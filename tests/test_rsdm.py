@@ -542,7 +542,7 @@ def test_geoopt_rsdm_state_dict_round_trip_and_errors():
     with pytest.raises(ValueError, match="r must be"):
         GeooptRSDM([w], lr=1.0, r=1)
     with pytest.raises(ValueError, match="lr"):
-        GeooptRSDM([w], lr=0.0, r=4)
+        GeooptRSDM([w], lr=-1.0, r=4)
     sphere = geoopt.ManifoldParameter(torch.tensor([1.0, 0.0]), manifold=geoopt.Sphere())
     with pytest.raises(ValueError, match="supports Stiefel"):
         GeooptRSDM([sphere], lr=1.0, r=2)

@@ -146,13 +146,15 @@ def transp(j: Signature, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> t
 
 
 def refine(
-    j: Signature, x: torch.Tensor, jk: Signature | None = None, steps: int = 3
+    j: Signature, x: torch.Tensor, jk: Signature | None = None, steps: int = 6
 ) -> torch.Tensor:
     """Pull a nearly feasible X back to ``XᵀJX = J_k`` by the iteration ``X ← X(I − ½ J_k E)``.
 
-    ``E = XᵀJX − J_k``. Each step maps the error ``E`` to ``O(‖E‖²)`` (quadratic convergence),
-    so a few steps restore feasibility to rounding after drift. It is **not** a nearest-point
-    map and is only meant for points with ``‖J_k E‖₂ < 1``; it costs ``O(n k²)`` per step.
+    ``E = XᵀJX − J_k``. With ``F = J_k E`` the new Gram matrix is ``J_k(I + F)(I − ½F)²``, so
+    ``F ← −¾F² + ¼F³``: from ``‖F‖₂ ≤ ½`` six steps take ``‖F‖₂`` below 1e-24 (0.22, 0.039,
+    1.1e-3, 9.6e-7, 6.9e-13, …). It is **not** a nearest-point map and is only meant for points
+    with ``‖J_k E‖₂ ≤ ½`` (:meth:`~orthoplug.geometry.manifolds._JGeometry.projx` checks that);
+    it costs ``O(n k²)`` per step.
     """
     jk = j if jk is None else jk
     for _ in range(steps):
@@ -191,9 +193,14 @@ def random_point(
     disjoint (+, −) index pairs with angles ``μ₁ = ½ ln cond`` and ``μ_i ~ U[−μ₁, μ₁]``, so
     ``cond₂(X) = e^{2μ₁} = cond``. ``component = (s₊, s₋)`` fixes the signs of
     ``det X[+,+]`` and ``det X[−,−]`` (the four components of O(p, q) for p, q ≥ 1).
+
+    Raises:
+        ValueError: ``cond`` outside ``[1, 1/(n·ε)]`` (ε of ``dtype``) or a bad ``component``.
     """
-    if cond < 1:
-        raise ValueError(f"cond must be >= 1, got {cond}")
+    limit = 1.0 / (j.n * torch.finfo(dtype).eps)
+    if isinstance(cond, bool) or not isinstance(cond, (int, float)) or not 1 <= cond <= limit:
+        raise ValueError(f"cond must be >= 1 and <= 1/(n·ε) = {limit:.3g} for {dtype} (beyond "
+                         f"it rounding leaves XᵀJX − J of order 1), got {cond!r}")
     if any(s not in (1, -1) for s in component):
         raise ValueError(f"component must be a pair of ±1, got {component}")
     n = j.n

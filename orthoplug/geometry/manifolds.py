@@ -19,6 +19,8 @@ __all__ = [
     "IndefiniteStiefelGeometry",
     "InfeasiblePointError",
     "require_feasible",
+    "feasibility_tol",
+    "check_arguments",
 ]
 
 
@@ -26,15 +28,63 @@ class InfeasiblePointError(ValueError):
     """A point that should lie on the manifold does not (the message gives the violation)."""
 
 
+def feasibility_tol(dtype: torch.dtype, n: int) -> float:
+    """The feasibility tolerance of a point with ``n`` rows stored in ``dtype``:
+    ``max(√ε, 64·n·ε)`` with ``ε`` the dtype's machine epsilon.
+
+    This is the one rule every start check and ``projx`` uses, for the relative measures of the
+    geometries (``‖XᵀJX − J_k‖_F/‖X‖_F²``; ``‖XᵀX − I‖_F`` on Stiefel, where ``‖X‖_F² = p``).
+    A Gram matrix ``XᵀJX`` formed in ``dtype`` carries a rounding error up to about
+    ``n·ε·‖X‖_F²`` (sums of ``n`` products), so ``64·n·ε`` accepts any point that is feasible to
+    rounding, in particular a feasible float64 point rounded to float32; the floor ``√ε``
+    (1.5e-8 in float64, 3.5e-4 in float32) leaves room for the drift that products of many
+    exactly feasible factors accumulate in a long run.
+
+    Raises:
+        TypeError: ``dtype`` is not a real floating-point type.
+    """
+    if not (dtype.is_floating_point and not dtype.is_complex):
+        raise TypeError(f"points must have a real floating-point dtype, got {dtype}")
+    eps = torch.finfo(dtype).eps
+    return max(math.sqrt(eps), 64.0 * n * eps)
+
+
+def check_arguments(name: str, shape: tuple[int, int], *tensors: torch.Tensor) -> None:
+    """Check the arguments of a manifold map before any arithmetic: tensors of one real
+    floating-point dtype on one device, each of shape ``(..., *shape)``.
+
+    Raises:
+        TypeError: a non-tensor, an integer or complex tensor, or mixed dtypes / devices.
+        ValueError: a tensor whose last two dimensions are not ``shape``.
+    """
+    first = tensors[0]
+    for i, t in enumerate(tensors):
+        if not torch.is_tensor(t):
+            raise TypeError(f"{name}: argument {i} must be a tensor, got {type(t).__name__}")
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"{name}: argument {i} must be real floating point, got {t.dtype}")
+        if t.dtype != first.dtype or t.device != first.device:
+            raise TypeError(f"{name}: arguments must share one dtype and device, got "
+                            f"{first.dtype} on {first.device} and {t.dtype} on {t.device}")
+        if t.ndim < 2 or tuple(t.shape[-2:]) != tuple(shape):
+            raise ValueError(f"{name}: argument {i} must have shape (..., {shape[0]}, "
+                             f"{shape[1]}), got {tuple(t.shape)}")
+
+
 def require_feasible(name: str, x: torch.Tensor, violation, label: str,
                      tol: float | None = None) -> None:
     """Raise :class:`InfeasiblePointError` unless ``x`` is finite and ``max violation(x) ≤ tol``.
 
-    ``label`` names the measure in the message; ``tol`` defaults to 1e-8 (float64) / 1e-4.
+    ``label`` names the measure in the message; ``tol`` defaults to
+    :func:`feasibility_tol` of ``x``'s dtype and row count.
+
+    Raises:
+        TypeError: ``x`` is not a real floating-point tensor.
+        InfeasiblePointError: non-finite entries, or a violation above ``tol``.
     """
+    tol = feasibility_tol(x.dtype, x.shape[-2]) if tol is None else tol
     if not torch.isfinite(x).all():
         raise InfeasiblePointError(f"{name}: point has non-finite entries")
-    tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
     v = violation(x).max().item()
     if not v <= tol:
         raise InfeasiblePointError(f"{name}: point is infeasible: {label} = {v:.3e} > {tol:.1e}")
@@ -87,8 +137,28 @@ class _JGeometry:
         self.check_shape(x)
         require_feasible(self.name, x, self.relative_violation, "‖XᵀJX − J‖_F/‖X‖_F²", tol)
 
+    #: the largest ``‖J_k(XᵀJX − J_k)‖₂`` that :meth:`projx` restores
+    projx_range = 0.5
+
     def projx(self, x: torch.Tensor) -> torch.Tensor:
-        """Feasibility restoration for nearly feasible points (see :func:`jorthogonal.refine`)."""
+        """Feasibility restoration for nearly feasible points (:func:`jorthogonal.refine`,
+        quadratically convergent): defined for ``‖J_k(XᵀJX − J_k)‖₂ ≤ ½``, where it returns a
+        point feasible to rounding. No projection onto the set is known in closed form, so a
+        point farther away is refused rather than mapped to an infeasible one.
+
+        Raises:
+            InfeasiblePointError: ``x`` has non-finite entries or lies outside that range.
+        """
+        self.check_shape(x)
+        if not bool(torch.isfinite(x).all()):
+            raise InfeasiblePointError(f"{self.name}.projx: point has non-finite entries")
+        size = float(torch.linalg.matrix_norm(self.gram_error(x), ord=2).max())
+        if not size <= self.projx_range:
+            raise InfeasiblePointError(
+                f"{self.name}.projx restores points with ‖J_k(XᵀJX − J_k)‖₂ <= "
+                f"{self.projx_range}; got {size:.3e}. No projection onto {self.name} is known "
+                "in closed form: start from a point of the manifold (random or origin) and "
+                "move along it (retr)")
         return jo.refine(self.j, x, self.jk)
 
     def random_point(

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 import torch
 
 from ._linalg import fro_inner, sym
-from .manifolds import InfeasiblePointError, require_feasible
+from .manifolds import InfeasiblePointError, feasibility_tol, require_feasible
 from .stiefel import polar
 
 __all__ = [
@@ -212,7 +212,8 @@ class StiefelBlockGeometry:
             its columns ``R`` (the complement of ``columns``) are the fixed part, its columns
             ``C`` the initial value of the variable (:attr:`initial_point`).
         columns: the variable columns ``C`` (distinct indices in ``range(p)``, at least one).
-        tol: feasibility tolerance of ``x_full`` (``‖XᵀX − I‖_F``; default 1e-8 in float64).
+        tol: feasibility tolerance of ``x_full`` (``‖XᵀX − I‖_F``; default
+            :func:`~orthoplug.geometry.manifolds.feasibility_tol`).
 
     Points are ``n × q`` (with any leading batch dimensions; the fixed columns are shared).
     The metric is Euclidean; see the module docstring for the formulas.
@@ -245,7 +246,7 @@ class StiefelBlockGeometry:
             raise ValueError(f"{self.name}: columns must be distinct, got {cols.tolist()}")
         if not torch.isfinite(x).all():
             raise InfeasiblePointError(f"{self.name}: x_full has non-finite entries")
-        tol = (1e-8 if x.dtype == torch.float64 else 1e-4) if tol is None else tol
+        tol = feasibility_tol(x.dtype, n) if tol is None else tol
         gram = x.mT @ x - torch.eye(p, dtype=x.dtype, device=x.device)
         v = float(torch.linalg.matrix_norm(gram))
         if not v <= tol:

@@ -179,8 +179,14 @@ class QuadraticOracle(Oracle):
 
     def __init__(self, c: torch.Tensor, d: torch.Tensor | None = None, scale: float = 1.0):
         c = torch.as_tensor(c)
+        if c.is_complex() or c.dtype == torch.bool:
+            raise TypeError(f"C must be a real matrix, got dtype {c.dtype}")
+        if not c.is_floating_point():  # integer data: exact in float64
+            c = c.to(torch.float64)
         if c.ndim != 2 or c.shape[0] != c.shape[1]:
             raise ValueError(f"C must be a square matrix, got shape {tuple(c.shape)}")
+        if not _is_finite(c) or not math.isfinite(scale):
+            raise ValueError("C and scale must be finite")
         if not _is_symmetric(c):
             raise ValueError("C must be symmetric")
         if d is not None:
@@ -245,6 +251,9 @@ class QuadraticOracle(Oracle):
         return 2.0 * self.scale * (g if d is None else g @ d)
 
     def track(self, x):
+        if x.shape[-2] != self.c.shape[0]:
+            raise ValueError(f"QuadraticOracle: C is {tuple(self.c.shape)} but the point has "
+                             f"{x.shape[-2]} rows")
         return QuadraticTracker(self, x)
 
 
@@ -609,6 +618,12 @@ class QuadraticTracker(Tracker):
         if not ok:
             raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_CURVATURE])
         return z.copy(), np.array([[m11, m12], [m21, m22]], dtype=q.dtype), q
+
+
+def _is_finite(c: torch.Tensor, rows: int = 64) -> bool:
+    """Whether every entry of ``c`` is finite, checked ``rows`` rows at a time (O(n·rows) extra
+    memory)."""
+    return all(bool(torch.isfinite(c[i:i + rows]).all()) for i in range(0, c.shape[0], rows))
 
 
 def _is_symmetric(c: torch.Tensor, rows: int = 64) -> bool:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from orthoplug.distributed import all_reduce_any, check_replicas, shared_seed
+from orthoplug.distributed import all_reduce_any, check_replicas, check_seed, shared_seed
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
 from .clock import RunClock
@@ -166,13 +166,17 @@ class IterativeSolver:
     def __init__(self, *, stopping: StoppingCriteria | None = None, eval_every: int | None = None,
                  seed: int | None = None, log_verbosity: int = 1, verbosity: int = 0,
                  callback=None, **criteria):
+        unknown = sorted(set(criteria) - {f.name for f in fields(StoppingCriteria)})
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unknown option(s) {unknown}; see "
+                            f"help({type(self).__name__}) for its options")
         self.stopping = stopping or StoppingCriteria(**criteria)
         if stopping is not None and criteria:
             raise ValueError("give either stopping= or individual criteria, not both")
         if eval_every is not None and eval_every < 1:
             raise ValueError(f"eval_every must be >= 1, got {eval_every}")
         self.eval_every = eval_every
-        self.seed = seed
+        self.seed = check_seed(seed)
         self.log_verbosity = log_verbosity
         self.verbosity = verbosity
         self.callback = callback

@@ -60,7 +60,8 @@ from .pairs import (
 )
 from .steps import ModelDamping, SigmaFit
 
-__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PageSchedule", "jacobi_step", "update_pairs"]
+__all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "PageSchedule", "jacobi_step", "update_pairs",
+           "uses_compiled"]
 
 _EYE2 = ((1.0, 0.0), (0.0, 1.0))
 
@@ -114,6 +115,13 @@ def solve_blocks(jvec: torch.Tensor, pairs: torch.Tensor, z: torch.Tensor, m: to
     return solve_jorth2x2(jb, m - s[:, None, None] * eye, s=s)
 
 
+def uses_compiled(x: torch.Tensor) -> bool:
+    """Whether the pair steps on ``x`` run in the compiled kernels (NumPy views): CPU tensors
+    only — the one-matching step for float64, the round-robin sweep for float32 and float64 (on
+    float64 copies). Every other device takes the torch path, never a copy to the host."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+
+
 def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jvec: torch.Tensor,
                  sigma: float, theta: float) -> tuple[torch.Tensor, float]:
     """The scalar-majoriser step of given disjoint row pairs of every matrix in ``x``.
@@ -134,7 +142,7 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
     Raises:
         ~orthoplug.oracles.core.NonFiniteError: a block curvature or a new row is not finite.
     """
-    if x.device.type == "cpu" and x.dtype == torch.float64:  # the compiled loop
+    if uses_compiled(x) and x.dtype == torch.float64:  # the compiled loop
         out = x.detach().clone(memory_format=torch.contiguous_format)
         status, predicted = jacobi_pairs(
             out.numpy(), g_rows.detach().to(torch.float64).contiguous().numpy(),
@@ -161,9 +169,21 @@ def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: f
                 matchings: int) -> tuple[torch.Tensor, float]:
     """``matchings`` rounds of a random round robin on every matrix of ``xb`` (nb, n, k), in
     sequence on the stale gradient ``gb``: the compiled :func:`~orthoplug.kernels.jobcd.
-    linear_sweep` on float64 host copies (one relabeling draw per matrix)."""
+    linear_sweep` on float64 host copies of CPU tensors (one relabeling draw per matrix), or,
+    off the CPU (:func:`uses_compiled`), the same rounds as batched torch steps (the pairs of
+    a round are disjoint, so a round's pairs in sequence equal one batched step)."""
     nb, n, _ = xb.shape
     keys = torch.rand(nb, n, generator=generator, device=generator.device)
+    if not uses_compiled(xb):  # the same rounds, one batched torch step per round
+        perm = keys.argsort(dim=-1).to(xb.device)
+        labels = round_robin(n, xb.device)[:matchings]  # (matchings, m, 2)
+        bidx = torch.arange(nb, device=xb.device)[:, None, None]
+        predicted = 0.0
+        for rnd in labels:
+            pairs = perm[:, rnd]  # (nb, m, 2)
+            xb, change = update_pairs(xb, gb[bidx, pairs], pairs, jvec, sigma, theta)
+            predicted += change
+        return xb, predicted
     pairs = round_robin_pairs(host_array(keys.argsort(dim=-1)), matchings)
     xa = np.array(host_array(xb.detach()), dtype=np.float64, order="C")
     ga = np.ascontiguousarray(host_array(gb.detach()), dtype=np.float64)

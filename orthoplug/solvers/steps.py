@@ -16,19 +16,33 @@ from orthoplug.oracles import NonFiniteError
 
 __all__ = ["SigmaBacktracking", "StepSchedule", "PolyakStep", "RestartedGeometric",
            "SubgradientSteps", "ArmijoBacktracking", "DecaySchedule", "StallWatch", "SigmaFit",
-           "ModelDamping", "resolve_sigma_rule", "sigma_rule", "MAX_REJECTIONS"]
+           "ModelDamping", "resolve_sigma_rule", "sigma_rule", "MAX_REJECTIONS", "cost_rounding"]
 
 #: Consecutive rejections after which a σ or damping rule gives up (raises): σ has grown by at
 #: least 2⁶⁰ ≈ 1e18 by then. The default of every such rule in both front-ends.
 MAX_REJECTIONS = 60
 
 
+def cost_rounding(dtype: torch.dtype = torch.float64) -> float:
+    """The relative rounding level of a cost evaluated in ``dtype``: ``max(1e-12, 64·ε)``.
+
+    The sufficient-decrease tests of the σ rules accept ``f(X⁺) ≤ f(X) + (model change) +
+    cost_rounding·max(1, |f(X)|)``: a trial whose predicted decrease is below what rounding of
+    f can show is then accepted unless f rose by more than rounding, instead of being taken
+    for a failed majoriser (which would double σ for ever: the float32 stall). float64 keeps
+    the historical ``1e-12`` (≈ 4500ε, room for costs summed over many terms); float32 gets
+    ``64ε ≈ 7.6e-6``.
+    """
+    return max(1e-12, 64.0 * torch.finfo(dtype).eps)
+
+
 class SigmaBacktracking:
     """σ of a scalar majoriser with the sufficient-decrease test of majoriser steps.
 
     A step proposed with the current σ predicts the change ``predicted`` (the model's, ≤ 0). It
-    is accepted iff ``f(X⁺) ≤ f(X) + predicted`` (up to ``1e-12`` relative), so accepted steps
-    never increase f. On acceptance σ is multiplied by ``shrink`` (adaptive σ when ``< 1``,
+    is accepted iff ``f(X⁺) ≤ f(X) + predicted + rtol·max(1, |f(X)|)``, so accepted steps
+    never increase f beyond its rounding (``rtol``, :func:`cost_rounding` of the dtype). On
+    acceptance σ is multiplied by ``shrink`` (adaptive σ when ``< 1``,
     never below ``1e-12`` times its start); on rejection σ doubles. A non-finite trial value is a
     rejection (a step may overshoot into a region where f is undefined); after more than
     ``max_rejections`` rejections in a row the rule raises
@@ -40,10 +54,11 @@ class SigmaBacktracking:
             and no adaptation; :meth:`accepts` is then never needed).
         shrink: factor applied to σ after an accepted step, in (0, 1].
         max_rejections: consecutive rejections before giving up.
+        rtol: the relative rounding level of f (default that of float64).
     """
 
     def __init__(self, sigma: float, *, checked: bool = True, shrink: float = 1.0,
-                 max_rejections: int = MAX_REJECTIONS):
+                 max_rejections: int = MAX_REJECTIONS, rtol: float = 1e-12):
         if not (math.isfinite(sigma) and (sigma > 0 or (sigma == 0 and not checked))):
             raise ValueError(f"sigma must be finite and > 0 (or 0 when not checked), got {sigma}")
         if not 0 < shrink <= 1:
@@ -53,12 +68,13 @@ class SigmaBacktracking:
         self.checked = bool(checked)
         self.shrink = float(shrink)
         self.max_rejections = int(max_rejections)
+        self.rtol = float(rtol)
         self.backtracks = 0
         self.rejections = 0
 
     def accepts(self, f0: float, f1: float, predicted: float) -> bool:
         """Test ``f(X⁺) = f1`` against ``f(X) = f0`` and the model's change; update σ."""
-        if f1 <= f0 + predicted + 1e-12 * max(1.0, abs(f0)):
+        if f1 <= f0 + predicted + self.rtol * max(1.0, abs(f0)):
             if self.shrink < 1.0:
                 self.sigma = max(self.sigma * self.shrink, self.floor)
             self.rejections = 0
@@ -614,6 +630,7 @@ class SigmaFit(SigmaBacktracking):
         optimism: the largest boldness (the divisor of the fitted σ after an acceptance),
             ``>= 1`` (1: no optimism).
         max_rejections: consecutive rejections before giving up.
+        rtol: the relative rounding level of f (:func:`cost_rounding`).
 
     Attributes:
         acceptance: running acceptance rates of the trials that follow a rejection (entry 0)
@@ -627,8 +644,9 @@ class SigmaFit(SigmaBacktracking):
     likely = 0.7
 
     def __init__(self, sigma: float, *, fraction: float = 1e-4, min_factor: float = 0.1,
-                 optimism: float = 8.0, max_rejections: int = MAX_REJECTIONS):
-        super().__init__(sigma, max_rejections=max_rejections)
+                 optimism: float = 8.0, max_rejections: int = MAX_REJECTIONS,
+                 rtol: float = 1e-12):
+        super().__init__(sigma, max_rejections=max_rejections, rtol=rtol)
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
         if not 0 < min_factor <= 1:
@@ -673,7 +691,7 @@ class SigmaFit(SigmaBacktracking):
 
     def accepts(self, f0: float, f1: float, predicted: float) -> bool:
         """Test ``f(X⁺) = f1`` against ``f(X) = f0`` and the model's change; refit σ."""
-        tol = 1e-12 * max(1.0, abs(f0))
+        tol = self.rtol * max(1.0, abs(f0))
         if f1 <= f0 + self.fraction * predicted + tol:
             if predicted < 0:
                 rho = (f0 - f1) / -predicted
@@ -709,14 +727,15 @@ def resolve_sigma_rule(rule: str, *, known: float | None, shrink: float = 1.0) -
 
 
 def sigma_rule(rule: str, sigma: float, *, shrink: float = 1.0, known: float | None = None,
-               checked: bool = True,
-               max_rejections: int = MAX_REJECTIONS) -> SigmaBacktracking:
+               checked: bool = True, max_rejections: int = MAX_REJECTIONS,
+               rtol: float = 1e-12) -> SigmaBacktracking:
     """The σ rule of a scalar majoriser named ``rule`` (:func:`resolve_sigma_rule`),
     starting from ``sigma``: :class:`SigmaFit` or :class:`SigmaBacktracking` (``checked`` and
-    ``shrink`` concern backtracking only)."""
+    ``shrink`` concern backtracking only; ``rtol``: :func:`cost_rounding` of the dtype)."""
     if resolve_sigma_rule(rule, known=known, shrink=shrink) == "fit":
-        return SigmaFit(sigma, max_rejections=max_rejections)
-    return SigmaBacktracking(sigma, checked=checked, shrink=shrink, max_rejections=max_rejections)
+        return SigmaFit(sigma, max_rejections=max_rejections, rtol=rtol)
+    return SigmaBacktracking(sigma, checked=checked, shrink=shrink, max_rejections=max_rejections,
+                             rtol=rtol)
 
 
 # ---- second-order model steps (J-JOBCD with curvature="hessian") ----------------------------

@@ -363,7 +363,7 @@ def _schedule(optimizer, schedule: str | None) -> Callable[[float], None]:
     ``progress`` ∈ [0, 1] (the fraction of the run done)."""
     if schedule is None:
         return lambda progress: None
-    key = "lr" if "lr" in optimizer.param_groups[0] else "sigma"
+    key = "sigma" if "sigma" in optimizer.param_groups[0] else "lr"
     if key == "sigma" and any(g["sigma"] is None for g in optimizer.param_groups):
         raise ValueError(f"relation_schedule={schedule!r} needs a fixed step: a relation_lr "
                          "(geoopt, preconditioned J-JOBCD) or a fixed sigma (JOBCD)")

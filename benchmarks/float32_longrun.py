@@ -1,0 +1,127 @@
+"""Long float32 runs of every feasible geoopt optimizer: does the constraint hold?
+
+    OMP_NUM_THREADS=1 python benchmarks/float32_longrun.py                 # 1e5 steps each
+    OMP_NUM_THREADS=1 python benchmarks/float32_longrun.py --steps 10000   # shorter
+    python benchmarks/float32_longrun.py --only GSJOBCD OBCD --json out.json
+
+Problems: ``tr(XᵀCX)`` over O(J), ``J = diag(I_5, −I_5)``, ``C = AAᵀ + I`` (A Gaussian), from a
+random point of condition number ``--cond`` (default 1e3); ``−tr(XᵀBBᵀX)`` over St(20, 5) from
+the Q factor of a Gaussian. Every optimizer starts from the float32 rounding of the same float64
+point (seed ``--seed``) and takes ``--steps`` steps with its defaults (``VRJJOBCD``: σ = 2λ_max(C),
+4 components; ``RSDM``: lr = 0.05, r = 5; no ``stabilize``). Printed per optimizer and
+checkpoint (every tenth of the run): the relative violation (``‖XᵀJX − J‖_F/‖X‖_F²``;
+``‖XᵀX − I‖_F`` on Stiefel), the float64 loss at the float32 iterate, and the same numbers for
+the float64 run at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import geoopt
+import torch
+
+from orthoplug.adapters.geoopt import (
+    GSJOBCD,
+    JJOBCD,
+    OBCD,
+    RSDM,
+    RSSM,
+    VRJJOBCD,
+    ColumnJJacobi,
+    JOrthogonal,
+)
+from orthoplug.geometry.stiefel import StiefelGeometry, qf
+
+J_OPTIMIZERS = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi")
+STIEFEL_OPTIMIZERS = ("OBCD", "RSDM", "RSSM")
+N_J, N_ST, P_ST = 10, 20, 5
+
+
+def build(name: str, dtype: torch.dtype, cond: float, seed: int, device: str = "cpu"):
+    """``(parameter, C in float64, optimizer)`` of ``name``'s problem in ``dtype`` on
+    ``device`` (the data are drawn on the CPU, so every device starts from the same point)."""
+    g = torch.Generator().manual_seed(seed)
+    if name in J_OPTIMIZERS:
+        manifold = JOrthogonal(N_J, p=N_J // 2)
+        a = torch.randn(N_J, N_J, generator=g, dtype=torch.float64)
+        c = a @ a.T + torch.eye(N_J, dtype=torch.float64)
+        x0 = manifold.random(N_J, N_J, cond=cond, dtype=torch.float64, generator=g)
+    else:
+        manifold = geoopt.EuclideanStiefel()
+        b = torch.randn(N_ST, N_ST, generator=g, dtype=torch.float64)
+        c = -(b @ b.T)
+        x0 = qf(torch.randn(N_ST, P_ST, generator=g, dtype=torch.float64))
+    x = geoopt.ManifoldParameter(x0.to(dtype=dtype, device=device), manifold=manifold)
+    c = c.to(device)
+    if name == "VRJJOBCD":
+        opt = VRJJOBCD([x], num_components=4, sigma=2.0 * float(torch.linalg.eigvalsh(c)[-1]),
+                       seed=seed)
+    elif name == "ColumnJJacobi":
+        opt = ColumnJJacobi([x], c=c, seed=seed)
+    elif name == "RSDM":
+        opt = RSDM([x], lr=0.05, r=P_ST, seed=seed, stabilize=None)
+    else:
+        opt = {"GSJOBCD": GSJOBCD, "JJOBCD": JJOBCD, "OBCD": OBCD, "RSSM": RSSM}[name](
+            [x], seed=seed)
+    return x, c, opt
+
+
+def measures(x: torch.Tensor, c: torch.Tensor) -> tuple[float, float]:
+    """(relative violation, float64 loss) of the parameter ``x``."""
+    y = x.detach().to(torch.float64)
+    c = c.to(y.device)
+    geometry = getattr(x.manifold, "geometry", None) or StiefelGeometry(*x.shape[-2:])
+    return (float(geometry.relative_violation(x.detach())),
+            float(torch.trace(y.mT @ c @ y)))
+
+
+def run(name: str, dtype: torch.dtype, steps: int, cond: float, seed: int) -> dict:
+    x, c, opt = build(name, dtype, cond, seed)
+    cd = c.to(dtype)
+
+    def closure(*_):
+        opt.zero_grad()
+        loss = torch.trace(x.mT @ cd @ x)
+        loss.backward()
+        return loss
+
+    checkpoints, start = [], time.perf_counter()
+    every = max(1, steps // 10)
+    for k in range(1, steps + 1):
+        opt.step(closure)
+        if k % every == 0 or k == steps:
+            checkpoints.append((k, *measures(x, c)))
+    return {"optimizer": name, "dtype": str(dtype), "steps": steps,
+            "seconds": time.perf_counter() - start, "checkpoints": checkpoints}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--cond", type=float, default=1e3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    names = args.only or list(J_OPTIMIZERS + STIEFEL_OPTIMIZERS)
+    results = []
+    print(f"{args.steps} steps, O(J) start cond {args.cond:g}, seed {args.seed}")
+    for name in names:
+        r32 = run(name, torch.float32, args.steps, args.cond, args.seed)
+        r64 = run(name, torch.float64, args.steps, args.cond, args.seed)
+        results += [r32, r64]
+        print(f"{name}: float32 {r32['seconds']:.1f} s, float64 {r64['seconds']:.1f} s")
+        for k, viol, loss in r32["checkpoints"]:
+            print(f"  float32 step {k:>7d}  violation {viol:.2e}  loss {loss:.9g}")
+        k, viol, loss = r64["checkpoints"][-1]
+        print(f"  float64 step {k:>7d}  violation {viol:.2e}  loss {loss:.9g}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Every geoopt optimizer on a device: do the steps run, stay feasible, and what does a step cost?
+
+    python benchmarks/gpu_check.py                     # CUDA (float32 and float64)
+    python benchmarks/gpu_check.py --device cpu        # the same checks on the CPU
+    python benchmarks/gpu_check.py --steps 200 --json out.json
+
+For each optimizer (the problems of ``float32_longrun.py``: ``tr(XᵀCX)`` over O(5, 5) from a
+start of condition ``--cond``, ``−tr(XᵀBBᵀX)`` over St(20, 5)) and dtype: ``--steps`` steps
+on parameters living on ``--device``, then the relative violation and the parameter's device
+(nothing may move to the host), and the mean time per step against geoopt's
+``RiemannianAdam`` (lr 1e-2, the same loss, the same device and dtype) measured in the same
+process, interleaved (RiemannianAdam, optimizer, RiemannianAdam, …, ``--repeats`` rounds,
+medians; CUDA synchronised around each timed round). An optimizer that refuses the device
+(``ColumnJJacobi``: compiled CPU sweeps only) is reported with its message. Set
+``OMP_NUM_THREADS=1`` for CPU timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import geoopt
+import torch
+from float32_longrun import J_OPTIMIZERS, STIEFEL_OPTIMIZERS, build, measures
+
+
+def _closure(opt, x, c):
+    def closure(*_):
+        opt.zero_grad()
+        loss = torch.trace(x.mT @ c @ x)
+        loss.backward()
+        return loss
+    return closure
+
+
+def _timed(step, steps: int, device: str) -> float:
+    """Seconds per call of ``step`` over ``steps`` calls."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / steps
+
+
+def check(name: str, dtype: torch.dtype, args) -> dict:
+    try:
+        x, c, opt = build(name, dtype, args.cond, args.seed, args.device)
+    except (ValueError, TypeError) as err:
+        return {"optimizer": name, "dtype": str(dtype), "refused": str(err)}
+    xr, _, _ = build(name, dtype, args.cond, args.seed, args.device)
+    adam = geoopt.optim.RiemannianAdam([xr], lr=1e-2)
+    cd = c.to(dtype)
+    ours, theirs = _closure(opt, x, cd), _closure(adam, xr, cd)
+    per_ours, per_adam = [], []
+    for _ in range(args.repeats):
+        per_adam.append(_timed(lambda: adam.step(theirs), args.steps, args.device))
+        per_ours.append(_timed(lambda: opt.step(ours), args.steps, args.device))
+    violation, loss = measures(x, c)
+    return {"optimizer": name, "dtype": str(dtype), "device": str(x.device),
+            "steps": args.steps * args.repeats, "violation": violation, "loss": loss,
+            "seconds_per_step": statistics.median(per_ours),
+            "adam_seconds_per_step": statistics.median(per_adam),
+            "adam_violation": measures(xr, c)[0]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cond", type=float, default=100.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error("no CUDA device here: pass --device cpu")
+    results = []
+    print(f"device {args.device}, {args.steps}×{args.repeats} steps each")
+    for name in J_OPTIMIZERS + STIEFEL_OPTIMIZERS:
+        for dtype in (torch.float32, torch.float64):
+            r = check(name, dtype, args)
+            results.append(r)
+            label = f"{name:14s} {str(dtype)[6:]:8s}"
+            if "refused" in r:
+                print(f"{label} refused: {r['refused']}")
+                continue
+            print(f"{label} on {r['device']}: violation {r['violation']:.2e} "
+                  f"(RAdam {r['adam_violation']:.2e}), {1e3 * r['seconds_per_step']:.3f} ms/step"
+                  f" = {r['seconds_per_step'] / r['adam_seconds_per_step']:.2f}× RAdam")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
