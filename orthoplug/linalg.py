@@ -191,16 +191,16 @@ def pencil_eigenvalues(c, signature) -> np.ndarray:
     """
     j = _j_vector(signature, "signature")
     low = _cholesky(_check_c(c, j.size))
-    return sla.eigh(_lt_j_l(low, j), lower=False, eigvals_only=True, check_finite=False,
+    return sla.eigh(_lt_j_l(low, j), lower=True, eigvals_only=True, check_finite=False,
                     overwrite_a=True)
 
 
 def _lt_j_l(low: np.ndarray, j: np.ndarray) -> np.ndarray:
-    """Upper triangle of ``Lᵀ J L = L₊ᵀ L₊ − L₋ᵀ L₋`` (two rank-k updates, rows by sign)."""
+    """Lower triangle of ``Lᵀ J L = L₊ᵀ L₊ − L₋ᵀ L₋`` (two rank-k updates, rows by sign)."""
     pos = j > 0
-    m = blas.dsyrk(1.0, low[pos], trans=1)
+    m = blas.dsyrk(1.0, low[pos], trans=1, lower=1)
     if not pos.all():
-        m = blas.dsyrk(-1.0, low[~pos], beta=1.0, c=m, trans=1, overwrite_c=1)
+        m = blas.dsyrk(-1.0, low[~pos], beta=1.0, c=m, trans=1, lower=1, overwrite_c=1)
     return m
 
 
@@ -231,7 +231,7 @@ def _dense(c: np.ndarray, j: np.ndarray, jk: np.ndarray,
     low = _cholesky(c)
     m = _lt_j_l(low, j)
     full = kp + km == n
-    theta, u = sla.eigh(m, lower=False, subset_by_index=None if full else [q - km, q + kp - 1],
+    theta, u = sla.eigh(m, lower=True, subset_by_index=None if full else [q - km, q + kp - 1],
                         driver="evd" if full else "evr", check_finite=False, overwrite_a=True)
     order = _columns(theta, jk, d)
     theta, u = theta[order], u[:, order]
