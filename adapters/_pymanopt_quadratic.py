@@ -18,19 +18,23 @@ geoopt has no counterpart: a direct solve is not a step method on a ``ManifoldPa
 
 from __future__ import annotations
 
-from pymanopt.optimizers.optimizer import Optimizer, OptimizerResult
+from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.solvers import hyperbolic
 
-from orthoplug.solvers.hyperbolic import HyperbolicEig as _Solver
-
-from ._pymanopt_base import _n, _t, geometry_of
+from ._pymanopt_base import SolverOptimizer
 
 __all__ = ["HyperbolicEig"]
 
 
-class HyperbolicEig(Optimizer):
+class HyperbolicEig(SolverOptimizer):
     """Global minimiser of ``s·tr(XᵀCXD)`` over ``JOrthogonal`` / ``IndefiniteStiefel``
     (``s·C ≻ 0``, ``D`` diagonal ⪰ 0) by one pencil eigensolve
     (:class:`orthoplug.solvers.hyperbolic.HyperbolicEig`).
+
+    ``run(problem, oracle=QuadraticOracle(C, D, scale))``; without the quadratic oracle the run
+    raises ``ValueError`` saying so. ``initial_point`` is not used (the solve has no start). The
+    result's ``log["optimizer_parameters"]`` holds the solver's ``info`` (``certificate``,
+    ``certificate_gap``, ``eigenvalues``, ``method``, ``residual``).
 
     Args:
         method: ``"auto"``, ``"dense"`` or ``"iterative"`` (see
@@ -38,38 +42,17 @@ class HyperbolicEig(Optimizer):
         tol: the iterative method's relative Ritz residual tolerance.
         maxiter: the iterative method's restart budget.
         verbosity: 0 silent, 1 prints a summary line.
-
-    The result's ``log["optimizer_parameters"]`` holds the solver's ``info`` (``certificate``,
-    ``certificate_gap``, ``eigenvalues``, ``method``, ``residual``); ``result.violation`` and
-    ``result.solver_result`` as for the other orthoplug optimizers.
     """
+
+    solver_class = hyperbolic.HyperbolicEig
+    geometries = (JOrthogonalGeometry, IndefiniteStiefelGeometry)
+    needs_initial_point = False
 
     def __init__(self, method: str = "auto", tol: float = 1e-10, maxiter: int | None = None,
                  verbosity: int = 0):
+        self._solver_options = dict(method=method, tol=tol, maxiter=maxiter)
         super().__init__(verbosity=verbosity)
-        self.solver = _Solver(method=method, tol=tol, maxiter=maxiter)
 
-    def run(self, problem, *, initial_point=None, oracle=None):
-        """Solve ``problem`` (``initial_point`` is not used: the solve has no start) →
-        ``OptimizerResult``.
-
-        Raises:
-            ValueError: an unsupported manifold, no ``oracle=`` with the quadratic (the message
-                says what to pass), or a quadratic that is not ``s·C ≻ 0`` with diagonal ``D ⪰ 0``.
-        """
-        geometry = geometry_of(problem.manifold)
-        if oracle is None or oracle.quadratic is None:
-            raise ValueError("HyperbolicEig needs the cost as a known quadratic: "
-                             "run(problem, oracle=QuadraticOracle(C, D, scale))")
-        like = None if initial_point is None else _t(initial_point)
-        res = self.solver.run(oracle, like, geometry)
-        self._initialize_log(optimizer_parameters=res.info)
-        if self._verbosity >= 1:
-            print(f"{self.solver.name}: {res.stop_reason}, {res.time:.3g} s; cost "
-                  f"{res.cost:.15g}, gap to the certificate {res.info['certificate_gap']:.2e}")
-        result = OptimizerResult(point=_n(res.point), cost=res.cost, iterations=res.iterations,
-                                 stopping_criterion=res.stop_reason, time=res.time,
-                                 gradient_norm=res.gradient_norm, log=self._log)
-        result.violation = res.violation
-        result.solver_result = res
-        return result
+    def make_solver(self):
+        """A :class:`orthoplug.solvers.hyperbolic.HyperbolicEig` with this optimizer's options."""
+        return self.solver_class(**self._solver_options)

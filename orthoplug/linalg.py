@@ -248,13 +248,14 @@ def _c_solver(c, tol: float):
         def solve(b):
             y, info = spla.cg(c, b, rtol=tol, maxiter=10 * c.shape[0])
             if info:
-                raise ValueError(f"conjugate gradients on C did not converge ({info}): "
-                                 "is C positive definite?")
+                raise ValueError(f"conjugate gradients on C did not reach rtol {tol:g} in "
+                                 f"{10 * c.shape[0]} steps: is C positive definite (and not too "
+                                 "ill-conditioned for an unpreconditioned solve)?")
             return y
     elif sp.issparse(c):
         lu = spla.splu(sp.csc_matrix(c), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                        options={"SymmetricMode": True})
-        if lu.perm_r.tolist() != lu.perm_c.tolist() or np.any(lu.U.diagonal() <= 0):
+        if not np.array_equal(lu.perm_r, lu.perm_c) or np.any(lu.U.diagonal() <= 0):
             raise ValueError("C must be positive definite (a pivot of its symmetric "
                              "factorisation is not positive)")
         solve = lu.solve
@@ -272,43 +273,50 @@ def _c_solver(c, tol: float):
 
 
 def _iterative(c, j: np.ndarray, jk: np.ndarray, d: np.ndarray | None, tol: float,
-               maxiter: int | None, ncv: int | None) -> HyperbolicTraceMin:
+               maxiter: int | None, ncv: int | None, seed: int) -> HyperbolicTraceMin:
     n = j.size
     kp, km = int((jk > 0).sum()), int((jk < 0).sum())
     if max(kp, km) >= n - 1:
         raise ValueError(f"method='iterative' needs k₊, k₋ < n − 1 (Lanczos); got k₊={kp}, "
                          f"k₋={km}, n={n}: use method='dense'")
-    solve, count = _c_solver(c, tol=min(tol, 1e-12) * 1e-2)
+    solve, count = _c_solver(c, tol=1e-13)
     jop = sp.diags_array(j)
     minv = spla.LinearOperator((n, n), matvec=solve, dtype=np.float64)
+    rng = np.random.default_rng(seed)
     blocks = []
     for which, k in (("LA", kp), ("SA", km)):
         if k:
             blocks.append(spla.eigsh(jop, k=k, M=c, Minv=minv, which=which, tol=tol,
-                                     maxiter=maxiter, ncv=ncv)[1])
+                                     maxiter=maxiter, ncv=ncv, v0=rng.standard_normal(n))[1])
     v = np.hstack(blocks)
+    del blocks
     cv = np.asarray(c @ v)
     r = sla.cholesky(v.T @ cv, lower=False)  # VᵀCV = RᵀR
     w = sla.solve_triangular(r, v.T, trans=1, lower=False).T  # V R⁻¹
     cw = sla.solve_triangular(r, cv.T, trans=1, lower=False).T
+    del v, cv
     nu, y = np.linalg.eigh(w.T @ (j[:, None] * w))
     theta = 1.0 / nu
     rank = np.argsort(theta)  # ascending θ: negatives (from −∞ up), then positives
     theta, y = theta[rank], y[:, rank]
     order = _columns(theta, jk, d)
     theta, y = theta[order], y[:, order]
-    scale = np.sqrt(np.abs(theta))
-    x, cx = (w @ y) * scale, (cw @ y) * scale
+    y *= np.sqrt(np.abs(theta))  # (Wy)ᵀJ(Wy) = ν = 1/θ
+    x = w @ y
+    del w
+    cx = cw @ y
+    del cw
     value = _weighted_sum(np.einsum("ij,ij->j", x, cx), d)
-    res = np.linalg.norm(cx - theta * (j[:, None] * x), axis=0) / (
-        np.linalg.norm(cx, axis=0) + np.abs(theta) * np.linalg.norm(x, axis=0))
+    scale = np.linalg.norm(cx, axis=0) + np.abs(theta) * np.linalg.norm(x, axis=0)
+    cx -= theta * (j[:, None] * x)  # the residual C x_i − θ_i J x_i
+    res = np.linalg.norm(cx, axis=0) / scale
     return HyperbolicTraceMin(x, value, _weighted_sum(np.abs(theta), d), theta, "iterative",
                               count[0], float(res.max()))
 
 
 def hyperbolic_trace_min(c, signature, k_signature=None, d=None, *, method: str = "auto",
                          tol: float = 1e-10, maxiter: int | None = None,
-                         ncv: int | None = None) -> HyperbolicTraceMin:
+                         ncv: int | None = None, seed: int = 0) -> HyperbolicTraceMin:
     """Global minimiser of ``tr(Xᵀ C X D)`` over ``Xᵀ J X = J_k`` for ``C ≻ 0``, ``D ⪰ 0``
     diagonal.
 
@@ -333,6 +341,7 @@ def hyperbolic_trace_min(c, signature, k_signature=None, d=None, *, method: str 
         tol: iterative only: ARPACK's relative residual tolerance for each Ritz pair.
         maxiter: iterative only: ARPACK's restart budget (``None``: its default, ``10 n``).
         ncv: iterative only: Lanczos basis size (``None``: ARPACK's default, ``max(2k+1, 20)``).
+        seed: iterative only: seed of the Gaussian Lanczos start vectors (one run, one answer).
 
     Returns:
         A :class:`HyperbolicTraceMin` (minimiser, its value, the certificate, eigenvalues).
@@ -356,7 +365,7 @@ def hyperbolic_trace_min(c, signature, k_signature=None, d=None, *, method: str 
         if isinstance(c, spla.LinearOperator):
             raise ValueError("method='dense' needs C as a matrix, got a LinearOperator")
         return _dense(c.toarray() if sp.issparse(c) else c, j, jk, d)
-    return _iterative(c, j, jk, d, tol, maxiter, ncv)
+    return _iterative(c, j, jk, d, tol, maxiter, ncv, seed)
 
 
 def trace_min_certificate(c, signature, k_signature=None, d=None) -> float:
