@@ -45,7 +45,7 @@ memory ``O(n · bandwidth)``), a Cholesky factor for a dense array, or conjugate
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg as sla
@@ -85,12 +85,7 @@ class HyperbolicTraceMin:
     eigenvalues: np.ndarray
     method: str
     operator_applications: int = 0
-    residual: float | None = field(default=None)
-
-    @property
-    def gap(self) -> float:
-        """``value − certificate``."""
-        return self.value - self.certificate
+    residual: float | None = None
 
 
 def _j_vector(signature, name: str) -> np.ndarray:
@@ -100,10 +95,13 @@ def _j_vector(signature, name: str) -> np.ndarray:
     if np.ndim(signature) != 1:
         raise ValueError(f"{name} must be a Signature or a 1-D sequence of ±1, "
                          f"got an array of shape {np.shape(signature)}")
-    try:
-        return np.asarray(Signature(signature).values, dtype=np.float64)
-    except ValueError as err:
-        raise ValueError(f"{name}: {err}") from err
+    j = np.asarray(signature, dtype=np.float64)
+    if not (j.size and np.all(np.abs(j) == 1.0)):
+        try:  # Signature's message names the offending entries
+            Signature(j)
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from err
+    return j
 
 
 def _signatures(signature, k_signature) -> tuple[np.ndarray, np.ndarray]:
