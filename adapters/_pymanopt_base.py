@@ -177,6 +177,9 @@ class SolverOptimizer(Optimizer):
 
     solver_class: type = None
     geometries: tuple[type, ...] = ()
+    #: False for a direct solver, which is run with ``x0 = None`` when no initial point is given
+    #: (no random start is drawn).
+    needs_initial_point: bool = True
 
     def __init__(self, max_time: float = 1000, max_iterations: int = 1000,
                  min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
@@ -223,14 +226,16 @@ class SolverOptimizer(Optimizer):
         if self.geometries and not isinstance(geometry, self.geometries):
             raise ValueError(f"{type(self).__name__} does not support {problem.manifold}; "
                              f"supported: {[g.name for g in self.geometries]}")
-        x0 = problem.manifold.random_point() if initial_point is None else initial_point
-        if oracle is None and np.ndim(x0) != 2:
+        x0 = initial_point
+        if x0 is None and self.needs_initial_point:
+            x0 = problem.manifold.random_point()
+        if x0 is not None and oracle is None and np.ndim(x0) != 2:
             raise ValueError(f"{type(self).__name__}: a pymanopt Problem's cost takes one "
                              f"matrix, got an initial point of shape {np.shape(x0)}; a batch "
                              "of matrices needs an orthoplug oracle (run(..., oracle=...))")
         solver = self.make_solver()
-        res = solver.run(oracle or self.oracle_for(problem), _start_point(geometry, x0),
-                         geometry)
+        res = solver.run(oracle or self.oracle_for(problem),
+                         None if x0 is None else _start_point(geometry, x0), geometry)
         self._initialize_log(optimizer_parameters=res.info)
         if self._log_verbosity >= 1:
             self._log["iterations"] = res.history

@@ -20,7 +20,8 @@ The optimizers — orthoplug's solvers (``GSJOBCD``, ``JJOBCD``, ``VRJJOBCD``, `
 (``ManPG``, ``RSubGrad``, ``Landing``, ``PCAL``, ``RCD``, ``LADMM``, ``RADMM``, ``PSM``, ``ADMM``,
 ``UMCM``, ``CSDM``) — are
 subclasses of :class:`SolverOptimizer`: ``Optimizer(...).run(problem)`` on a user's
-``pymanopt.Problem``.
+``pymanopt.Problem``. ``HyperbolicEig`` solves ``min tr(XᵀCXD)`` (``C ≻ 0``) over ``JOrthogonal``
+and ``IndefiniteStiefel`` directly, from ``run(problem, oracle=QuadraticOracle(C, D))``.
 """
 
 from __future__ import annotations
@@ -45,11 +46,13 @@ from ._pymanopt_baselines import (
 )
 from ._pymanopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD
 from ._pymanopt_obcd import OBCD, SparseOBCD
+from ._pymanopt_quadratic import HyperbolicEig
 from ._pymanopt_rsdm import RSDM
 from ._pymanopt_rssm import RSSM, StiefelBlock
 
 __all__ = ["JOrthogonal", "IndefiniteStiefel", "StiefelBlock", "SolverOptimizer", "geometry_of",
            "GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "SparseOBCD", "RSDM", "RSSM",
+           "HyperbolicEig",
            "ManPG", "RSubGrad", "Landing", "PCAL", "RCD", "UMCM", "ADMM", "CSDM", "LADMM",
            "RADMM", "PSM"]
 

@@ -162,6 +162,10 @@ register("StiefelBlock", "manifold", pymanopt=f"{_PM}:StiefelBlock", geoopt=f"{_
          description="columns C of a Stiefel point, the other columns fixed")
 register("RSDM", "solver", pymanopt=f"{_PM}:RSDM", geoopt=f"{_GO}:RSDM",
          description="randomized Riemannian submanifold descent (permutation / Haar sampling)")
+register("HyperbolicEig", "solver", pymanopt=f"{_PM}:HyperbolicEig",
+         description="global minimiser of tr(XᵀCXD), C ≻ 0, over O(J) / iSt by one pencil "
+                     "eigensolve (dense or Lanczos); needs oracle=QuadraticOracle (pymanopt only: "
+                     "a direct solve is no step method on a geoopt parameter)")
 # the comparison methods of orthoplug.baselines (pymanopt front-ends only: most are infeasible
 # or not step methods on a parameter; see orthoplug.adapters.pymanopt)
 for _name, _desc in (

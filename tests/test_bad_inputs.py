@@ -28,7 +28,8 @@ from orthoplug.oracles import FiniteSumOracle, FunctionOracle, QuadraticOracle
 
 NAMED = (ValueError, TypeError, FloatingPointError)
 N, K = 6, 3  # O(3, 3) and St(6, 3)
-J_SOLVERS = {"GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi", "ADMM", "UMCM", "CSDM"}
+J_SOLVERS = {"GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi", "ADMM", "UMCM", "CSDM",
+             "HyperbolicEig"}
 
 
 def _named(call, cause: str):
@@ -193,6 +194,8 @@ def test_geoopt_mixed_groups_and_devices():
 # ---- the pymanopt front-end ----------------------------------------------------------------
 
 PYMANOPT = registry.names("solver", "pymanopt")
+#: direct solvers: no start point, iteration budget or seed
+DIRECT = {"HyperbolicEig"}
 
 
 def _pm_problem(name):
@@ -214,7 +217,8 @@ def _pm_oracle(name, c=None):
 
 def _pm_run(name, start=None, oracle=None, **options):
     problem, x0 = _pm_problem(name)
-    options = {"max_iterations": 2, "seed": 0, **({"r": K} if name == "RSDM" else {}), **options}
+    budget = {} if name in DIRECT else {"max_iterations": 2, "seed": 0}
+    options = {**budget, **({"r": K} if name == "RSDM" else {}), **options}
     return registry.get(name, "pymanopt")(**options).run(
         problem, initial_point=x0 if start is None else start,
         oracle=_pm_oracle(name) if oracle is None else oracle)
@@ -224,6 +228,8 @@ def _pm_run(name, start=None, oracle=None, **options):
 def test_pymanopt_start_points(name):
     _, x0 = _pm_problem(name)
     _pm_run(name)  # the reference run works
+    if name in DIRECT:
+        pytest.skip("a direct solve takes no start point (the door documents it)")
     _named(lambda: _pm_run(name, x0 + 0.1), r"infeasible.*= \d")
     _named(lambda: _pm_run(name, x0 * np.nan), "non-finite")
     _named(lambda: _pm_run(name, x0[:-1]), "shape")
@@ -244,6 +250,10 @@ def test_pymanopt_options(name):
     # which names the class and the option as well
     _named(lambda: door(bogus=1, **required),
            r"unknown option.*bogus|__init__\(\) got an unexpected keyword argument 'bogus'")
+    if name in DIRECT:
+        _named(lambda: door(method="bogus"), "method")
+        _named(lambda: door(tol=float("nan")), "tol")
+        return
     _named(lambda: door(seed=1.5, **required), "seed must be")
     _named(lambda: door(max_iterations=-1, **required), "max_iterations")
     _named(lambda: door(max_time=float("nan"), **required), "max_time")
@@ -256,7 +266,9 @@ def test_pymanopt_non_finite_data_and_cost(name):
                          lambda x: torch.zeros_like(x), lipschitz=1.0)
     # SparseOBCD's data starts and column sweeps need a quadratic: without them it runs any cost
     plain = {"starts": (), "column_every": 0} if name == "SparseOBCD" else {}
-    if name != "VRJJOBCD":  # needs a finite sum
+    if name in DIRECT:  # a direct solve needs the quadratic's data, not a cost function
+        _named(lambda: _pm_run(name, oracle=nan), "quadratic")
+    elif name != "VRJJOBCD":  # needs a finite sum
         _named(lambda: _pm_run(name, oracle=nan, **plain), "finite")
 
 

@@ -8,44 +8,18 @@ smallest absolute values of its negative eigenvalues.
 
 The papers' literal form ``min −tr(XᵀDᵀDX)`` is unbounded below on the group (``‖X‖_F`` is
 unbounded there); :func:`gaussian_data` and :func:`trace_min_certificate` serve the bounded form.
+
+:func:`pencil_eigenvalues` and :func:`trace_min_certificate` live in :mod:`orthoplug.linalg`, next
+to the minimiser itself (:func:`orthoplug.linalg.hyperbolic_trace_min`), and are re-exported here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from orthoplug.geometry.signature import Signature
+from orthoplug.linalg import pencil_eigenvalues, trace_min_certificate
 
-__all__ = ["pencil_eigenvalues", "trace_min_certificate", "make_spd"]
-
-
-def pencil_eigenvalues(c: np.ndarray, signature) -> np.ndarray:
-    """Eigenvalues of ``J C`` for ``C ≻ 0`` (real), via ``Lᵀ J L`` with ``C = L Lᵀ``."""
-    j = np.asarray(signature.values if isinstance(signature, Signature) else signature, float)
-    c = np.asarray(c, dtype=np.float64)
-    if c.shape != (j.size, j.size):
-        raise ValueError(f"C must be {j.size}×{j.size}, got {c.shape}")
-    try:
-        low = np.linalg.cholesky(0.5 * (c + c.T))
-    except np.linalg.LinAlgError as err:
-        raise ValueError("C must be symmetric positive definite") from err
-    return np.linalg.eigvalsh(low.T @ (j[:, None] * low))
-
-
-def trace_min_certificate(c: np.ndarray, signature, k_signature=None) -> float:
-    """Global minimum of ``tr(XᵀCX)`` over ``XᵀJX = J`` (or ``Xᵀ J X = J_k``)."""
-    lam = pencil_eigenvalues(c, signature)
-    pos = np.sort(lam[lam > 0])
-    neg = np.sort(-lam[lam < 0])
-    if k_signature is None:
-        return float(pos.sum() + neg.sum())
-    jk = np.asarray(
-        k_signature.values if isinstance(k_signature, Signature) else k_signature, float
-    )
-    kp, km = int((jk > 0).sum()), int((jk < 0).sum())
-    if kp > pos.size or km > neg.size:
-        raise ValueError("J_k does not fit into J")
-    return float(pos[:kp].sum() + neg[:km].sum())
+__all__ = ["pencil_eigenvalues", "trace_min_certificate", "make_spd", "make_banded_spd"]
 
 
 def make_spd(n: int, m: int | None = None, eps: float = 1e-2, seed: int | None = 0) -> np.ndarray:
@@ -54,3 +28,23 @@ def make_spd(n: int, m: int | None = None, eps: float = 1e-2, seed: int | None =
     m = n if m is None else m
     d = rng.standard_normal((m, n))
     return d.T @ d / m + eps * np.eye(n)
+
+
+def make_banded_spd(n: int, bandwidth: int = 2, seed: int | None = 0):
+    """A sparse banded ``C ≻ 0``: the stiffness matrix of a chain of n unit masses, each tied to
+    its neighbours up to ``bandwidth`` apart by springs of stiffness ``U(0, 1]`` and to the
+    ground by one of stiffness ``U[0.01, 1)``: ``C = Σ k_ij (e_i − e_j)(e_i − e_j)ᵀ + diag(g)``
+    (CSR, ``2·bandwidth + 1`` diagonals; ``λ_min(C) ≥ min g ≥ 0.01``)."""
+    import scipy.sparse as sp
+
+    if not 1 <= bandwidth < n:
+        raise ValueError(f"bandwidth must be in [1, n), got {bandwidth} for n = {n}")
+    rng = np.random.default_rng(seed)
+    springs = [1.0 - rng.random(n - i) for i in range(1, bandwidth + 1)]
+    diag = rng.uniform(0.01, 1.0, n)
+    for i, k in enumerate(springs, 1):
+        diag[:-i] += k
+        diag[i:] += k
+    offsets = [0, *range(1, bandwidth + 1), *range(-1, -bandwidth - 1, -1)]
+    return sp.diags_array([diag, *(-k for k in springs), *(-k for k in springs)],
+                          offsets=offsets, format="csr")
