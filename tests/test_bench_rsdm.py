@@ -114,10 +114,9 @@ def test_rsdm_p_reaches_target_on_small_procrustes():
     inst = exp.instance(40, 40, 30, seed=3)
     method = next(m for m in exp.methods("quick") if m.name == "RSDM-P")
     rec = run_method(exp, inst, method, {**method.options, "r": 30}, seed=0, scale="quick",
-                     time_limit=2.0)
+                     time_limit=math.inf, max_iterations=3000)
     assert rec.status == "ok", rec.message
-    assert rec.gap <= 1e-6
-    assert rec.time_to_target is not None and rec.time_to_target <= 2.0
+    assert rec.gap <= 1e-6 and rec.time_to_target is not None
     assert rec.violation <= 1e-10
 
 
@@ -142,7 +141,7 @@ def test_orthonet_records_accuracy(quick_instances):
     exp = next(e for e in EXPERIMENTS if e.name == "orthonet")
     method = next(m for m in exp.methods("quick") if m.name == "RSDM-P")
     rec = run_method(exp, quick_instances["orthonet"][0], method, method.options, seed=0,
-                     scale="quick", time_limit=1.0)
+                     scale="quick", time_limit=math.inf, max_iterations=2)  # epochs
     assert rec.status == "ok" and rec.feasible
     assert rec.objective == pytest.approx(1 - rec.metrics["accuracy"])
     assert 0.5 < rec.metrics["accuracy"] <= 1.0

@@ -31,7 +31,7 @@ import numpy as np
 
 from orthoplug.problems import relative_gap
 
-__all__ = ["Instance", "Outcome", "Method", "Experiment", "Record", "run_method",
+__all__ = ["Instance", "Outcome", "Method", "Experiment", "Record", "run_method", "budget",
            "pymanopt_method", "torch_method", "custom_method", "solver_history",
            "SCHEMA_VERSION", "SCALES"]
 
@@ -188,8 +188,14 @@ def _finite_or_none(obj):
 
 def run_method(experiment: Experiment, instance: Instance, method: Method,
                options: dict[str, Any], *, seed: int, scale: str,
-               time_limit: float) -> Record:
-    """Run one method setting on one instance; never raises (errors become the record)."""
+               time_limit: float, max_iterations: int | None = None) -> Record:
+    """Run one method setting on one instance; never raises (errors become the record).
+
+    ``max_iterations`` (tests) budgets the run in iterations; the time limit still applies, as
+    a cap. Benchmarks budget time alone.
+    """
+    if max_iterations is not None:
+        options = {**options, "max_iterations": max_iterations}
     record = Record(suite=experiment.suite, experiment=experiment.name,
                     dataset=instance.dataset, sizes=dict(instance.sizes), solver=method.name,
                     family=method.family, options=dict(options), seed=seed, scale=scale,
@@ -227,6 +233,15 @@ def run_method(experiment: Experiment, instance: Instance, method: Method,
 
 # ---- generic methods --------------------------------------------------------------------------
 
+#: the iteration cap of a timed run: large enough that the time limit stops it first
+UNBOUNDED_ITERATIONS = 10**12
+
+
+def budget(time_limit: float, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with a run's stopping rule: ``max_time=time_limit`` and an iteration cap that
+    never binds, unless ``options`` sets ``max_iterations`` (a test's iteration budget)."""
+    return {"max_time": time_limit, "max_iterations": UNBOUNDED_ITERATIONS, **options}
+
 
 class _CostRecorder:
     """Wraps a pymanopt problem's cost to log (time, cost) of every evaluation.
@@ -263,7 +278,7 @@ def pymanopt_method(name: str, family: str, optimizer_class: Callable | str,
         if problem is None:
             raise NotImplementedError(f"{experiment.name} offers no pymanopt problem")
         x0 = experiment.initial_point(instance, seed)
-        kwargs = dict(max_time=time_limit, max_iterations=10**9, verbosity=0, **opts)
+        kwargs = {"verbosity": 0, **budget(time_limit, opts)}
         ours = issubclass(cls, SolverOptimizer)
         if ours:
             kwargs.update(log_verbosity=1, seed=seed)
@@ -290,7 +305,7 @@ def torch_method(name: str, family: str, optimizer_factory: Callable,
     JOBCD) and plain ones (geoopt's RiemannianSGD/Adam) run through the same loop.
     """
 
-    def runner(experiment, instance, *, seed, time_limit, **opts):
+    def runner(experiment, instance, *, seed, time_limit, max_iterations=None, **opts):
         import geoopt
         import torch
 
@@ -309,9 +324,10 @@ def torch_method(name: str, family: str, optimizer_factory: Callable,
             loss.backward()
             return loss
 
-        trace, it, status, message = [], 0, "ok", "time limit"
+        trace, it, status, message = [], 0, "ok", "time or iteration limit"
         t0 = time.perf_counter()
-        while (elapsed := time.perf_counter() - t0) < time_limit:
+        limit = UNBOUNDED_ITERATIONS if max_iterations is None else max_iterations
+        while (elapsed := time.perf_counter() - t0) < time_limit and it < limit:
             loss = optimizer.step(closure)
             value = float(loss.detach())
             if not math.isfinite(value):

@@ -69,6 +69,7 @@ from orthoplug.bench.core import (
     Instance,
     Method,
     Outcome,
+    budget,
     custom_method,
     pymanopt_method,
     solver_history,
@@ -178,8 +179,7 @@ def solver_method(name: str, *, grid: list[dict] | tuple[dict, ...] = (),
     def run(experiment, instance, *, seed, time_limit, **options) -> Outcome:
         x0 = torch.from_numpy(experiment.initial_point(instance, seed))
         oracle = experiment.oracle(instance, x0, finite_sum=vr, lipschitz=vr)
-        solver = build_solver(name, oracle, max_time=time_limit, max_iterations=10**9,
-                              seed=seed, **options)
+        solver = build_solver(name, oracle, seed=seed, **budget(time_limit, options))
         result = solver.run(oracle, x0, instance.data.geometry)
         return Outcome(point=result.point.detach().cpu().numpy(), iterations=result.iterations,
                        history=solver_history(result), message=result.stop_reason)

@@ -89,6 +89,7 @@ from orthoplug.bench.core import (
     Instance,
     Method,
     Outcome,
+    budget,
     custom_method,
     pymanopt_method,
     solver_history,
@@ -336,8 +337,7 @@ def solver_outcome(solver, oracle, x0: torch.Tensor) -> Outcome:
 def _run_obcd(experiment: CompositeExperiment, instance: Instance, *, seed: int,
               time_limit: float, start: str = "identity", solver_class: type = OBCD,
               **options) -> Outcome:
-    solver = solver_class(experiment.penalty(instance), seed=seed, max_time=time_limit,
-                          max_iterations=10**12, **options)
+    solver = solver_class(experiment.penalty(instance), seed=seed, **budget(time_limit, options))
     return solver_outcome(solver, experiment.oracle(instance),
                           experiment.start(instance, start, seed))
 
@@ -365,8 +365,7 @@ def obcd_method(name: str, *, working_set: str = "random", start: str = "identit
 
 def _run_manpg(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                time_limit: float, start: str = "random", **options) -> Outcome:
-    solver = ManPG(experiment.penalty(instance), max_time=time_limit, max_iterations=10**12,
-                   **options)
+    solver = ManPG(experiment.penalty(instance), **budget(time_limit, options))
     return solver_outcome(solver, experiment.oracle(instance),
                           experiment.start(instance, start, seed))
 
@@ -383,8 +382,7 @@ _SPLITTING = {"LADMM": LADMM, "RADMM": RADMM, "PSM": PSM}
 def _run_splitting(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                    time_limit: float, method: str, start: str = "random",
                    **options) -> Outcome:
-    solver = _SPLITTING[method](experiment.penalty(instance), max_time=time_limit,
-                                max_iterations=10**12, **options)
+    solver = _SPLITTING[method](experiment.penalty(instance), **budget(time_limit, options))
     return solver_outcome(solver, experiment.oracle(instance),
                           experiment.start(instance, start, seed))
 
@@ -399,8 +397,8 @@ def splitting_methods(names=("LADMM", "RADMM", "PSM")) -> list[Method]:
 
 def _run_rsubgrad(experiment: CompositeExperiment, instance: Instance, *, seed: int,
                   time_limit: float, start: str = "random", **options) -> Outcome:
-    solver = RSubGrad(h=experiment.penalty(instance), seed=seed, max_time=time_limit,
-                      max_iterations=10**12, return_best=True, **options)
+    solver = RSubGrad(h=experiment.penalty(instance), seed=seed, return_best=True,
+                      **budget(time_limit, options))
     return solver_outcome(solver, experiment.subgradient_oracle(instance),
                           experiment.start(instance, start, seed))
 

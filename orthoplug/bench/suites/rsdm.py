@@ -69,6 +69,7 @@ from orthoplug.bench.core import (
     Instance,
     Method,
     Outcome,
+    budget,
     custom_method,
     pymanopt_method,
     solver_history,
@@ -140,8 +141,7 @@ def _solver_runner(solver_class: Callable, *, feasible: bool,
         problem = instance.data
         oracle = (experiment.feasible_oracle(problem) if feasible
                   else experiment.infeasible_oracle(problem))
-        solver = solver_class(**options, seed=seed, max_time=time_limit,
-                              max_iterations=2**62, eval_every=eval_every)
+        solver = solver_class(**budget(time_limit, options), seed=seed, eval_every=eval_every)
         x0 = torch.from_numpy(experiment.initial_point(instance, seed))
         result = solver.run(oracle, x0, StiefelGeometry(*x0.shape))
         diverged = result.stop_reason.startswith("stopped on")
@@ -385,11 +385,13 @@ class OrthonetExperiment(Experiment):
                 for name, opt in names.items()]
 
     @staticmethod
-    def _train(experiment, instance, *, seed, time_limit, optimizer, lr) -> Outcome:
+    def _train(experiment, instance, *, seed, time_limit, optimizer, lr,
+               max_iterations: int | None = None) -> Outcome:
         from orthoplug.training.orthonet import train_orthonet
 
         sizes = instance.sizes
-        res = train_orthonet(optimizer, epochs=10**6, lr=lr, r=sizes["r"], seed=seed,
+        epochs = 10**6 if max_iterations is None else max_iterations  # an epoch: an iteration
+        res = train_orthonet(optimizer, epochs=epochs, lr=lr, r=sizes["r"], seed=seed,
                              time_limit=time_limit, hidden=sizes["hidden"],
                              layers=sizes["layers"])
         return Outcome(point=res, iterations=res.epochs,

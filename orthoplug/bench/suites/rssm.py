@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from orthoplug.baselines.rsubgrad import RSubGrad
-from orthoplug.bench.core import Experiment, Instance, Method, Outcome, custom_method
+from orthoplug.bench.core import Experiment, Instance, Method, Outcome, budget, custom_method
 from orthoplug.bench.suites.obcd import (
     L1SPCA,
     CompositeData,
@@ -131,8 +131,8 @@ class DPCPExperiment(Experiment):
 
 def _run_dpcp(experiment: DPCPExperiment, instance: Instance, *, seed: int, time_limit: float,
               num_blocks: int | None = None, decay: float = DPCP_DECAY, **rule) -> Outcome:
-    solver = dpcp_solver(num_blocks, decay, seed, max_time=time_limit, max_iterations=10**12,
-                         eval_every=max(10, epoch_length(num_blocks)), **rule)
+    solver = dpcp_solver(num_blocks, decay, seed, eval_every=max(10, epoch_length(num_blocks)),
+                         **budget(time_limit, rule))
     x0 = torch.as_tensor(experiment.initial_point(instance, seed))
     return solver_outcome(solver, instance.data.oracle(), x0)
 
@@ -173,8 +173,8 @@ class FactoredL1SPCA(L1SPCA):
 
 def _run_rssm(experiment: CompositeExperiment, instance: Instance, *, seed: int,
               time_limit: float, start: str = "random", **options) -> Outcome:
-    solver = RSSM(h=experiment.penalty(instance), seed=seed, max_time=time_limit,
-                  max_iterations=10**12, return_best=True, **options)
+    solver = RSSM(h=experiment.penalty(instance), seed=seed, return_best=True,
+                  **budget(time_limit, options))
     return solver_outcome(solver, experiment.subgradient_oracle(instance),
                           experiment.start(instance, start, seed))
 
