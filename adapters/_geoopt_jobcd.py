@@ -65,7 +65,8 @@ from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.oracles import NonFiniteError, all_finite
 from orthoplug.solvers.jjacobi import ColumnJacobi
-from orthoplug.solvers.jobcd import SIDES, SIGMA_RULES, PageSchedule, jacobi_step
+from orthoplug.solvers.jobcd import SIDES, SIGMA_RULES
+from orthoplug.solvers.jobcd_steps import PageSchedule, jacobi_step
 from orthoplug.solvers.pairs import PairQueue, resolve_matchings
 from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, cost_rounding, sigma_rule
 

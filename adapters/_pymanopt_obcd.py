@@ -26,7 +26,7 @@ from __future__ import annotations
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.solvers import obcd as _obcd
-from orthoplug.solvers import obcd_layer as _obcd_layer
+from orthoplug.solvers import sparse_obcd as _obcd_layer
 
 from ._pymanopt_base import SolverOptimizer
 

@@ -3,7 +3,7 @@
 Every method gets the same wall-clock budget in one process, single-threaded. ``OBCD(id)`` is
 the paper's OBCD-R(id) from ``I(n, r)``; every other method, ``SparseOBCD`` included, starts from
 the same random point (NN-PCA: a random 0/1 column partition, feasible). Methods: SparseOBCD
-(:mod:`orthoplug.solvers.obcd_layer`), ManPG, and on ℓ0 / NN-PCA the paper's splitting
+(:mod:`orthoplug.solvers.sparse_obcd`), ManPG, and on ℓ0 / NN-PCA the paper's splitting
 baselines LADMM, RADMM, PSM. Scores: F as the suite scores it (ℓ0: ``f + λ·#{|X_ij| > 1e-6}``;
 NN-PCA: f at a feasible point).
 
@@ -33,7 +33,7 @@ from orthoplug.bench.suites.obcd import spca_datasets, spca_lambda
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
-from orthoplug.solvers.obcd_layer import SparseOBCD
+from orthoplug.solvers.sparse_obcd import SparseOBCD
 
 
 def _score(prob, x) -> float:

@@ -28,10 +28,12 @@ def warm_up() -> None:
     from orthoplug.nonsmooth import L1, NonNegative
     from orthoplug.oracles import FunctionOracle, QuadraticOracle
     from orthoplug.problems.nonsmooth_problems import dpcp_instance
+    from orthoplug.solvers.column_sweeps import column_rotations
     from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
     from orthoplug.solvers.obcd import OBCD
-    from orthoplug.solvers.obcd_layer import SparseOBCD, column_rotations, row_move_gains
+    from orthoplug.solvers.row_partition import row_move_gains
     from orthoplug.solvers.rssm import RSSM
+    from orthoplug.solvers.sparse_obcd import SparseOBCD
 
     c = torch.eye(4, dtype=torch.float64) + 0.1
     x = torch.eye(4, dtype=torch.float64)

@@ -31,7 +31,7 @@ from orthoplug.nonsmooth import L1
 from orthoplug.oracles import FiniteSumOracle, QuadraticOracle
 from orthoplug.problems import spca
 from orthoplug.problems.hevp import make_spd
-from orthoplug.solvers.obcd_layer import SparseOBCD
+from orthoplug.solvers.sparse_obcd import SparseOBCD
 
 DT = torch.float64
 N, P = 8, 3

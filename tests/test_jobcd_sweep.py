@@ -15,7 +15,8 @@ from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.kernels.jobcd import OK, linear_sweep
 from orthoplug.oracles import FiniteSumOracle, FunctionOracle
 from orthoplug.problems.hspp import HSPP, make_hspp_data
-from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD, update_pairs
+from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
+from orthoplug.solvers.jobcd_steps import update_pairs
 from orthoplug.solvers.pairs import max_matchings, round_robin_pairs
 from orthoplug.solvers.steps import SigmaFit
 

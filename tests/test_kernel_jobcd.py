@@ -28,7 +28,8 @@ from orthoplug.kernels.jobcd import _scalar_solve, gs_pairs
 from orthoplug.kernels.jorth2 import NEEDS_BATCHED, SOLVED, solve_jorth2
 from orthoplug.oracles import NonFiniteError, QuadraticOracle
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
-from orthoplug.solvers.jobcd import GSJOBCD, update_pairs
+from orthoplug.solvers.jobcd import GSJOBCD
+from orthoplug.solvers.jobcd_steps import update_pairs
 from orthoplug.solvers.pairs import PAIR_BATCH, random_matching, random_pairs
 from orthoplug.subproblems.jorth2 import solve_jorth2x2
 

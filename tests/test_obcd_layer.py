@@ -17,15 +17,11 @@ from orthoplug.kernels.obcd import partition_polish, partition_row_moves
 from orthoplug.nonsmooth import L0, L1, NonNegative
 from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems import spca
-from orthoplug.solvers.obcd_layer import (
-    SparseOBCD,
-    _column_sweep,
-    column_invariant,
-    column_rotations,
-    pair_scores,
-    partition_search,
+from orthoplug.solvers.column_sweeps import _column_sweep, column_invariant, column_rotations
+from orthoplug.solvers.row_partition import partition_search, row_move_gains
+from orthoplug.solvers.sparse_obcd import SparseOBCD, pair_scores
+from orthoplug.solvers.sparse_starts import (
     prox_polar,
-    row_move_gains,
     sparse_orthonormal,
     splitting_iterates,
     splitting_start,

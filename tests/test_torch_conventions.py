@@ -386,13 +386,13 @@ def test_dispatch_functions():
     """Compiled kernels for CPU tensors only; every other device takes the torch path (JOBCD)
     or is refused by name (ColumnJJacobi's sweeps exist only compiled)."""
     from orthoplug.adapters._geoopt_jobcd import uses_compiled as column_sweeps_compiled
-    from orthoplug.solvers import jobcd
+    from orthoplug.solvers import jobcd_steps
 
     cpu64, cpu32 = torch.zeros(4, 4, dtype=torch.float64), torch.zeros(4, 4)
     meta = torch.zeros(4, 4, dtype=torch.float64, device="meta")
-    assert jobcd.uses_compiled(cpu64) and jobcd.uses_compiled(cpu32)
-    assert not jobcd.uses_compiled(meta)
-    assert not jobcd.uses_compiled(cpu64.half())
+    assert jobcd_steps.uses_compiled(cpu64) and jobcd_steps.uses_compiled(cpu32)
+    assert not jobcd_steps.uses_compiled(meta)
+    assert not jobcd_steps.uses_compiled(cpu64.half())
     assert column_sweeps_compiled(cpu64)
     with pytest.raises(ValueError, match="compiled CPU sweeps.*meta.*GSJOBCD"):
         column_sweeps_compiled(meta)
@@ -406,11 +406,11 @@ def test_dispatch_functions():
 def test_torch_path_equals_compiled_path(monkeypatch, options):
     """J-JOBCD's torch path (any device; here forced on the CPU) takes the iterates of the
     compiled one: the same draws, the same pairs, rounding apart."""
-    from orthoplug.solvers import jobcd
+    from orthoplug.solvers import jobcd_steps
 
     ends = []
     for compiled in (True, False):
-        monkeypatch.setattr(jobcd, "uses_compiled", lambda x, c=compiled: c)
+        monkeypatch.setattr(jobcd_steps, "uses_compiled", lambda x, c=compiled: c)
         x, _ = _run("JJOBCD", torch.float64, 20, **options)
         ends.append(x.detach().clone())
     torch.testing.assert_close(ends[1], ends[0], rtol=1e-10, atol=1e-10)

@@ -21,9 +21,9 @@ taken (the greedy, Gauss–Southwell-type order).
 each with the scalar curvature ``ς = σ‖Z‖₂² + θ`` from the gradient rows given (any cost).
 
 :func:`linear_sweep` is J-JOBCD with several matchings per gradient (``matchings > 1``,
-:func:`orthoplug.solvers.jobcd.jacobi_step`): the pairs of each matrix are applied one after the
-other, every pair minimising the model of ``f`` linearised at the point ``X₀`` where the gradient
-``G = ∇f(X₀)`` was taken,
+:func:`orthoplug.solvers.jobcd_steps.jacobi_step`): the pairs of each matrix are applied one
+after the other, every pair minimising the model of ``f`` linearised at the point ``X₀`` where
+the gradient ``G = ∇f(X₀)`` was taken,
 
     ⟨G, X⁺ − X₀⟩ + Σ_t σ‖Z_t‖₂²/2 ‖W_t‖²_F,   W_t = V_t − I,  Z_t = X_t[B_t] (the rows when
     pair t is solved),

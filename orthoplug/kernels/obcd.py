@@ -196,7 +196,7 @@ def _join_form(qb, gib, aii):
 @njit(cache=True)
 def _leave_loss(X, A, G, own, cnt, q, i):
     """What column ``own[i]`` loses when row ``i`` leaves it (the rest renormalised; see
-    :func:`orthoplug.solvers.obcd_layer.row_move_gains`): 0 for a row outside every support,
+    :func:`orthoplug.solvers.row_partition.row_move_gains`): 0 for a row outside every support,
     ``inf`` where not allowed (the column's only row, or all but 1e-8 of its mass)."""
     a = own[i]
     if a < 0:

@@ -2,7 +2,7 @@ r"""The linearised ADMM step on ``f(X) + h(Y)``, ``X = Y``, X on St(n, r), and t
 its iterates to the nonnegative feasible set: shared by the splitting baselines
 (:mod:`orthoplug.baselines.ladmm`, :mod:`~orthoplug.baselines.radmm`,
 :mod:`~orthoplug.baselines.psm`) and SparseOBCD's splitting stage
-(:mod:`orthoplug.solvers.obcd_layer`).
+(:mod:`orthoplug.solvers.sparse_starts`).
 
 For ``L_β(X, Y, Λ) = f(X) + h(Y) + ⟨Λ, X − Y⟩ + β/2‖X − Y‖²`` and a Moreau-smoothed h
 (``μ ≥ 0``; μ = 0 is plain linearised ADMM), one iteration is

@@ -22,7 +22,7 @@ Methods, each under the same wall-clock limit:
 * ``OBCD`` — random pairs (k = 2), exact block curvature, α = 1e-5, from ``I(n, r)`` (the
   paper's OBCD-R(id)); ``OBCD-Jacobi`` — n/2 disjoint pairs per iteration; ``OBCD-rnd`` — plain
   OBCD from the shared random start, the start OBCD-sparse gets (what its stages add);
-* ``OBCD-sparse`` (:class:`~orthoplug.solvers.obcd_layer.SparseOBCD`, not in the paper) — from
+* ``OBCD-sparse`` (:class:`~orthoplug.solvers.sparse_obcd.SparseOBCD`, not in the paper) — from
   the shared random start, a pipeline of stages budgeted in iterations (its class docstring):
   the lowest-F of that start and the diagonal and PCA starts (after an exact column-pair
   rotation sweep, which leaves f unchanged); for continuous h (ℓ1) a polar-prox stage, for ℓ0
@@ -97,7 +97,7 @@ from orthoplug.bench.core import (
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD
-from orthoplug.solvers.obcd_layer import SparseOBCD
+from orthoplug.solvers.sparse_obcd import SparseOBCD
 
 __all__ = ["EXPERIMENTS", "CompositeExperiment", "L0SPCA", "L1SPCA", "NNPCA", "spca_datasets",
            "spca_lambda", "sparsepca_loadings", "solver_outcome", "obcd_method",
@@ -349,7 +349,7 @@ def _run_sparse_obcd(experiment: CompositeExperiment, instance: Instance, *, see
 
 
 def sparse_obcd_method() -> Method:
-    """:class:`~orthoplug.solvers.obcd_layer.SparseOBCD` from the shared random start (the
+    """:class:`~orthoplug.solvers.sparse_obcd.SparseOBCD` from the shared random start (the
     start ManPG gets): its stages (starts, prox or splitting, partition search), then greedy
     pairs and column sweeps."""
     return custom_method("OBCD-sparse", "orthoplug", _run_sparse_obcd, {"eval_every": 200})

@@ -1,0 +1,396 @@
+r"""SparseOBCD: OBCD (:mod:`orthoplug.solvers.obcd`) after a pipeline of start stages, with
+greedy pairs and column sweeps.
+
+:class:`SparseOBCD` is a pipeline of named stages, each budgeted in iterations and reported in
+the result: the lowest-``F`` of ``x0`` and the start candidates (each after column sweeps), then
+the prox or splitting stage and the partition search, then OBCD's exact pair steps, each on the
+best of ``candidates`` random pairs, with a column sweep every ``column_every`` pair steps. All
+of this runs inside the timed loop; no stage reads a clock other than the run's ``max_time``
+stop. The stages live in :mod:`orthoplug.solvers.sparse_starts` (start candidates, prox,
+splitting, sparse orthonormal restoration), :mod:`orthoplug.solvers.row_partition` (partition
+search) and :mod:`orthoplug.solvers.column_sweeps` (column rotations); this module holds the
+class, its stage bookkeeping, the greedy pair ranking and the float32 gradients of the
+splitting stage.
+
+Every step keeps OBCD's guarantees: pair steps are OBCD's exact steps (F decreases by at least
+``α/2‖V − I‖²``), column sweeps never increase F, and the start stages only replace the point
+by one of lower F (feasible to ``‖XᵀX − I‖_F ≤ 1e-13``; exactly nonnegative for the
+indicator).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from orthoplug.nonsmooth import SeparableTerm
+from orthoplug.oracles import host_array
+
+from .column_sweeps import _column_sweep, column_invariant, column_rotations
+from .obcd import OBCD
+from .pairs import random_pairs
+from .row_partition import partition_moves, partition_search
+from .sparse_starts import (
+    prox_polar,
+    splitting_iterates,
+    start_candidates,
+)
+from .splitting import nonneg_rounding
+
+__all__ = ["pair_scores", "SparseOBCD"]
+
+
+def _low_precision_gradient(tracker, x: torch.Tensor):
+    """``(∇f in float32, torch.float32)`` for a quadratic ``f = s·tr(XᵀCX)`` and a float64 CPU
+    ``x`` (``2s·C`` is copied to float32 once; numpy's float32 product took 0.3 ms against
+    the oracle's 0.45 ms at n = 300 and 1.3 against 3.3 ms at n = 1000, single-threaded), each
+    call counted as one gradient on ``tracker``; ``(None, None)`` otherwise (then use the
+    tracker's ``gradient_at`` in ``x``'s dtype)."""
+    q = getattr(tracker.oracle, "quadratic", None)
+    if q is None or q.d is not None or x.dtype != torch.float64 or x.device.type != "cpu":
+        return None, None
+    c32 = (2.0 * float(q.scale) * host_array(q.c)).astype(np.float32)
+
+    def gradient(y: torch.Tensor) -> torch.Tensor:
+        tracker.count_gradients(1)
+        return torch.from_numpy(c32 @ y.numpy())
+
+    return gradient, torch.float32
+
+
+def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+    """``⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩`` per pair ``(i, j)``: the derivative at θ = 0 of
+    ``F(X(θ))``, rows i, j of X rotated by ``[[cos θ, −sin θ], [sin θ, cos θ]]``, when
+    ``g_rows`` (m, 2, r) holds rows i and j of a (sub)gradient Ĝ of F."""
+    xi, xj = x[pairs[:, 0]], x[pairs[:, 1]]
+    return (g_rows[:, 1] * xi).sum(-1) - (g_rows[:, 0] * xj).sum(-1)
+
+
+
+#: The unit of each stage's ``iterations`` in ``result.info["stages"]``.
+STAGE_UNITS = {"start": "candidates", "prox": "prox-polar steps", "splitting": "ADMM iterations",
+               "partition search": "row moves", "pair steps": "pair steps",
+               "column sweeps": "sweeps"}
+
+
+class SparseOBCD(OBCD):
+    """OBCD (k = 2, exact curvature) after a pipeline of start stages, with greedy pairs and
+    column sweeps.
+
+    A run is a pipeline of named stages. The first iteration runs the start stages in order, and
+    each stage's point replaces the run's whenever its F is lower (so F never rises):
+
+    1. ``"start"`` — the lowest-F of ``x0`` and the ``starts`` candidates
+       (:func:`start_candidates`; rounded by :func:`nonneg_rounding` for the nonnegativity
+       indicator, then ``start_sweeps`` column sweeps); ``x0`` on ties.
+    2. ``"prox"`` — up to ``prox_steps`` :func:`prox_polar` steps (momentum, patience 20) from the
+       chosen start.
+    3. ``"splitting"`` — up to ``split_steps`` iterations of :func:`splitting_iterates` (linearised
+       ADMM, RADMM's Riemannian X-step with the partition search) from ``split_from``; its
+       iterates are float32 for a quadratic f on float64 CPU tensors (each of their gradients
+       counted as one); with the partition search its rounded points are refined by
+       :func:`partition_search` (at most once per n iterations).
+    4. ``"partition search"`` — :func:`partition_moves` (at most 100 n row moves) from the
+       rounded start, then from the run's point.
+    5. ``"pair steps"`` — OBCD's exact pair steps, each on the best of ``candidates`` random
+       pairs (ranked by the model decrease in the compiled loop, else by :func:`pair_scores`),
+       for the rest of the run's ``max_iterations``.
+    6. ``"column sweeps"`` — a :func:`column_rotations` sweep after every ``column_every`` pair
+       steps.
+
+    The run's iterations count pair steps; the start stages have their own budgets, counted in
+    their own iterations (defaults below: rules of n, the rows, never of the instance), and
+    each ends early once the run's ``max_time`` has run out
+    (:meth:`~orthoplug.solvers.base.Run.out_of_time`). Nothing else reads a clock: the same
+    seed and budgets give the same bits on any machine and under any load.
+
+    ``result.info["stages"]`` lists every stage that ran: ``name``, ``unit`` (of
+    ``iterations``), ``iterations``, ``gradient_evaluations`` (full-gradient equivalents
+    counted by the run's tracker during the stage, float32 ones and the partition search's
+    ``A X`` products included; the run loop's evaluations are not in any stage), ``decrease``
+    (of F = f + h during the stage; for the pair steps the run's total less the other stages')
+    and ``decrease_share`` (of the run's total decrease F(x0) − F). ``info["start"]`` names the
+    stages whose points were taken, e.g. ``"diagonal + splitting + partition search"``.
+
+    Front-ends: pymanopt (:class:`orthoplug.adapters.pymanopt.SparseOBCD`). There is no geoopt
+    optimizer: the start stages are not step methods on a parameter (they read the quadratic's
+    C and replace the point by jumps); its pair steps alone are geoopt's OBCD.
+
+    Args:
+        h: the separable term (as :class:`~orthoplug.solvers.obcd.OBCD`).
+        starts: candidate starts besides ``x0``: any of ``"diagonal"``, ``"pca"``; ``()`` keeps
+            ``x0``.
+        candidates: random pairs compared per pair step (1: OBCD's uniform pairs).
+        column_every: pair steps between two column sweeps (0: none); ``"auto"``: n when f is
+            column-invariant (:func:`column_invariant`), else 0.
+        start_sweeps: column sweeps applied to each start candidate before comparing them.
+        prox_steps: the prox stage's budget; ``"auto"``: n when h is finite and continuous (ℓ1,
+            capped ℓ1), else 0 — the polar factor of a thresholded matrix is dense, so for ℓ0
+            the stage trades a sparse start for a dense one, and under the nonnegativity
+            indicator its iterates are infeasible.
+        split_steps: the splitting stage's budget; ``"auto"``: 10 n when h is not continuous
+            (ℓ0, the nonnegativity indicator), else 0. Its feasible points have the sparsity
+            pattern of its Y-iterates, which pair steps from a dense start do not reach.
+        split_smoothing: μβ of :func:`splitting_start`; ``"auto"``: 0.1 for an indicator h (the
+            hard projection alone stalls on NN-PCA), else 0.
+        split_from: where the splitting starts: ``"start"`` (the run's point after the start
+            and prox stages) or ``"x0"``; ``"auto"``: ``"x0"`` with the partition search, else
+            ``"start"``.
+        partition: the partition search stage and the refinement of the splitting's points;
+            ``"auto"``: for the nonnegativity indicator (its feasible points are row
+            partitions, whose local minima pair steps cannot leave).
+        alpha: OBCD's proximal weight α > 0.
+        refresh_every: pair steps between recomputations of ``CX`` (OBCD's fast path).
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
+            ``seed``, ``eval_every``, ...).
+
+    Raises:
+        ValueError: an unknown start, ``candidates < 1``, a negative budget, an OBCD option
+            that fixes the pairs (``k``, ``working_set``, ``curvature``); at run time, column
+            sweeps or starts requested on a cost they do not apply to (not a quadratic
+            ``s·tr(XᵀCX)`` without ``D``).
+    """
+
+    name = "SparseOBCD"
+    start_names = ("diagonal", "pca")
+
+    def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
+                 candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
+                 prox_steps: int | str = "auto", split_steps: int | str = "auto",
+                 split_smoothing: float | str = "auto", split_from: str = "auto",
+                 partition: bool | str = "auto", alpha: float = 1e-5,
+                 refresh_every: int = 10_000, **kwargs):
+        for key in ("k", "working_set", "curvature", "sigma", "sweeps"):
+            if key in kwargs:
+                raise ValueError(f"SparseOBCD uses k = 2, the exact curvature and its own "
+                                 f"pairs; {key}= is not an option here")
+        super().__init__(h, alpha=alpha, refresh_every=refresh_every, **kwargs)
+        bad = [s for s in starts if s not in self.start_names]
+        if bad:
+            raise ValueError(f"unknown start(s) {bad}; choose from {self.start_names}")
+        if not (isinstance(candidates, int) and candidates >= 1):
+            raise ValueError(f"candidates must be an integer >= 1, got {candidates!r}")
+        if column_every != "auto" and not (isinstance(column_every, int) and column_every >= 0):
+            raise ValueError(f"column_every must be 'auto' or an integer >= 0, got "
+                             f"{column_every!r}")
+        if not (isinstance(start_sweeps, int) and start_sweeps >= 0):
+            raise ValueError(f"start_sweeps must be an integer >= 0, got {start_sweeps!r}")
+        for key, value in (("prox_steps", prox_steps), ("split_steps", split_steps)):
+            if value != "auto" and not (isinstance(value, int) and value >= 0):
+                raise ValueError(f"{key} must be 'auto' or an integer >= 0, got {value!r}")
+        if split_smoothing == "auto":
+            split_smoothing = 0.1 if self.h.is_indicator else 0.0
+        if not (isinstance(split_smoothing, (int, float)) and split_smoothing >= 0):
+            raise ValueError(f"split_smoothing must be 'auto' or a number >= 0, got "
+                             f"{split_smoothing!r}")
+        if partition == "auto":
+            partition = self.h.is_indicator
+        if partition and not self.h.is_indicator:
+            raise ValueError("partition search applies to the nonnegativity indicator only")
+        self.partition = bool(partition)
+        if split_from == "auto":
+            split_from = "x0" if self.partition else "start"
+        if split_from not in ("x0", "start"):
+            raise ValueError(f"split_from must be 'auto', 'x0' or 'start', got {split_from!r}")
+        self.prox_steps_user, self.split_steps_user = prox_steps, split_steps
+        self.split_smoothing, self.split_from = float(split_smoothing), split_from
+        self.starts, self.candidates = tuple(starts), candidates
+        self.column_every_user, self.start_sweeps = column_every, start_sweeps
+
+    def budgets(self, n: int) -> dict[str, int]:
+        """The stage budgets for n rows: ``prox_steps`` and ``split_steps`` (the class
+        docstring's rules where ``"auto"``) and ``partition_moves`` (100 n)."""
+        continuous = self.h.piecewise.continuous
+        prox, split = self.prox_steps_user, self.split_steps_user
+        return {"prox_steps": (n if continuous else 0) if prox == "auto" else prox,
+                "split_steps": (0 if continuous else 10 * n) if split == "auto" else split,
+                "partition_moves": 100 * n if self.partition else 0}
+
+    def setup(self, run):
+        super().setup(run)
+        tracker = run.tracker
+        invariant = column_invariant(tracker.oracle)
+        asked = self.starts or self.column_every_user not in ("auto", 0)
+        if asked and not invariant:
+            raise ValueError("data starts and column sweeps need f = s·tr(XᵀCX) without D (a "
+                             "QuadraticOracle, so that f(XQ) = f(X)); pass starts=() and "
+                             "column_every=0 for other costs")
+        every = self.column_every_user
+        run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
+        run.budgets = self.budgets(tracker.x.shape[0])
+        run.started = False
+        run.stages, run.start_chosen = [], "x0"
+        run.column_sweeps_done, run.sweep_decrease, run.pair_gradients = 0, 0.0, 0.0
+
+    def _objective(self, run, x: torch.Tensor) -> float:
+        return float(run.tracker.oracle.value(x)) + float(self.h.value(x))
+
+    def _prepared(self, run, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """A start candidate in the run's dtype, rounded to the feasible set for an indicator h
+        and after ``start_sweeps`` column sweeps; with its F."""
+        x = x.to(dtype=run.x0.dtype, device=run.x0.device)
+        if self.h.is_indicator:  # e.g. PCA has negative entries: its nearest feasible point
+            x = nonneg_rounding(x)
+        if self.start_sweeps:
+            x = column_rotations(x, self.h, run.generator, self.start_sweeps)
+        return x, self._objective(run, x)
+
+    def _stage(self, run, name: str, items) -> None:
+        """Run one stage: ``items`` yields ``(point, its F, iterations so far)``; a point of
+        lower F than the run's replaces it; the stage ends when ``items`` does or the run is
+        out of time; its record goes to ``run.stages``."""
+        tracker = run.tracker
+        before, gradients, done = run.f, tracker.gradient_evaluations, 0
+        for x, fx, count in items:
+            done = count
+            if fx < run.f:  # F never rises in a run (and an infinite F is never taken)
+                tracker.set_point(x.contiguous())
+                run.f = fx
+                if name != "start" and not run.start_chosen.endswith(name):
+                    run.start_chosen += f" + {name}"
+            if run.out_of_time():
+                break
+        run.stages.append({"name": name, "unit": STAGE_UNITS[name], "iterations": done,
+                           "gradient_evaluations": tracker.gradient_evaluations - gradients,
+                           "decrease": before - run.f})
+
+    def _candidates(self, run):
+        """The start stage's items: each start candidate, prepared, with its F (the lowest
+        names the start in ``run.start_chosen``)."""
+        found = start_candidates(run.tracker.oracle, run.x0.shape[1], self.starts)
+        for count, (name, x) in enumerate(found.items(), start=1):
+            x, fx = self._prepared(run, x)
+            if math.isfinite(fx) and fx < run.f:
+                run.start_chosen = name
+            yield x, fx, count
+
+    def _prox(self, run, start: torch.Tensor):
+        """The prox stage's item (:func:`prox_polar` from ``start``)."""
+        yield prox_polar(start, run.tracker.oracle, self.h, run.budgets["prox_steps"],
+                         momentum=True, patience=20, stop=run.out_of_time,
+                         gradient=run.tracker.gradient_at)
+
+    def _splitting(self, run):
+        """The splitting stage's items (:func:`splitting_iterates`)."""
+        tracker = run.tracker
+        start = run.x0 if self.split_from == "x0" else tracker.x.clone()
+        refine = None
+        if self.partition:
+            def refine(x):
+                return partition_search(x, tracker.oracle, polish=5,
+                                        max_moves=run.budgets["partition_moves"],
+                                        stop=run.out_of_time,
+                                        count_gradients=tracker.count_gradients)[:2]
+        gradient, dtype = _low_precision_gradient(tracker, start)
+        return splitting_iterates(start, tracker.oracle, self.h, run.budgets["split_steps"],
+                                  smoothing=self.split_smoothing,
+                                  gradient=gradient or tracker.gradient_at, refine=refine,
+                                  dtype=dtype, tangent=self.partition)
+
+    def _pipeline(self, run) -> None:
+        """The start stages (class docstring), in order; then ``run.f_stages``, F after them."""
+        tracker = run.tracker
+        run.x0 = tracker.x.clone()
+        run.f = run.f0 = self._objective(run, run.x0)
+        budgets = run.budgets
+        self._stage(run, "start", self._candidates(run) if self.starts else ())
+        start = tracker.x.clone()
+        if budgets["prox_steps"] and not run.out_of_time():
+            self._stage(run, "prox", self._prox(run, start))
+        if budgets["split_steps"] and not run.out_of_time():
+            self._stage(run, "splitting", self._splitting(run))
+        if self.partition:
+            # rounded: a point with tiny overlapping entries is no partition (an exact one is
+            # its own rounding up to rounding errors; a point no lower is never taken)
+            for x in (start, None):
+                if run.out_of_time():
+                    break
+                x = nonneg_rounding(tracker.x if x is None else x)
+                self._stage(run, "partition search",
+                            partition_moves(x, tracker.oracle,
+                                            max_moves=budgets["partition_moves"],
+                                            count_gradients=tracker.count_gradients))
+        run.f_stages = run.f
+
+    def _start_once(self, run) -> None:
+        if not run.started:
+            run.started = True
+            self._pipeline(run)
+
+    def _sweep_if_due(self, run) -> None:
+        """A column sweep after every ``column_every`` pair steps (kept if it lowers h); on the
+        compiled path in place on the tracker's ``X`` and ``CX`` (f is unchanged)."""
+        if run.column_every and run.count % run.column_every == 0:
+            tracker = run.tracker
+            run.column_sweeps_done += 1
+            if run.kernel:
+                run.sweep_decrease += _column_sweep(tracker.xa, tracker.ya, self.h,
+                                                    run.generator)
+                return
+            before = float(self.h.value(tracker.x))
+            x = column_rotations(tracker.x, self.h, run.generator)
+            after = float(self.h.value(x))
+            if after < before:
+                tracker.set_point(x.contiguous())
+                run.sweep_decrease += before - after
+
+    def steps(self, run, count):
+        """The start stages first (in the first call); then on OBCD's compiled pair loop
+        (quadratic f, float64 CPU) up to ``count`` pair steps in the kernel, cut at the next
+        column sweep, the greedy candidates ranked by their exact model decrease (computed in
+        the kernel); elsewhere one :meth:`step`."""
+        if not run.kernel:
+            return super().steps(run, count)
+        self._start_once(run)
+        if run.column_every:
+            count = min(count, run.column_every - run.count % run.column_every)
+        gradients = run.tracker.gradient_evaluations
+        done = super().steps(run, count)
+        run.pair_gradients += run.tracker.gradient_evaluations - gradients
+        self._sweep_if_due(run)
+        return done
+
+    def step(self, run):
+        self._start_once(run)
+        gradients = run.tracker.gradient_evaluations
+        super().step(run)
+        run.pair_gradients += run.tracker.gradient_evaluations - gradients
+        self._sweep_if_due(run)
+
+    def _pair(self, run):
+        if self.candidates == 1:
+            return super()._pair(run)
+        tr = run.tracker
+        x = tr.x
+        pairs = random_pairs(x.shape[0], self.candidates, run.generator, run.device)
+        g = tr.gradient_rows(pairs.reshape(-1)).reshape(-1, 2, x.shape[1])
+        g = g + self.h.subgradient(x[pairs])
+        best = pairs[int(torch.argmax(pair_scores(x, g, pairs).abs()))]
+        return host_array(best)
+
+    def finalize(self, run, result) -> None:
+        """OBCD's ``info["f"]``, ``info["h"]``, and ``info["stages"]`` (class docstring)."""
+        super().finalize(run, result)
+        if not run.started:
+            result.info["stages"] = []
+            return
+        pairs = run.f_stages - result.cost - run.sweep_decrease
+        stages = [*run.stages,
+                  {"name": "pair steps", "unit": STAGE_UNITS["pair steps"],
+                   "iterations": run.count, "gradient_evaluations": run.pair_gradients,
+                   "decrease": pairs}]
+        if run.column_every:
+            stages.append({"name": "column sweeps", "unit": STAGE_UNITS["column sweeps"],
+                           "iterations": run.column_sweeps_done, "gradient_evaluations": 0.0,
+                           "decrease": run.sweep_decrease})
+        total = run.f0 - result.cost
+        for stage in stages:
+            stage["decrease_share"] = stage["decrease"] / total if total > 0 else 0.0
+        result.info["stages"] = stages
+
+    def info(self, run=None):
+        return {**super().info(run), "working_set": f"greedy (best of {self.candidates})",
+                "start": getattr(run, "start_chosen", None),
+                "budgets": getattr(run, "budgets", None)}
