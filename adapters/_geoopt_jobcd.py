@@ -68,7 +68,12 @@ from orthoplug.solvers.jjacobi import ColumnJacobi
 from orthoplug.solvers.jobcd import SIDES, SIGMA_RULES
 from orthoplug.solvers.jobcd_steps import PageSchedule, jacobi_step
 from orthoplug.solvers.pairs import PairQueue, resolve_matchings
-from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, cost_rounding, sigma_rule
+from orthoplug.solvers.sigma_rules import (
+    MAX_REJECTIONS,
+    SigmaBacktracking,
+    cost_rounding,
+    sigma_rule,
+)
 
 from ._torch import OrthoplugOptimizer, check_number
 

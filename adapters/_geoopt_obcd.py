@@ -52,7 +52,7 @@ import torch
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.solvers.obcd import scalar_pair_step
 from orthoplug.solvers.pairs import cyclic_pairs, draw_random_pairs, random_matching
-from orthoplug.solvers.steps import MAX_REJECTIONS, SigmaBacktracking, cost_rounding
+from orthoplug.solvers.sigma_rules import MAX_REJECTIONS, SigmaBacktracking, cost_rounding
 
 from ._torch import OrthoplugOptimizer, check_number
 

@@ -315,7 +315,7 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         returns ``({parameter: its value before}, predicted change)``; if it fails part-way it
         restores what it wrote and raises. Unless no rule is checked (fixed σ), the loss at the
         proposal is compared by every checked
-        :class:`~orthoplug.solvers.steps.SigmaBacktracking` (the test of the core solvers;
+        :class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking` (the test of the core solvers;
         a rejection doubles σ) and a rejected proposal is undone and made again.
 
         Raises:

@@ -26,7 +26,7 @@ def _variant_runner(fraction: float, optimism: float):
 
     from orthoplug.bench.suites.jobcd import SOLVERS
     from orthoplug.solvers.jobcd import JJOBCD
-    from orthoplug.solvers.steps import SigmaFit
+    from orthoplug.solvers.sigma_rules import SigmaFit
 
     class Variant(JJOBCD):
         def make_sigma_rule(self, sigma, *, checked=True, known=None):

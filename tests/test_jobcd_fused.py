@@ -141,7 +141,7 @@ def test_sigma_fit_is_optimistic_after_an_acceptance_and_tracks_acceptance_rates
     """σ after an accepted step is the fitted curvature divided by the boldness (halved
     after a rejected optimistic trial, doubled up to ``optimism`` after an accepted one);
     the running acceptance rates are kept per previous outcome."""
-    from orthoplug.solvers.steps import SigmaFit
+    from orthoplug.solvers.sigma_rules import SigmaFit
 
     g2, f0 = 3.0, 1.0
 
@@ -174,7 +174,7 @@ def test_sigma_fit_keeps_its_boldness_after_a_mild_optimistic_failure():
     failed by less than a quadratic with the fitted curvature predicts for a step ``boldness``
     times longer (``ρ = 2 − boldness``): the boldness stays. A failure the optimism explains,
     a non-finite trial value, and a trial that predicts no decrease halve it."""
-    from orthoplug.solvers.steps import SigmaFit
+    from orthoplug.solvers.sigma_rules import SigmaFit
 
     def optimistic(rule, f1, predicted=-1.0):
         assert rule.accepts(1.0, 1.0 - 0.9, -1.0)  # an accepted step: the next one is bold
@@ -206,7 +206,7 @@ def _hspp_case(n: int = 6, m: int = 24):
 
 def _record_boldness(monkeypatch):
     """Record ``(accepted, ρ, boldness before, after)`` of every optimistic trial."""
-    from orthoplug.solvers.steps import SigmaFit
+    from orthoplug.solvers.sigma_rules import SigmaFit
 
     seen, original = [], SigmaFit._observe
 

@@ -17,7 +17,7 @@ from orthoplug.problems.hevp import make_spd, trace_min_certificate
 from orthoplug.solvers.jjacobi import ColumnModel
 from orthoplug.solvers.jobcd import JJOBCD
 from orthoplug.solvers.pairs import round_robin
-from orthoplug.solvers.steps import ModelDamping
+from orthoplug.solvers.sigma_rules import ModelDamping
 
 
 def _tracemin_c(n: int, seed: int = 0) -> np.ndarray:

@@ -1,5 +1,5 @@
 """J-JOBCD with several matchings per gradient (round-robin sweeps on a stale gradient) and the
-refitted σ rule (:class:`~orthoplug.solvers.steps.SigmaFit`), issue #17 (HSPP)."""
+refitted σ rule (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`), issue #17 (HSPP)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from orthoplug.problems.hspp import HSPP, make_hspp_data
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
 from orthoplug.solvers.jobcd_steps import update_pairs
 from orthoplug.solvers.pairs import max_matchings, round_robin_pairs
-from orthoplug.solvers.steps import SigmaFit
+from orthoplug.solvers.sigma_rules import SigmaFit
 
 
 @pytest.mark.parametrize("n", [2, 3, 6, 7, 10])

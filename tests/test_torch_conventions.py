@@ -28,7 +28,7 @@ from orthoplug.adapters.geoopt import (
 )
 from orthoplug.geometry.manifolds import InfeasiblePointError, feasibility_tol
 from orthoplug.geometry.stiefel import StiefelGeometry
-from orthoplug.solvers.steps import SigmaBacktracking, SigmaFit, cost_rounding
+from orthoplug.solvers.sigma_rules import SigmaBacktracking, SigmaFit, cost_rounding
 
 J_OPTIMIZERS = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi")
 STIEFEL_OPTIMIZERS = ("OBCD", "RSDM", "RSSM")

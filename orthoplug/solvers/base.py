@@ -24,7 +24,7 @@ from orthoplug.distributed import all_reduce_any, check_replicas, check_seed, sh
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
 from .clock import RunClock
-from .steps import MAX_REJECTIONS, SigmaBacktracking, SigmaFit, resolve_sigma_rule, sigma_rule
+from .sigma_rules import MAX_REJECTIONS, SigmaBacktracking, SigmaFit, resolve_sigma_rule, sigma_rule
 
 __all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
 
@@ -374,7 +374,7 @@ class ScalarCurvature:
     """σ of the block methods' scalar majoriser ``f(X⁺) ≤ f(X) + ⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²``.
 
     Mixed into JOBCD and OBCD; the run's σ and its acceptance test are a
-    :class:`~orthoplug.solvers.steps.SigmaBacktracking` in ``run.curvature`` (the torch
+    :class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking` in ``run.curvature`` (the torch
     optimizers use the same rule). σ is the user's, else the known Lipschitz constant, else a
     local estimate that :meth:`accept_step` doubles until the majorisation holds at the proposed
     point (so no accepted step increases f).
@@ -390,16 +390,16 @@ class ScalarCurvature:
 
     max_backtracks = MAX_REJECTIONS
     sigma_shrink = 1.0
-    #: ``"backtracking"`` (:class:`~orthoplug.solvers.steps.SigmaBacktracking`, adaptive with
-    #: ``sigma_shrink < 1``), ``"fit"`` (:class:`~orthoplug.solvers.steps.SigmaFit`: σ refitted
-    #: from every step's actual-to-predicted decrease, always checked and adaptive) or
+    #: ``"backtracking"`` (:class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking`, adaptive
+    #: with ``sigma_shrink < 1``), ``"fit"`` (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`: σ
+    #: refitted from every step's actual-to-predicted decrease, always checked and adaptive) or
     #: ``"auto"``: ``"fit"`` when no σ is known and ``sigma_shrink == 1``, else
     #: ``"backtracking"`` (a known σ stays fixed and unchecked)
     sigma_rule = "backtracking"
 
     def make_sigma_rule(self, sigma: float, *, checked: bool = True,
                         known: float | None = None) -> SigmaBacktracking:
-        """The run's σ rule (:func:`~orthoplug.solvers.steps.sigma_rule` of :attr:`sigma_rule`
+        """The run's σ rule (:func:`~orthoplug.solvers.sigma_rules.sigma_rule` of :attr:`sigma_rule`
         for ``known``) starting from ``sigma``."""
         return sigma_rule(self.sigma_rule, sigma, shrink=self.sigma_shrink, known=known,
                           checked=checked, max_rejections=self.max_backtracks)
@@ -451,8 +451,8 @@ class ScalarCurvature:
         **Fused check** (``fuse``: the caller passes ``run.trial_gradient`` to ``set_point``
         as well): when the oracle's ``value_and_gradient`` comes at the price of a gradient
         (:attr:`~orthoplug.oracles.core.Oracle.fused_value_gradient`) and the rule is a
-        :class:`~orthoplug.solvers.steps.SigmaFit` that expects this trial to be accepted
-        (:meth:`~orthoplug.solvers.steps.SigmaFit.likely_accepted`: running acceptance rate
+        :class:`~orthoplug.solvers.sigma_rules.SigmaFit` that expects this trial to be accepted
+        (:meth:`~orthoplug.solvers.sigma_rules.SigmaFit.likely_accepted`: running acceptance rate
         above 0.7 after the previous trial's outcome), ``f(X⁺)`` comes from
         ``tracker.value_and_gradient_at(X⁺)`` (counted as one gradient) and ``∇f(X⁺)`` is
         kept in ``run.trial_gradient`` if the step is accepted (else ``None``; that gradient is

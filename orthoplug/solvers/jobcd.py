@@ -54,7 +54,7 @@ from .base import IterativeSolver, ScalarCurvature
 from .jjacobi import ColumnJacobi, ColumnModel
 from .jobcd_steps import PageSchedule, jacobi_step, solve_pair, update_pairs
 from .pairs import PAIR_BATCH, PairQueue, max_matchings, resolve_matchings, round_robin
-from .steps import ModelDamping, SigmaFit
+from .sigma_rules import ModelDamping, SigmaFit
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD"]
 
@@ -119,7 +119,8 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
         return t.mT if run.column else t
 
     def pair_step(self, run, x, g, matchings: int = 1):
-        """:func:`jacobi_step` on the run's side (``X`` and ``∇f`` transposed for columns)."""
+        """:func:`~orthoplug.solvers.jobcd_steps.jacobi_step` on the run's side (``X`` and ``∇f``
+        transposed for columns)."""
         new, predicted = jacobi_step(self.oriented(run, x), self.oriented(run, g), run.jvec,
                                      run.curvature.sigma, self.theta, run.generator,
                                      matchings=matchings)
@@ -190,7 +191,7 @@ class GSJOBCD(_JOBCDBase):
             and doubles on rejections; starts from a Barzilai–Borwein curvature when no σ is
             known (:class:`~orthoplug.solvers.base.ScalarCurvature`). Also for J-JOBCD.
         sigma_rule: ``"auto"`` (default), ``"backtracking"`` (σ as above) or ``"fit"``
-            (:class:`~orthoplug.solvers.steps.SigmaFit`: every step checked, accepted when it
+            (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`: every step checked, accepted when it
             achieves half the predicted decrease, σ refitted from the ratio of actual to
             predicted decrease; monotone; Barzilai–Borwein start without a known σ).
             ``"auto"`` is ``"fit"`` when no σ is known (``sigma=`` or the oracle's Lipschitz
@@ -387,7 +388,7 @@ class JJOBCD(_JOBCDBase):
       (:func:`~orthoplug.solvers.pairs.round_robin`: all pairs in n−1 rounds of disjoint
       pairs, n rounds for odd n); each pair minimises the model exactly (4×4 curvature
       ``I₂ ⊗ (S_BB)₊`` plus θ) and the model is carried along in O(n) per pair (compiled). The
-      sweep's step is tested on f (:class:`~orthoplug.solvers.steps.ModelDamping`: monotone; a
+      sweep's step is tested on f (:class:`~orthoplug.solvers.sigma_rules.ModelDamping`: monotone; a
       rejection raises the Levenberg–Marquardt damping and re-sweeps the same model). For
       ``f = tr(XᵀCX)`` the model is exact and separable over disjoint column pairs, so the
       sweeps are the parallel column J-Jacobi method (quadratic convergence: 4-5 sweeps to
@@ -492,7 +493,7 @@ class JJOBCD(_JOBCDBase):
 
     def _model_step(self, run) -> None:
         """One sweep on the model built at X, re-swept with more damping until
-        :class:`~orthoplug.solvers.steps.ModelDamping` accepts it."""
+        :class:`~orthoplug.solvers.sigma_rules.ModelDamping` accepts it."""
         tracker, damping = run.tracker, run.damping
         x = tracker.x
         model = ColumnModel(x, tracker.gradient(), tracker.oracle.hessian_vector(x, x))
@@ -527,8 +528,9 @@ class VRJJOBCD(_JOBCDBase):
     The gradient estimate ``G̃`` starts at the full gradient; each later iteration, with
     probability ``p`` it is reset to a minibatch mean of size ``b`` (the full gradient when
     ``b = N``), otherwise updated as ``G̃ += mean_{i∈S'} (∇f_i(X) − ∇f_i(X_prev))`` with a fresh
-    minibatch ``S'`` of size ``b'`` (without replacement; :class:`PageSchedule`). Defaults:
-    ``b = N``, ``b' = ⌈√b⌉``, ``p = b'/(b + b')``. σ must be known (``sigma=`` or the oracle's
+    minibatch ``S'`` of size ``b'`` (without replacement;
+    :class:`~orthoplug.solvers.jobcd_steps.PageSchedule`). Defaults: ``b = N``, ``b' = ⌈√b⌉``,
+    ``p = b'/(b + b')``. σ must be known (``sigma=`` or the oracle's
     Lipschitz constant): the estimator gives no cost values to backtrack with.
 
     ``component_gradients`` in the result's ``info`` counts ∇f_i evaluations.

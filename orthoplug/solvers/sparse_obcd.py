@@ -32,11 +32,7 @@ from .column_sweeps import _column_sweep, column_invariant, column_rotations
 from .obcd import OBCD
 from .pairs import random_pairs
 from .row_partition import partition_moves, partition_search
-from .sparse_starts import (
-    prox_polar,
-    splitting_iterates,
-    start_candidates,
-)
+from .sparse_starts import prox_polar, splitting_iterates, start_candidates
 from .splitting import nonneg_rounding
 
 __all__ = ["pair_scores", "SparseOBCD"]
@@ -83,22 +79,24 @@ class SparseOBCD(OBCD):
     each stage's point replaces the run's whenever its F is lower (so F never rises):
 
     1. ``"start"`` — the lowest-F of ``x0`` and the ``starts`` candidates
-       (:func:`start_candidates`; rounded by :func:`nonneg_rounding` for the nonnegativity
-       indicator, then ``start_sweeps`` column sweeps); ``x0`` on ties.
-    2. ``"prox"`` — up to ``prox_steps`` :func:`prox_polar` steps (momentum, patience 20) from the
-       chosen start.
-    3. ``"splitting"`` — up to ``split_steps`` iterations of :func:`splitting_iterates` (linearised
-       ADMM, RADMM's Riemannian X-step with the partition search) from ``split_from``; its
+       (:func:`~orthoplug.solvers.sparse_starts.start_candidates`; rounded by
+       :func:`~orthoplug.solvers.splitting.nonneg_rounding` for the nonnegativity indicator,
+       then ``start_sweeps`` column sweeps); ``x0`` on ties.
+    2. ``"prox"`` — up to ``prox_steps`` :func:`~orthoplug.solvers.sparse_starts.prox_polar`
+       steps (momentum, patience 20) from the chosen start.
+    3. ``"splitting"`` — up to ``split_steps`` iterations of
+       :func:`~orthoplug.solvers.sparse_starts.splitting_iterates` (linearised ADMM, RADMM's
+       Riemannian X-step with the partition search) from ``split_from``; its
        iterates are float32 for a quadratic f on float64 CPU tensors (each of their gradients
        counted as one); with the partition search its rounded points are refined by
-       :func:`partition_search` (at most once per n iterations).
-    4. ``"partition search"`` — :func:`partition_moves` (at most 100 n row moves) from the
-       rounded start, then from the run's point.
+       :func:`~orthoplug.solvers.row_partition.partition_search` (at most once per n iterations).
+    4. ``"partition search"`` — :func:`~orthoplug.solvers.row_partition.partition_moves` (at
+       most 100 n row moves) from the rounded start, then from the run's point.
     5. ``"pair steps"`` — OBCD's exact pair steps, each on the best of ``candidates`` random
        pairs (ranked by the model decrease in the compiled loop, else by :func:`pair_scores`),
        for the rest of the run's ``max_iterations``.
-    6. ``"column sweeps"`` — a :func:`column_rotations` sweep after every ``column_every`` pair
-       steps.
+    6. ``"column sweeps"`` — a :func:`~orthoplug.solvers.column_sweeps.column_rotations` sweep
+       after every ``column_every`` pair steps.
 
     The run's iterations count pair steps; the start stages have their own budgets, counted in
     their own iterations (defaults below: rules of n, the rows, never of the instance), and
@@ -124,7 +122,7 @@ class SparseOBCD(OBCD):
             ``x0``.
         candidates: random pairs compared per pair step (1: OBCD's uniform pairs).
         column_every: pair steps between two column sweeps (0: none); ``"auto"``: n when f is
-            column-invariant (:func:`column_invariant`), else 0.
+            column-invariant (:func:`~orthoplug.solvers.column_sweeps.column_invariant`), else 0.
         start_sweeps: column sweeps applied to each start candidate before comparing them.
         prox_steps: the prox stage's budget; ``"auto"``: n when h is finite and continuous (ℓ1,
             capped ℓ1), else 0 — the polar factor of a thresholded matrix is dense, so for ℓ0
@@ -133,8 +131,9 @@ class SparseOBCD(OBCD):
         split_steps: the splitting stage's budget; ``"auto"``: 10 n when h is not continuous
             (ℓ0, the nonnegativity indicator), else 0. Its feasible points have the sparsity
             pattern of its Y-iterates, which pair steps from a dense start do not reach.
-        split_smoothing: μβ of :func:`splitting_start`; ``"auto"``: 0.1 for an indicator h (the
-            hard projection alone stalls on NN-PCA), else 0.
+        split_smoothing: μβ of :func:`~orthoplug.solvers.sparse_starts.splitting_start`;
+            ``"auto"``: 0.1 for an indicator h (the hard projection alone stalls on NN-PCA),
+            else 0.
         split_from: where the splitting starts: ``"start"`` (the run's point after the start
             and prox stages) or ``"x0"``; ``"auto"``: ``"x0"`` with the partition search, else
             ``"start"``.
@@ -267,13 +266,15 @@ class SparseOBCD(OBCD):
             yield x, fx, count
 
     def _prox(self, run, start: torch.Tensor):
-        """The prox stage's item (:func:`prox_polar` from ``start``)."""
+        """The prox stage's item (:func:`~orthoplug.solvers.sparse_starts.prox_polar` from
+        ``start``)."""
         yield prox_polar(start, run.tracker.oracle, self.h, run.budgets["prox_steps"],
                          momentum=True, patience=20, stop=run.out_of_time,
                          gradient=run.tracker.gradient_at)
 
     def _splitting(self, run):
-        """The splitting stage's items (:func:`splitting_iterates`)."""
+        """The splitting stage's items
+        (:func:`~orthoplug.solvers.sparse_starts.splitting_iterates`)."""
         tracker = run.tracker
         start = run.x0 if self.split_from == "x0" else tracker.x.clone()
         refine = None

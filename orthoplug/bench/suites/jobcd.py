@@ -33,10 +33,10 @@ Experiments (``EXPERIMENTS``):
   VR-J-JOBCD's σ is :meth:`~orthoplug.problems.hspp.HSPP.estimate_lipschitz` at ``X₀`` (a local
   estimate, 5 power iterations, inside the timed run). GS-/J-JOBCD run their defaults: no σ is
   known, so σ starts from a Barzilai–Borwein estimate and is refitted after every checked step
-  (``sigma_rule="auto"`` → :class:`~orthoplug.solvers.steps.SigmaFit`), and J-JOBCD moves every
-  pair once per gradient (``matchings="auto"`` → ``"all"``, a compiled round-robin sweep on the
-  stale gradient): one full gradient costs ``O(m²k)``, so taking ``n(n−1)/2`` pairs per gradient
-  instead of ``⌊n/2⌋`` is what lets JOBCD keep up (``docs/results.md``, issue #17).
+  (``sigma_rule="auto"`` → :class:`~orthoplug.solvers.sigma_rules.SigmaFit`), and J-JOBCD moves
+  every pair once per gradient (``matchings="auto"`` → ``"all"``, a compiled round-robin sweep on
+  the stale gradient): one full gradient costs ``O(m²k)``, so taking ``n(n−1)/2`` pairs per
+  gradient instead of ``⌊n/2⌋`` is what lets JOBCD keep up (``docs/results.md``, issue #17).
 
 Methods: GS-JOBCD (with the ``QuadraticOracle`` fast path on HEVP: two gradient rows and an
 O(nk) update per iteration), J-JOBCD, VR-J-JOBCD (PAGE estimator on a
