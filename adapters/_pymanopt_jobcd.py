@@ -26,7 +26,8 @@ class GSJOBCD(SolverOptimizer):
     Args:
         pairs: ``"random"``, ``"cyclic"`` or ``"greedy"`` (``None``: the solver's choice).
         curvature: ``"exact"`` or ``"scalar"``.
-        refresh_every: iterations between recomputations of the cached products.
+        refresh_every: recompute the row fast path's cached ``CX`` every this many
+            iterations.
         side: ``"auto"``, ``"row"`` or ``"column"``.
         jacobi_tol: the column sweeps' rotation tolerance (``None``: the dtype's).
         max_boost: largest hyperbolic boost of one column-pair step.

@@ -46,14 +46,14 @@ class OBCD(SolverOptimizer):
 
     Args:
         h: the separable nonsmooth term (default zero).
-        k: block size (rows per working set).
+        k: block size, ``2 ≤ k ≤ n``.
         working_set: ``"random"``, ``"cyclic"`` or ``"jacobi"``.
         curvature: ``"exact"`` or ``"scalar"``.
         alpha: proximal weight α > 0.
         sigma: fixed scalar curvature σ (``None``: the solver's rule).
-        sweeps: sweeps of the block subproblem solver.
-        refresh_every: iterations between recomputations of the cached products.
-        candidates: pairs compared per greedy choice.
+        sweeps: pair sweeps of the local method (k > 2, h ≠ 0).
+        refresh_every: recompute the fast path's ``CX`` every this many iterations.
+        candidates: pairs compared per greedy iteration.
         max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
         seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in

@@ -61,8 +61,9 @@ class RSSM(SolverOptimizer):
         num_blocks: ℓ, the number of column blocks (``None``: ``min(4, p)``).
         blocks: an explicit partition of the columns (instead of ``num_blocks``).
         reorthogonalize: project the step off the fixed columns before the polar factor.
-        refresh_every: iterations between recomputations of cached products (0: never).
-        pairs: how the block pairs are drawn (``"uniform"``, see the solver).
+        refresh_every: re-orthonormalise the iterate (``polar(X)``) every this many
+            iterations (0: never).
+        pairs: how the block pairs are drawn: ``"uniform"`` or ``"matching"``.
         step_size: γ₀, or ``"auto"``: a first step of Frobenius length 0.5.
         schedule: ``"constant"``, ``"diminishing"`` (``γ₀/√(k+1)``), ``"geometric"``, a
             callable ``k -> γ_k``, or the adaptive ``"polyak"`` / ``"geometric-restart"``.
