@@ -56,6 +56,7 @@ steps.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import geoopt
 import numpy as np
@@ -151,11 +152,13 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         average_gradients: average the gradients over the group after each closure call.
     """
 
-    def __init__(self, params, *, sigma: float | None = None, theta: float = 1e-6,
+    def __init__(self, params: Iterable[torch.Tensor | dict],
+                 *, sigma: float | None = None, theta: float = 1e-6,
                  sigma0: float = 1.0, max_backtracks: int = MAX_REJECTIONS, seed: int | None = None,
                  side: str = "row", sigma_shrink: float = 1.0,
                  sigma_rule: str = "backtracking", lr: float = 1.0,
-                 stabilize: int | None = None, process_group=None,
+                 stabilize: int | None = None,
+                 process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         check_number("max_backtracks", max_backtracks, integer=True)
         if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
@@ -301,26 +304,46 @@ class JJOBCD(_JOBCDOptimizer):
     parameter's ``state`` (saved and resumed with ``state_dict``) and updated only once a step
     is taken.
 
+    Args:
+        params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
+        matchings: rounds of a random round robin per step (an int, ``"all"`` or ``"auto"``).
+        precondition: ``None``, ``"adam"`` or ``"rms"`` (above).
+        betas: (β₁, β₂) of the moment estimates.
+        eps: ε of the preconditioner.
+        weight_decay: λ ≥ 0 of the decoupled ``λX`` term (with ``precondition`` only).
+        sigma, theta, sigma0, max_backtracks, seed, side, sigma_shrink, sigma_rule: as in
+            :class:`GSJOBCD` (the options of every JOBCD optimizer).
+        lr, stabilize, process_group, replica_check_every, average_gradients: as in
+            :class:`GSJOBCD`.
+
     Raises:
         ValueError: an unknown ``precondition`` or ``matchings``, ``precondition`` without a
             fixed ``sigma``, ``betas`` / ``eps`` out of range, or a negative ``weight_decay`` (or
             one without ``precondition``).
     """
 
-    def __init__(self, params, *, matchings: int | str = 1, precondition: str | None = None,
+    def __init__(self, params: Iterable[torch.Tensor | dict],
+                 *, matchings: int | str = 1, precondition: str | None = None,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, **kwargs):
+                 weight_decay: float = 0.0,
+                 sigma: float | None = None, theta: float = 1e-6, sigma0: float = 1.0,
+                 max_backtracks: int = MAX_REJECTIONS, seed: int | None = None,
+                 side: str = "row", sigma_shrink: float = 1.0,
+                 sigma_rule: str = "backtracking", lr: float = 1.0,
+                 stabilize: int | None = None,
+                 process_group: torch.distributed.ProcessGroup | None = None,
+                 replica_check_every: int | None = None, average_gradients: bool = True):
         if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
             raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
         if precondition not in (None, *PRECONDITIONERS):
             raise ValueError(f"precondition must be None or one of {PRECONDITIONERS}, got "
                              f"{precondition!r}")
-        if precondition is not None and kwargs.get("sigma") is None:
+        if precondition is not None and sigma is None:
             raise ValueError(f"precondition={precondition!r} needs a fixed sigma (it acts as "
                              "1/lr): the preconditioned model is no majoriser to backtrack on")
         if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1 and eps > 0):
             raise ValueError(f"betas must lie in [0, 1) and eps > 0, got {betas} and {eps}")
-        if matchings not in (1, "auto") and kwargs.get("sigma") is not None \
+        if matchings not in (1, "auto") and sigma is not None \
                 and precondition is None:
             raise ValueError("matchings > 1 needs checked steps (no fixed sigma): a σ ≥ L_f "
                              "majorises one matching on a stale gradient, not several")
@@ -330,7 +353,12 @@ class JJOBCD(_JOBCDOptimizer):
         self.matchings, self.precondition = matchings, precondition
         self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
         self.weight_decay = float(weight_decay)
-        super().__init__(params, **kwargs)
+        super().__init__(params, sigma=sigma, theta=theta, sigma0=sigma0,
+                         max_backtracks=max_backtracks, seed=seed, side=side,
+                         sigma_shrink=sigma_shrink, sigma_rule=sigma_rule, lr=lr,
+                         stabilize=stabilize, process_group=process_group,
+                         replica_check_every=replica_check_every,
+                         average_gradients=average_gradients)
 
     def _direction(self, grads):
         if self.precondition is None:
@@ -366,12 +394,45 @@ class JJOBCD(_JOBCDOptimizer):
 class GSJOBCD(_JOBCDOptimizer):
     """GS-JOBCD: per step, one pair of every matrix from the parameter's
     :class:`~orthoplug.solvers.pairs.PairQueue` (uniform random pairs, drawn as the core solver
-    draws them: the same pairs for a single matrix)."""
+    draws them: the same pairs for a single matrix).
 
-    def __init__(self, params, **kwargs):
+    Args:
+        params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
+        sigma: fixed scalar curvature σ ≥ the Lipschitz constant; ``None``: backtracking.
+        theta: proximal weight θ > 0.
+        sigma0: initial σ of the backtracking.
+        max_backtracks: doublings of σ in a row before giving up.
+        seed: seed of the pair draws (``None``: random, the same on every rank).
+        side: ``"row"`` or ``"column"`` (square matrices).
+        sigma_shrink: adaptive σ when < 1 (without a fixed ``sigma``).
+        sigma_rule: ``"backtracking"``, ``"fit"`` or ``"auto"``.
+        lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move).
+        stabilize: ``projx`` every this many steps (``None``: never).
+        process_group: the ``torch.distributed`` group (default: the world).
+        replica_check_every: compare the replicas across ranks every this many steps.
+        average_gradients: average the gradients over the group after each closure call.
+
+    The rules of every option are those of the shared scaffold (``_JOBCDOptimizer``) and of
+    :class:`orthoplug.solvers.jobcd.GSJOBCD`.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor | dict],
+                 *,
+                 sigma: float | None = None, theta: float = 1e-6, sigma0: float = 1.0,
+                 max_backtracks: int = MAX_REJECTIONS, seed: int | None = None,
+                 side: str = "row", sigma_shrink: float = 1.0,
+                 sigma_rule: str = "backtracking", lr: float = 1.0,
+                 stabilize: int | None = None,
+                 process_group: torch.distributed.ProcessGroup | None = None,
+                 replica_check_every: int | None = None, average_gradients: bool = True):
         self._queues: dict = {}
         self._saved_queues: dict = {}
-        super().__init__(params, **kwargs)
+        super().__init__(params, sigma=sigma, theta=theta, sigma0=sigma0,
+                         max_backtracks=max_backtracks, seed=seed, side=side,
+                         sigma_shrink=sigma_shrink, sigma_rule=sigma_rule, lr=lr,
+                         stabilize=stabilize, process_group=process_group,
+                         replica_check_every=replica_check_every,
+                         average_gradients=average_gradients)
 
     def _queue_of(self, p) -> PairQueue:
         """The pair queue of ``p``, one pair per matrix per entry (made on first use, or from a
@@ -430,12 +491,32 @@ class VRJJOBCD(JJOBCD):
     means over the group, so the step equals one process's on all N components. Do not wrap
     the parameters of a sharded VRJJOBCD in ``DistributedDataParallel`` (its equal-weight
     average would be wrong for unequal counts).
+
+    Args:
+        params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
+        num_components: N, the number of components of the loss.
+        sigma: scalar curvature σ ≥ the Lipschitz constant (required).
+        theta: proximal weight θ > 0.
+        batch_size: the large (reset) batch of PAGE (``None``: all N components).
+        small_batch: the small batch of the variance-reduced update (``None``: PAGE's rule).
+        reset_probability: probability of a large batch (``None``: PAGE's rule).
+        seed: seed of the coins, batches and matchings (``None``: random, the same on every
+            rank).
+        shard: the global numbers of the components this rank holds (``None``: all).
+        lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move).
+        stabilize: ``projx`` every this many steps (``None``: never).
+        process_group: the ``torch.distributed`` group (default: the world).
+        replica_check_every: compare the replicas across ranks every this many steps.
+        average_gradients: average the gradients over the group after each closure call.
     """
 
-    def __init__(self, params, *, num_components: int, sigma: float, theta: float = 1e-6,
+    def __init__(self, params: Iterable[torch.Tensor | dict],
+                 *, num_components: int, sigma: float, theta: float = 1e-6,
                  batch_size: int | None = None, small_batch: int | None = None,
                  reset_probability: float | None = None, seed: int | None = None,
-                 shard=None, lr: float = 1.0, stabilize: int | None = None, process_group=None,
+                 shard: torch.Tensor | list[int] | None = None, lr: float = 1.0,
+                 stabilize: int | None = None,
+                 process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         if sigma is None:
             raise ValueError("VRJJOBCD needs sigma (>= the Lipschitz constant of the loss)")
@@ -577,7 +658,9 @@ class ColumnJJacobi(OrthoplugOptimizer):
     ``state_dict``).
     """
 
-    def __init__(self, params, *, c, scale: float = 1.0, pairs: str = "cyclic",
+    def __init__(self, params: Iterable[torch.Tensor | dict],
+                 *, c: torch.Tensor | np.ndarray, scale: float = 1.0,
+                 pairs: str = "cyclic",
                  seed: int | None = None, tol: float | None = None, max_boost: float = 4.0,
                  same_sign: bool = True, candidates: int = 8, lr: float = 1.0,
                  stabilize: int | None = None):

@@ -45,6 +45,7 @@ ranks take the same steps.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import geoopt
 import torch
@@ -84,10 +85,12 @@ class OBCD(OrthoplugOptimizer):
 
     working_sets = ("random", "cyclic", "jacobi")
 
-    def __init__(self, params, *, h: SeparableTerm | None = None, working_set: str = "random",
+    def __init__(self, params: Iterable[torch.Tensor | dict],
+                 *, h: SeparableTerm | None = None, working_set: str = "random",
                  alpha: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
                  max_backtracks: int = MAX_REJECTIONS, lr: float = 1.0,
-                 stabilize: int | None = None, seed: int | None = None, process_group=None,
+                 stabilize: int | None = None, seed: int | None = None,
+                 process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):

@@ -61,6 +61,8 @@ slices and takes the same step; ``replica_check_every=N`` compares the replicas 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import geoopt
 import torch
 
@@ -127,12 +129,15 @@ class RSDM(OrthoplugOptimizer):
             before the step.
     """
 
-    def __init__(self, params, lr: float | None = None, r: int | None = None, *,
+    def __init__(self, params: Iterable[torch.Tensor | dict],
+                 lr: float | None = None, r: int | None = None, *,
                  sampling: str = "permutation", retraction: str = "qr", momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-                 schedule="constant", decay_time: float = 1000.0, contraction: float = 0.5,
+                 schedule: str | Callable[[int], float] = "constant", decay_time: float = 1000.0,
+                 contraction: float = 0.5,
                  sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
-                 stabilize: int | None = 1000, seed: int | None = None, process_group=None,
+                 stabilize: int | None = 1000, seed: int | None = None,
+                 process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         defaults = dict(lr=lr, line_search=False, r=r, sampling=sampling, retraction=retraction,
                         momentum=momentum, dampening=dampening, weight_decay=weight_decay,

@@ -41,6 +41,7 @@ blocks and take the same step; ``replica_check_every=N`` compares the replicas e
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 
 import geoopt
 import torch
@@ -134,11 +135,14 @@ class RSSM(OrthoplugOptimizer):
         average_gradients: average the gradients over the group in each step.
     """
 
-    def __init__(self, params, lr: float | str = "auto", *, num_blocks: int | None = None,
-                 blocks=None, schedule="diminishing", decay: float | None = None,
+    def __init__(self, params: Iterable[torch.Tensor | dict],
+                 lr: float | str = "auto", *, num_blocks: int | None = None,
+                 blocks: Sequence[Sequence[int]] | None = None,
+                 schedule: str | Callable[[int], float] = "diminishing", decay: float | None = None,
                  level: float = 0.5, patience: int = 3, shrink: float = 0.5,
                  reorthogonalize: bool = True, stabilize: int | None = None,
-                 seed: int | None = None, process_group=None,
+                 seed: int | None = None,
+                 process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         defaults = dict(lr=lr, auto_lr=False, num_blocks=num_blocks, blocks=blocks,
                         schedule=schedule, decay=decay, level=level, patience=patience,

@@ -172,7 +172,11 @@ class SolverOptimizer(Optimizer):
         seed: seed of the solver's random choices (pairs, matchings, minibatches).
         eval_every: iterations between evaluations of cost / gradient norm / violation.
         stall_evaluations: stop after this many evaluations without relative progress.
-        **options: solver-specific options (see the solver class).
+        stall_tolerance: the relative progress that counts as progress.
+        target_cost: stop once the cost is at most this (``None``: no target).
+        **options: solver-specific options (see the solver class). orthoplug's own optimizers
+            list theirs explicitly in their signatures; this catch-all serves subclasses that
+            set only ``solver_class`` (a plug-in solver).
     """
 
     solver_class: type = None
@@ -184,7 +188,8 @@ class SolverOptimizer(Optimizer):
     def __init__(self, max_time: float = 1000, max_iterations: int = 1000,
                  min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
                  *, seed: int | None = None, eval_every: int | None = None,
-                 stall_evaluations: int = 0, **options):
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None, **options):
         super().__init__(max_time=max_time, max_iterations=max_iterations,
                          min_gradient_norm=min_gradient_norm, verbosity=verbosity,
                          log_verbosity=log_verbosity)
@@ -193,6 +198,7 @@ class SolverOptimizer(Optimizer):
                                    max_iterations=max_iterations,
                                    min_gradient_norm=min_gradient_norm,
                                    stall_evaluations=stall_evaluations,
+                                   stall_tolerance=stall_tolerance, target_cost=target_cost,
                                    log_verbosity=log_verbosity)
         self.make_solver()  # validate the options now, not at run time
 

@@ -25,6 +25,8 @@ methods: read ``result.violation`` with the cost.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from orthoplug.baselines import (
     admm,
     csdm,
@@ -39,6 +41,7 @@ from orthoplug.baselines import (
     umcm,
 )
 from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.nonsmooth import SeparableTerm
 
 from ._pymanopt_base import SolverOptimizer
 
@@ -52,11 +55,11 @@ class _LipschitzOptimizer(SolverOptimizer):
 
     geometries = (StiefelGeometry,)
 
-    def __init__(self, *args, lipschitz: float | None = None, **kwargs):
+    def __init__(self, lipschitz: float | None, **options):
         if lipschitz is not None and not lipschitz > 0:
             raise ValueError(f"lipschitz must be > 0, got {lipschitz!r}")
         self.lipschitz = lipschitz
-        super().__init__(*args, **kwargs)
+        super().__init__(**options)
 
     def oracle_for(self, problem):
         oracle = super().oracle_for(problem)
@@ -65,125 +68,377 @@ class _LipschitzOptimizer(SolverOptimizer):
 
 
 class ManPG(_LipschitzOptimizer):
-    """ManPG (manifold proximal gradient) for ``f + h`` on St(n, r).
+    """ManPG (manifold proximal gradient) for ``f + h`` on St(n, r)
+    (:class:`orthoplug.baselines.manpg.ManPG`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.baselines.manpg.ManPG`): ``h``, ``step`` (t; default
-    ``1/L``, then ``lipschitz`` is required), ``grow``, ``newton_tol``; ``lipschitz``: L of ∇f.
     The log's ``gradient_norm`` is ManPG's ``‖D‖_F / t``.
+
+    Args:
+        h: the separable nonsmooth term of :mod:`orthoplug.nonsmooth` (default zero).
+        step_size: t (default ``1/L``; then ``lipschitz`` is required).
+        grow: factor applied to t after a step without backtracking (1 disables).
+        newton_tol: tolerance of ``‖XᵀD + DᵀX‖_F`` in the direction solve.
+        lipschitz: L of ∇f, given to the problem's oracle (a structured ``run(problem,
+            oracle=...)`` brings its own).
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = manpg.ManPG
 
+    def __init__(self, h: SeparableTerm | None = None, *, step_size: float | None = None,
+                 grow: float = 1.01, newton_tol: float = 1e-8, lipschitz: float | None = None,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(lipschitz, max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         h=h, step_size=step_size, grow=grow, newton_tol=newton_tol)
+
 
 class LADMM(_LipschitzOptimizer):
-    """Linearised ADMM for ``f + h`` on St(n, r).
+    """Linearised ADMM for ``f + h`` on St(n, r)
+    (:class:`orthoplug.baselines.ladmm.LADMM`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.baselines.ladmm.LADMM`): ``h``, ``penalty``; ``lipschitz``:
-    L of ∇f (required without a structured oracle). The log's ``gradient_norm`` is the splitting
-    residual ``‖X − Y‖_F``.
+    ``lipschitz`` is required without a structured oracle. The log's ``gradient_norm`` is the
+    splitting residual ``‖X − Y‖_F``.
+
+    Args:
+        h: the separable nonsmooth term of :mod:`orthoplug.nonsmooth` (default zero).
+        penalty: the ADMM penalty as a multiple of L.
+        lipschitz: L of ∇f, given to the problem's oracle (a structured ``run(problem,
+            oracle=...)`` brings its own).
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = ladmm.LADMM
 
+    def __init__(self, h: SeparableTerm | None = None, *, penalty: float = 2.0,
+                 lipschitz: float | None = None,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(lipschitz, max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         h=h, penalty=penalty)
+
 
 class RADMM(_LipschitzOptimizer):
-    """Riemannian ADMM for ``f + h`` on St(n, r).
+    """Riemannian ADMM for ``f + h`` on St(n, r)
+    (:class:`orthoplug.baselines.radmm.RADMM`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.baselines.radmm.RADMM`): ``h``, ``penalty``, ``smoothing``;
-    ``lipschitz``: L of ∇f (required without a structured oracle).
+    ``lipschitz`` is required without a structured oracle.
+
+    Args:
+        h: the separable nonsmooth term of :mod:`orthoplug.nonsmooth` (default zero).
+        smoothing: the Moreau smoothing μ as a multiple of 1/ρ.
+        penalty: the ADMM penalty ρ as a multiple of L.
+        lipschitz: L of ∇f, given to the problem's oracle (a structured ``run(problem,
+            oracle=...)`` brings its own).
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = radmm.RADMM
 
+    def __init__(self, h: SeparableTerm | None = None, *, smoothing: float = 0.1,
+                 penalty: float = 2.0, lipschitz: float | None = None,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(lipschitz, max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         h=h, smoothing=smoothing, penalty=penalty)
+
 
 class PSM(_LipschitzOptimizer):
-    """Penalty splitting for ``f + h`` on St(n, r).
+    """Penalty splitting for ``f + h`` on St(n, r)
+    (:class:`orthoplug.baselines.psm.PSM`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.baselines.psm.PSM`): ``h``, ``penalty``, ``growth``,
-    ``max_penalty``; ``lipschitz``: L of ∇f (required without a structured oracle).
+    ``lipschitz`` is required without a structured oracle.
+
+    Args:
+        h: the separable nonsmooth term of :mod:`orthoplug.nonsmooth` (default zero).
+        penalty: the first penalty β as a multiple of L.
+        growth: factor ≥ 1 applied to β after every iteration whose ``Y⁺ ≠ X⁺``.
+        max_penalty: cap of β as a multiple of L.
+        lipschitz: L of ∇f, given to the problem's oracle (a structured ``run(problem,
+            oracle=...)`` brings its own).
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = psm.PSM
 
+    def __init__(self, h: SeparableTerm | None = None, *, penalty: float = 1.0,
+                 growth: float = 1.01, max_penalty: float = 1e4, lipschitz: float | None = None,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(lipschitz, max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         h=h, penalty=penalty, growth=growth, max_penalty=max_penalty)
+
 
 class RSubGrad(SolverOptimizer):
-    """The full Riemannian subgradient method on St(n, p) (polar retraction).
+    """The full Riemannian subgradient method on St(n, p) (polar retraction)
+    (:class:`orthoplug.baselines.rsubgrad.RSubGrad`: the math and the rules of every option).
 
-    Options: the step rules of RSSM (``step_size``, ``schedule``, ``decay``, ``level``,
-    ``patience``, ``shrink``), ``h``, ``return_best`` (see
-    :class:`orthoplug.baselines.rsubgrad.RSubGrad`). The problem's autodiff gradient is the
-    subgradient.
+    The problem's autodiff gradient is the subgradient; the step rules are RSSM's.
+
+    Args:
+        step_size: γ₀, or ``"auto"``: a first step of Frobenius length 0.5.
+        schedule: ``"constant"``, ``"diminishing"``, ``"geometric"``, a callable
+            ``k -> γ_k``, or the adaptive ``"polyak"`` / ``"geometric-restart"``.
+        decay: β of the geometric schedules per iteration (``None``: the solver's).
+        level: ``"polyak"``'s ``δ₀/|f(X₀)|``.
+        patience: epochs without progress before an adaptive rule acts.
+        shrink: ``"geometric-restart"``'s step factor at a restart.
+        h: the separable nonsmooth term of :mod:`orthoplug.nonsmooth` (default zero).
+        return_best: return the best point seen rather than the last.
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = rsubgrad.RSubGrad
     geometries = (StiefelGeometry,)
 
+    def __init__(self, *, step_size: float | str = "auto",
+                 schedule: str | Callable[[int], float] = "diminishing",
+                 decay: float | None = None, level: float = 0.5, patience: int = 3,
+                 shrink: float = 0.5, h: SeparableTerm | None = None, return_best: bool = False,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         step_size=step_size, schedule=schedule, decay=decay, level=level,
+                         patience=patience, shrink=shrink, h=h, return_best=return_best)
+
 
 class Landing(SolverOptimizer):
-    """The landing method (retraction-free, infeasible) from a point of St(n, p).
+    """The landing method (retraction-free, infeasible) from a point of St(n, p)
+    (:class:`orthoplug.baselines.landing.Landing`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.baselines.landing.Landing`): ``step_size``, ``penalty``,
-    ``safe_distance``.
+    Args:
+        step_size: η > 0.
+        penalty: λ > 0 (attraction to the manifold).
+        safe_distance: ε ∈ (0, 1): the iterates keep ``‖XᵀX − I‖_F ≤ ε``.
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = landing.Landing
     geometries = (StiefelGeometry,)
 
+    def __init__(self, *, step_size: float = 0.1, penalty: float = 1.0,
+                 safe_distance: float = 0.5,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         step_size=step_size, penalty=penalty, safe_distance=safe_distance)
+
 
 class PCAL(SolverOptimizer):
-    """PCAL (proximal linearised augmented Lagrangian, infeasible) from a point of St(n, p).
+    """PCAL (proximal linearised augmented Lagrangian, infeasible) from a point of St(n, p)
+    (:class:`orthoplug.baselines.pcal.PCAL`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.baselines.pcal.PCAL`): ``penalty``, ``step_size``
-    (``"bb"`` or a number).
+    Args:
+        penalty: λ > 0.
+        step_size: ``"bb"`` (Barzilai–Borwein) or a fixed α > 0.
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = pcal.PCAL
     geometries = (StiefelGeometry,)
 
+    def __init__(self, *, penalty: float = 1.0, step_size: float | str = "bb",
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         penalty=penalty, step_size=step_size)
+
 
 class RCD(SolverOptimizer):
     """Givens-rotation coordinate descent on St(n, p) (one sweep of all row pairs per
-    iteration).
+    iteration; :class:`orthoplug.baselines.rcd.RCD`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.baselines.rcd.RCD`): ``step_size``,
-    ``gradient="sweep"|"round"``.
+    Args:
+        step_size: η > 0.
+        gradient: ``"sweep"`` (linearised) or ``"round"``.
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = rcd.RCD
     geometries = (StiefelGeometry,)
 
+    def __init__(self, *, step_size: float = 0.1, gradient: str = "sweep",
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         step_size=step_size, gradient=gradient)
+
 
 class ADMM(SolverOptimizer):
     """Linearised ADMM with the splitting ``Y = JX`` (infeasible) on O(J) / the indefinite
-    Stiefel set.
+    Stiefel set (:class:`orthoplug.baselines.admm.ADMM`: the math and the rules of every
+    option).
 
-    Options (see :class:`orthoplug.baselines.admm.ADMM`): ``beta`` (β₀, a
-    :class:`~orthoplug.baselines.admm.PenaltySchedule` or a dict of its options),
-    ``lipschitz`` (default: a local estimate at the start).
+    Args:
+        beta: β₀, a :class:`~orthoplug.baselines.admm.PenaltySchedule` or a dict of its options.
+        lipschitz: the linearisation constant (``None``: a local estimate at the start).
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = admm.ADMM
     geometries = admm.J_GEOMETRIES
 
+    def __init__(self, *, beta: float | admm.PenaltySchedule | dict = 1e4,
+                 lipschitz: float | None = None,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         beta=beta, lipschitz=lipschitz)
+
 
 class UMCM(SolverOptimizer):
     """The unconstrained multiplier correction method (Adagrad, infeasible) on O(J) / the
-    indefinite Stiefel set.
+    indefinite Stiefel set (:class:`orthoplug.baselines.umcm.UMCM`: the math and the rules of
+    every option).
 
-    Options (see :class:`orthoplug.baselines.umcm.UMCM`): ``lr``, ``lr_decay``, ``beta``,
-    ``hvp`` (``"auto"`` uses finite differences of the problem's gradient).
+    Args:
+        lr: Adagrad learning rate.
+        lr_decay: Adagrad's learning-rate decay.
+        beta: initial penalty, a :class:`~orthoplug.baselines.admm.PenaltySchedule` or a dict
+            of its options.
+        hvp: ``"auto"`` (finite differences of the problem's gradient), ``"closed"``,
+            ``"autograd"`` or ``"finite-difference"``.
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = umcm.UMCM
     geometries = admm.J_GEOMETRIES
 
+    def __init__(self, *, lr: float = 5e-3, lr_decay: float = 0.0,
+                 beta: float | admm.PenaltySchedule | dict = 1e2, hvp: str = "auto",
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         lr=lr, lr_decay=lr_decay, beta=beta, hvp=hvp)
+
 
 class CSDM(SolverOptimizer):
     """Adagrad on the reduced hyperbolic-CS parameters of ``X = X₀ Y(ψ)`` (feasible) on O(J) /
-    the indefinite Stiefel set.
+    the indefinite Stiefel set (:class:`orthoplug.baselines.csdm.CSDM`: the math and the rules
+    of every option).
 
-    Options (see :class:`orthoplug.baselines.csdm.CSDM`): ``lr``, ``lr_decay``, ``layers``.
+    Args:
+        lr: Adagrad learning rate.
+        lr_decay: Adagrad's learning-rate decay.
+        layers: Givens brick layers per orthogonal factor (≥ 1).
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = csdm.CSDM
     geometries = admm.J_GEOMETRIES
+
+    def __init__(self, *, lr: float = 5e-3, lr_decay: float = 0.0, layers: int = 1,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         lr=lr, lr_decay=lr_decay, layers=layers)

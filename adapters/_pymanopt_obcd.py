@@ -34,20 +34,52 @@ __all__ = ["OBCD", "SparseOBCD"]
 
 
 class OBCD(SolverOptimizer):
-    """OBCD as a pymanopt optimizer on ``Stiefel``, ``SpecialOrthogonalGroup`` (as St(n, n)).
+    """OBCD as a pymanopt optimizer on ``Stiefel``, ``SpecialOrthogonalGroup`` (as St(n, n))
+    (:class:`orthoplug.solvers.obcd.OBCD`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.solvers.obcd.OBCD`): ``h`` (default zero), ``k`` (2),
-    ``working_set="random"|"cyclic"|"jacobi"``, ``curvature="exact"|"scalar"``, ``alpha``
-    (1e-5), ``sigma``, ``sweeps``, ``refresh_every``. The result's ``cost`` (and the log's
-    ``cost`` column) is ``f + h``; ``result.h_value``/``result.f_value`` hold the parts and the
-    log's ``iterations["h"]`` the h column. ``result.violation`` is ``‖XᵀX − I‖_F``.
+    The result's ``cost`` (and the log's ``cost`` column) is ``f + h``;
+    ``result.h_value``/``result.f_value`` hold the parts and the log's ``iterations["h"]`` the h
+    column. ``result.violation`` is ``‖XᵀX − I‖_F``.
 
     Note: on ``SpecialOrthogonalGroup`` OBCD's reflections leave SO(n) for O(n) (same ``f``
     values on a square Stiefel manifold); use ``h`` and ``f`` that are defined on O(n).
+
+    Args:
+        h: the separable nonsmooth term (default zero).
+        k: block size, ``2 ≤ k ≤ n``.
+        working_set: ``"random"``, ``"cyclic"`` or ``"jacobi"``.
+        curvature: ``"exact"`` or ``"scalar"``.
+        alpha: proximal weight α > 0.
+        sigma: fixed scalar curvature σ (``None``: the solver's rule).
+        sweeps: pair sweeps of the local method (k > 2, h ≠ 0).
+        refresh_every: recompute the fast path's ``CX`` every this many iterations.
+        candidates: pairs compared per greedy iteration.
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = _obcd.OBCD
     geometries = (StiefelGeometry,)
+
+    def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
+                 working_set: str = "random", curvature: str = "exact", alpha: float = 1e-5,
+                 sigma: float | None = None, sweeps: int = 2, refresh_every: int = 10_000,
+                 candidates: int = 8,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         h=h, k=k, working_set=working_set, curvature=curvature, alpha=alpha,
+                         sigma=sigma, sweeps=sweeps, refresh_every=refresh_every,
+                         candidates=candidates)
 
     def run(self, problem, *, initial_point=None, oracle=None):
         result = super().run(problem, initial_point=initial_point, oracle=oracle)
@@ -94,11 +126,14 @@ class SparseOBCD(OBCD):
         seed: seed of the pairs, column matchings and start sweeps.
         eval_every: pair steps between evaluations (default: OBCD's).
         stall_evaluations: stop after this many evaluations without relative progress.
+        stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = _obcd_layer.SparseOBCD
 
-    def __init__(self, h: SeparableTerm | None = None, *, starts=("diagonal", "pca"),
+    def __init__(self, h: SeparableTerm | None = None, *,
+                 starts: tuple[str, ...] = ("diagonal", "pca"),
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
                  prox_steps: int | str = "auto", split_steps: int | str = "auto",
                  split_smoothing: float | str = "auto", split_from: str = "auto",
@@ -106,14 +141,16 @@ class SparseOBCD(OBCD):
                  refresh_every: int = 10_000, max_time: float = 1000,
                  max_iterations: int = 1000, min_gradient_norm: float = 1e-6,
                  verbosity: int = 0, log_verbosity: int = 0, seed: int | None = None,
-                 eval_every: int | None = None, stall_evaluations: int = 0):
-        super().__init__(max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity,
-                         seed=seed, eval_every=eval_every, stall_evaluations=stall_evaluations,
-                         h=h, starts=starts, candidates=candidates, column_every=column_every,
-                         start_sweeps=start_sweeps, prox_steps=prox_steps,
-                         split_steps=split_steps, split_smoothing=split_smoothing,
-                         split_from=split_from, partition=partition, alpha=alpha,
-                         refresh_every=refresh_every)
+                 eval_every: int | None = None, stall_evaluations: int = 0,
+                 stall_tolerance: float = 1e-15, target_cost: float | None = None):
+        # OBCD's options are not SparseOBCD's: the base takes them all by name
+        SolverOptimizer.__init__(
+            self, max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity,
+            seed=seed, eval_every=eval_every, stall_evaluations=stall_evaluations,
+            stall_tolerance=stall_tolerance, target_cost=target_cost, h=h, starts=starts,
+            candidates=candidates, column_every=column_every, start_sweeps=start_sweeps,
+            prox_steps=prox_steps, split_steps=split_steps, split_smoothing=split_smoothing,
+            split_from=split_from, partition=partition, alpha=alpha, refresh_every=refresh_every)
 
     def run(self, problem, *, initial_point=None, oracle=None):
         result = super().run(problem, initial_point=initial_point, oracle=oracle)

@@ -29,6 +29,8 @@ iterations here and N ``step(closure)`` calls there give the same iterates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from orthoplug.geometry.stiefel import GrassmannGeometry, StiefelGeometry
 from orthoplug.solvers import rsdm
 
@@ -38,7 +40,9 @@ __all__ = ["RSDM"]
 
 
 class RSDM(SolverOptimizer):
-    """Riemannian random submanifold descent (RSDM-P / RSDM-O) for pymanopt problems.
+    """Riemannian random submanifold descent (RSDM-P / RSDM-O) for pymanopt problems
+    (:class:`~orthoplug.solvers.rsdm.RSDM`, and :class:`~orthoplug.solvers.rsdm.StochasticRSDM`
+    with ``batch_size``: the math and the rules of every option).
 
     Args:
         r: slice dimension, ``2 ≤ r ≤ n``; default ``max(2, round(√(np)/2))``
@@ -48,12 +52,22 @@ class RSDM(SolverOptimizer):
             tuning (for the stochastic variant: η = 1 with the ``schedule``, default constant).
         retraction: on O(r): ``"qr"``, ``"polar"``, ``"cayley"``, ``"exp"``.
         line_search: ``None``, ``"armijo"`` or ``"polar"``.
+        contraction: Armijo's β ∈ (0, 1).
+        sufficient_decrease: Armijo's c ∈ (0, 1).
+        max_backtracks: trials per iteration before the step is skipped.
+        reorthonormalize_every: replace X by its polar factor every this many iterations
+            (``None``: never).
+        refresh_every: iterations between recomputations of a quadratic oracle's ``CX``.
         batch_size: minibatch size for the stochastic variant (``None``: deterministic).
-        **kwargs: pymanopt's ``max_time``, ``max_iterations``, ``min_gradient_norm``,
-            ``verbosity``, ``log_verbosity``; orthoplug's ``seed``, ``eval_every``,
-            ``stall_evaluations``; and the other options of
-            :class:`~orthoplug.solvers.rsdm.RSDM` / :class:`~orthoplug.solvers.rsdm.StochasticRSDM`
-            (``contraction``, ``schedule``, ``decay_time``, ...).
+        schedule: the stochastic variant's step decay ``s(k)`` (``batch_size`` only).
+        decay_time: the stochastic variant's t0 > 0 (``batch_size`` only).
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
+
+    Raises:
+        ValueError: ``schedule`` or ``decay_time`` changed without a ``batch_size``.
     """
 
     solver_class = rsdm.RSDM
@@ -61,9 +75,30 @@ class RSDM(SolverOptimizer):
 
     def __init__(self, r: int | None = None, sampling: str = "permutation", *,
                  step_size: float | None = None, retraction: str = "qr",
-                 line_search: str | None = None, batch_size: int | None = None, **kwargs):
+                 line_search: str | None = None, contraction: float = 0.5,
+                 sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
+                 reorthonormalize_every: int | None = None, refresh_every: int = 10_000,
+                 batch_size: int | None = None,
+                 schedule: str | Callable[[int], float] = "constant", decay_time: float = 1000.0,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        stochastic = {}
         if batch_size is not None:
             self.solver_class = rsdm.StochasticRSDM
-            kwargs["batch_size"] = batch_size
-        super().__init__(r=r, sampling=sampling, step_size=step_size, retraction=retraction,
-                         line_search=line_search, **kwargs)
+            stochastic = dict(batch_size=batch_size, schedule=schedule, decay_time=decay_time)
+        elif schedule != "constant" or decay_time != 1000.0:
+            raise ValueError("schedule and decay_time are options of the stochastic variant: "
+                             "give a batch_size")
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         r=r, sampling=sampling, step_size=step_size, retraction=retraction,
+                         line_search=line_search, contraction=contraction,
+                         sufficient_decrease=sufficient_decrease, max_backtracks=max_backtracks,
+                         reorthonormalize_every=reorthonormalize_every,
+                         refresh_every=refresh_every, **stochastic)

@@ -34,12 +34,14 @@ then optimises one block with the rest frozen::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import StiefelBlockGeometry
+from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.oracles import ColumnOracle
 from orthoplug.solvers import rssm as _rssm
 
@@ -49,20 +51,59 @@ __all__ = ["RSSM", "StiefelBlock"]
 
 
 class RSSM(SolverOptimizer):
-    """RSSM (randomized submanifold subgradient method) as a pymanopt optimizer.
+    """RSSM (randomized submanifold subgradient method) as a pymanopt optimizer
+    (:class:`orthoplug.solvers.rssm.RSSM`: the math and the rules of every option).
 
-    Options (see :class:`orthoplug.solvers.rssm.RSSM`): ``num_blocks`` (ℓ, default
-    ``min(4, p)``) or ``blocks`` (explicit partition), ``step_size`` (γ₀ or ``"auto"``, the
-    default: first step of Frobenius length 0.5), ``schedule="constant"|"diminishing"|"geometric"``
-    (default diminishing ``γ₀/√(k+1)``) or the adaptive ``"polyak"`` / ``"geometric-restart"``
-    (with ``level``, ``patience``, ``shrink``), ``decay`` (geometric β per iteration; default
-    ``0.98^(2/ℓ)``), ``h`` (a term of :mod:`orthoplug.nonsmooth`), ``return_best``,
-    ``reorthogonalize``. The result carries ``solver_result`` (history with ``best_cost``; info
-    with ``best_cost``, ``best_iteration``) and ``violation``.
+    The result carries ``solver_result`` (history with ``best_cost``; info with ``best_cost``,
+    ``best_iteration``) and ``violation``.
+
+    Args:
+        num_blocks: ℓ, the number of column blocks (``None``: ``min(4, p)``).
+        blocks: an explicit partition of the columns (instead of ``num_blocks``).
+        reorthogonalize: project the step off the fixed columns before the polar factor.
+        refresh_every: re-orthonormalise the iterate (``polar(X)``) every this many
+            iterations (0: never).
+        pairs: how the block pairs are drawn: ``"uniform"`` or ``"matching"``.
+        step_size: γ₀, or ``"auto"``: a first step of Frobenius length 0.5.
+        schedule: ``"constant"``, ``"diminishing"`` (``γ₀/√(k+1)``), ``"geometric"``, a
+            callable ``k -> γ_k``, or the adaptive ``"polyak"`` / ``"geometric-restart"``.
+        decay: β of the geometric schedules per iteration (``None``: ``0.98^(2/ℓ)``).
+        level: ``"polyak"``'s ``δ₀/|f(X₀)|``.
+        patience: epochs without progress before ``"polyak"`` halves δ or
+            ``"geometric-restart"`` restarts.
+        shrink: ``"geometric-restart"``'s step factor at a restart.
+        h: a term of :mod:`orthoplug.nonsmooth` added to the problem's cost.
+        return_best: return the best point seen rather than the last.
+        max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
+        seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
+            :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
     solver_class = _rssm.RSSM
     geometries = (StiefelGeometry,)
+
+    def __init__(self, *, num_blocks: int | None = None,
+                 blocks: Sequence[Sequence[int]] | None = None, reorthogonalize: bool = True,
+                 refresh_every: int = 0, pairs: str = "uniform",
+                 step_size: float | str = "auto",
+                 schedule: str | Callable[[int], float] = "diminishing",
+                 decay: float | None = None, level: float = 0.5, patience: int = 3,
+                 shrink: float = 0.5, h: SeparableTerm | None = None, return_best: bool = False,
+                 max_time: float = 1000, max_iterations: int = 1000,
+                 min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
+                 seed: int | None = None, eval_every: int | None = None,
+                 stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
+                 target_cost: float | None = None):
+        super().__init__(max_time=max_time, max_iterations=max_iterations,
+                         min_gradient_norm=min_gradient_norm, verbosity=verbosity,
+                         log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
+                         stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
+                         target_cost=target_cost,
+                         num_blocks=num_blocks, blocks=blocks, reorthogonalize=reorthogonalize,
+                         refresh_every=refresh_every, pairs=pairs, step_size=step_size,
+                         schedule=schedule, decay=decay, level=level, patience=patience,
+                         shrink=shrink, h=h, return_best=return_best)
 
     def oracle_for(self, problem):
         """A :class:`~orthoplug.oracles.columns.ColumnOracle` (column access) from the problem's
