@@ -3,9 +3,9 @@
 Every matrix of a (batched) parameter is updated in each ``step``: ``JJOBCD`` applies one random
 perfect matching of the rows per matrix, ``GSJOBCD`` one pair per matrix from the parameter's
 :class:`~orthoplug.solvers.pairs.PairQueue`. All pairs of all matrices are solved in one batched
-exact call (:func:`orthoplug.solvers.jobcd.jacobi_step`). Rows of different matrices are disjoint
-coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever σ bounds
-the Lipschitz constant of the whole loss.
+exact call (:func:`orthoplug.solvers.jobcd_steps.jacobi_step`). Rows of different matrices are
+disjoint coordinates, so the scalar curvature ``σ‖X[B]‖₂²`` majorises the joint change whenever
+σ bounds the Lipschitz constant of the whole loss.
 
 ``side="column"`` (square matrices only) takes the pairs among the columns instead: the same
 step on the transposed matrix and gradient (see :mod:`orthoplug.solvers.jobcd`).
@@ -29,7 +29,7 @@ With ``sigma=None`` σ starts at ``sigma0`` and is doubled
 the loss; pass ``sigma`` (≥ the Lipschitz constant) to skip that check and its extra closure call.
 ``sigma_shrink < 1`` (without ``sigma``) makes σ adaptive: multiplied by ``sigma_shrink`` after
 each accepted step, doubled on each rejection, so steps stay monotone. The σ rule is the core
-solvers' :class:`~orthoplug.solvers.steps.SigmaBacktracking` (one per parameter, its state in
+solvers' :class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking` (one per parameter, its state in
 the parameter's ``state``).
 
 **Same method as the core solvers.** With the same ``seed``, start and options (bar
@@ -138,12 +138,12 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
         lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move), default 1.
         stabilize: ``projx`` every this many steps (``None``: never).
         max_backtracks: doublings of σ in a row before giving up (default
-            :data:`~orthoplug.solvers.steps.MAX_REJECTIONS`, as in the core solvers).
+            :data:`~orthoplug.solvers.sigma_rules.MAX_REJECTIONS`, as in the core solvers).
         seed: seed of the pair draws (``None``: random, the same on every rank).
         side: ``"row"`` or ``"column"`` (square matrices).
         sigma_shrink: adaptive σ when < 1 (without a fixed ``sigma``).
         sigma_rule: ``"backtracking"`` (default, with ``sigma_shrink``), ``"fit"``
-            (:class:`~orthoplug.solvers.steps.SigmaFit`, without a fixed ``sigma``) or
+            (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`, without a fixed ``sigma``) or
             ``"auto"`` (``"fit"`` without a fixed ``sigma`` when ``sigma_shrink == 1``), as the
             core solvers' option. The default differs from the core solvers' (``"auto"``): a
             closure may compute a minibatch loss, whose noise the refit would follow.
@@ -478,7 +478,7 @@ class VRJJOBCD(JJOBCD):
     ``backward()`` and return it — at the current point, and, for the variance-reduced update,
     also at the previous point (the optimizer swaps the parameters in and out). ``sigma``
     (≥ the Lipschitz constant) is required. The coins and minibatches are the core solver's
-    (:class:`~orthoplug.solvers.jobcd.PageSchedule`). The number of component gradients used
+    (:class:`~orthoplug.solvers.jobcd_steps.PageSchedule`). The number of component gradients used
     is kept in ``component_gradients``.
 
     Data parallel (:mod:`orthoplug.distributed`): every rank draws the same PAGE coins and the

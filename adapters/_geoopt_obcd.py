@@ -31,7 +31,7 @@ own optimizer (e.g. ``torch.optim.SGD``).
 ``backward()`` and returns it (``ValueError`` without one or if it writes no gradient).
 With ``sigma=None`` σ starts at ``sigma0`` and is doubled (the
 step redone) until the loss at the new point is below the linear-plus-quadratic model
-(:class:`~orthoplug.solvers.steps.SigmaBacktracking`, one σ per parameter, saved in
+(:class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking`, one σ per parameter, saved in
 ``state_dict``), which costs one extra closure call per step; pass ``sigma`` to skip it. The step
 returns the loss at the old point; ``optimizer.last_h`` holds ``h`` at the new point. A
 non-finite loss or gradient raises ``FloatingPointError`` naming it, with the parameters left at

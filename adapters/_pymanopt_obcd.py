@@ -1,5 +1,5 @@
 """pymanopt front-ends for OBCD (:class:`orthoplug.solvers.obcd.OBCD`) and SparseOBCD
-(:class:`orthoplug.solvers.obcd_layer.SparseOBCD`).
+(:class:`orthoplug.solvers.sparse_obcd.SparseOBCD`).
 
 The pymanopt ``Problem``'s cost is the smooth part ``f``; the nonsmooth part is the optimizer's
 ``h`` (a term of :mod:`orthoplug.nonsmooth`)::
@@ -26,7 +26,7 @@ from __future__ import annotations
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.solvers import obcd as _obcd
-from orthoplug.solvers import sparse_obcd as _obcd_layer
+from orthoplug.solvers import sparse_obcd
 
 from ._pymanopt_base import SolverOptimizer
 
@@ -92,7 +92,7 @@ class SparseOBCD(OBCD):
     """SparseOBCD as a pymanopt optimizer on ``Stiefel`` (and ``SpecialOrthogonalGroup`` as
     St(n, n)): the start stages (candidates, prox or splitting, partition search), then OBCD's
     exact pair steps on greedy pairs with column sweeps — the pipeline of
-    :class:`orthoplug.solvers.obcd_layer.SparseOBCD`, whose docstring gives each stage and its
+    :class:`orthoplug.solvers.sparse_obcd.SparseOBCD`, whose docstring gives each stage and its
     budget.
 
     Its data starts, column sweeps and the fast pair loop need ``f = s·tr(XᵀCX)``: pass
@@ -101,7 +101,7 @@ class SparseOBCD(OBCD):
     ``f + h`` (``result.h_value``, ``result.f_value``: the parts); ``result.stages`` lists each
     stage's iterations, gradient evaluations and share of the decrease of F.
 
-    The stage options are those of :class:`orthoplug.solvers.obcd_layer.SparseOBCD`.
+    The stage options are those of :class:`orthoplug.solvers.sparse_obcd.SparseOBCD`.
 
     Args:
         h: the separable term (default zero).
@@ -130,7 +130,7 @@ class SparseOBCD(OBCD):
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
     """
 
-    solver_class = _obcd_layer.SparseOBCD
+    solver_class = sparse_obcd.SparseOBCD
 
     def __init__(self, h: SeparableTerm | None = None, *,
                  starts: tuple[str, ...] = ("diagonal", "pca"),
