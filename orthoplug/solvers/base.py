@@ -462,7 +462,7 @@ class ScalarCurvature:
         (0.45–0.75 on HSPP). With SigmaFit's optimistic σ the trial after an acceptance is
         accepted in 0.16–0.39 of the cases on HSPP (mild failures keep the boldness) and the
         one after a rejection in 0.48–0.65 (J-JOBCD, quick scale, seeds 0–2, 1 s;
-        ``docs/results.md``, issue #17), so there it seldom fuses. The iterates do not depend
+        ``docs/results.md``), so there it seldom fuses. The iterates do not depend
         on it.
         """
         run.trial_value = run.trial_gradient = None

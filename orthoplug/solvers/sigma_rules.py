@@ -136,7 +136,7 @@ class SigmaFit(SigmaBacktracking):
     −1.7 and 39–100 % of them are mild, quick scale, seeds 0–2, 1 s) keeps the boldness, so
     the long steps go on.
 
-    The defaults (issue #17, ``docs/results.md``): ``fraction`` is Armijo's 1e-4 (pymanopt's
+    The defaults (evidence in ``docs/results.md``): ``fraction`` is Armijo's 1e-4 (pymanopt's
     line search uses the same), ``optimism`` 8. With ``fraction = 0.5, optimism = 1`` J-JOBCD
     rejected a third of its steps on HSPP, and its accepted steps, fitted to ``σ = L``, led it
     into worse local minima than SD's and CG's longer steps (quick scale, 1 s: up to +7.5 %

@@ -117,7 +117,7 @@ DEFAULT_SIGMA0 = 0.1
 #: (:class:`~orthoplug.adapters.geoopt.JJOBCD` ``precondition="adam"``, σ = 1/lr, no descent
 #: check), 16 rounds of a random round robin per gradient, lr :data:`DEFAULT_RELATION_LR`
 #: ``["JJOBCD"]``. At equal epochs its mean test MRR over three seeds was at least the best
-#: geoopt-RAdam's on Nations, Kinships and UMLS (docs/results.md, issue #17).
+#: geoopt-RAdam's on Nations, Kinships and UMLS (docs/results.md).
 #: ``precondition=None`` gives the unpreconditioned J-JOBCD (σ backtracking from ``sigma0``).
 DEFAULT_PRECONDITION = "adam"
 #: Rounds of a random round robin per gradient of :func:`train_ultrae`'s preconditioned J-JOBCD.
