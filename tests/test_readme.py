@@ -43,5 +43,7 @@ def test_main_job_is_the_quick_benchmark():
     plan = runner.plan("quick", scale="quick")
     assert {exp.name for exp, _, _ in plan.items} == {
         "hevp-tracemin", "hevp-paper", "hspp", "ultrae", "l0-spca", "l1-spca", "nn-pca",
-        "procrustes", "pca", "qap", "orthonet", "dpcp", "l1-spca-rssm"}
+        "procrustes", "pca", "qap", "orthonet", "dpcp", "l1-spca-rssm", "quadratic-oj",
+        "quadratic-sparse", "smooth-oj", "l1-spca-general", "pca-general", "procrustes-general",
+        "dpcp-general"}
     assert all(instances for _, instances, _ in plan.items)

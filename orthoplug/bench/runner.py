@@ -16,9 +16,10 @@ from pathlib import Path
 from orthoplug import warm_up
 from orthoplug.bench.core import SCALES, Experiment, Instance, Method, Record, pymanopt_method
 
-__all__ = ["SUITES", "Plan", "experiments_of", "plan", "run_plan", "read_records", "emit_row"]
+__all__ = ["SUITES", "Plan", "experiments_of", "plan", "run_plan", "read_records", "emit_row",
+           "archive_run"]
 
-SUITES = ("jobcd", "obcd", "rsdm", "rssm")
+SUITES = ("jobcd", "obcd", "rsdm", "rssm", "general")
 RESULTS = "results.jsonl"
 _log = logging.getLogger("orthoplug.bench")
 
@@ -198,6 +199,43 @@ def read_records(path: str | Path) -> list[dict]:
         if missing:
             raise ValueError(f"{path}:{k}: record lacks {sorted(missing)}")
         out.append(rec)
+    return out
+
+
+def archive_run(run_dir: str | Path, out: str | Path, *, provenance: str,
+                exclude_suites: Iterable[str] = (), max_points: int = 50) -> Path:
+    """Write a run's records as one JSON file for ``docs/results``: ``{"command",
+    "provenance", "environment", "records"}`` (the command's ``--out`` folder by its name
+    alone: no path of this machine).
+
+    Args:
+        run_dir: an ``orthoplug-bench`` output folder (``results.jsonl`` and ``run.json``).
+        out: the file to write.
+        provenance: a sentence on where and how the run was made (shown on the pages).
+        exclude_suites: suites whose records are left out.
+        max_points: each record's (time, objective) history is thinned to at most this many
+            points, evenly spaced in index, the first and last kept.
+
+    Returns:
+        The path written.
+    """
+    run_dir = Path(run_dir)
+    meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    records = [r for r in read_records(run_dir) if r["suite"] not in set(exclude_suites)]
+    for rec in records:
+        hist = rec["history"]
+        size = len(hist["time"])
+        if size > max_points:
+            keep = sorted({round(i * (size - 1) / (max_points - 1)) for i in range(max_points)})
+            rec["history"] = {k: [v[i] for i in keep] for k, v in hist.items()
+                              if k in ("time", "objective")}
+    argv = list(meta["argv"])
+    if "--out" in argv[:-1]:
+        argv[argv.index("--out") + 1] = Path(argv[argv.index("--out") + 1]).name
+    out = Path(out)
+    out.write_text(json.dumps({"command": " ".join(argv), "provenance": provenance,
+                               "environment": {k: v for k, v in meta.items() if k != "argv"},
+                               "records": records}, indent=None) + "\n", encoding="utf-8")
     return out
 
 

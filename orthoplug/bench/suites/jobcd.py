@@ -84,7 +84,8 @@ from orthoplug.solvers.base import IterativeSolver
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
 
 __all__ = ["EXPERIMENTS", "HEVPTraceMin", "HEVPPaper", "HSPPExperiment", "HEVP_SIZES",
-           "SOLVERS", "build_solver", "hevp_data", "make_c"]
+           "SOLVERS", "build_solver", "hevp_data", "make_c", "quadratic_pymanopt_problem",
+           "solver_method"]
 
 SUITE = "jobcd"
 HEVP_EPS = 1e-2
@@ -214,6 +215,36 @@ def _common_methods(*, trust_regions: bool, vr: bool, admm_fixed: bool,
     return methods
 
 
+def quadratic_pymanopt_problem(manifold, c, sign: float = 1.0, d: np.ndarray | None = None):
+    """``s·tr(XᵀCXD)`` as a ``pymanopt.Problem`` with NumPy cost, gradient ``2s·CXD`` and Hessian
+    ``2s·CUD`` on ``manifold``.
+
+    Args:
+        manifold: a pymanopt manifold of n×k points.
+        c: ``C`` (n×n): a dense array or a ``scipy.sparse`` matrix (only products ``C @ X``).
+        sign: the scale ``s``.
+        d: the diagonal of ``D`` (length k); ``None``: ``D = I``.
+    """
+    import pymanopt
+
+    w = 1.0 if d is None else np.asarray(d, dtype=np.float64)
+
+    @pymanopt.function.numpy(manifold)
+    def cost(x):
+        return sign * float(np.sum(x * (c @ x) * w))
+
+    @pymanopt.function.numpy(manifold)
+    def euclidean_gradient(x):
+        return 2.0 * sign * (c @ x) * w
+
+    @pymanopt.function.numpy(manifold)
+    def euclidean_hessian(x, v):
+        return 2.0 * sign * (c @ v) * w
+
+    return pymanopt.Problem(manifold, cost, euclidean_gradient=euclidean_gradient,
+                            euclidean_hessian=euclidean_hessian)
+
+
 # ---- experiments ------------------------------------------------------------------------------
 class _JOrthogonalExperiment(Experiment):
     """Shared parts: O(J) with ``p = n/2``, the common start and the papers' violation.
@@ -329,27 +360,10 @@ class HEVPTraceMin(_JOrthogonalExperiment):
         return FiniteSumOracle(data.d.shape[0], value, gradient, lipschitz=quadratic.lipschitz)
 
     def pymanopt_problem(self, instance: Instance):
-        import pymanopt
-
         from orthoplug.adapters.pymanopt import JOrthogonal
 
-        manifold = JOrthogonal(*self._np(instance))
-        c, sign = instance.data.c.numpy(), self.sign
-
-        @pymanopt.function.numpy(manifold)
-        def cost(x):
-            return sign * float(np.sum(x * (c @ x)))
-
-        @pymanopt.function.numpy(manifold)
-        def euclidean_gradient(x):
-            return 2.0 * sign * (c @ x)
-
-        @pymanopt.function.numpy(manifold)
-        def euclidean_hessian(x, v):
-            return 2.0 * sign * (c @ v)
-
-        return pymanopt.Problem(manifold, cost, euclidean_gradient=euclidean_gradient,
-                                euclidean_hessian=euclidean_hessian)
+        return quadratic_pymanopt_problem(JOrthogonal(*self._np(instance)),
+                                          instance.data.c.numpy(), self.sign)
 
 
 class HEVPPaper(HEVPTraceMin):
