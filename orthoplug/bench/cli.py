@@ -5,6 +5,8 @@
     orthoplug-bench --suite rsdm --problems pca --solvers RSDM-P pymanopt-CG --seeds 0 1 2
     orthoplug-bench report bench-out                    # re-render tables and plots from JSON
     orthoplug-bench list                                # suites, experiments, solvers
+    orthoplug-bench archive bench-out docs/results/general-quick.json --provenance "..."
+    orthoplug-bench recommendations [--write]           # README/guide blocks vs the table
 """
 
 from __future__ import annotations
@@ -62,6 +64,32 @@ def _list() -> int:
     return 0
 
 
+def _recommendations(argv: list[str]) -> int:
+    """Check (or ``--write``) the README's and the guide's generated recommendation blocks and
+    the table's evidence; 1 when something disagrees."""
+    from pathlib import Path
+
+    from orthoplug.bench import recommendations
+
+    ap = argparse.ArgumentParser(prog="orthoplug-bench recommendations",
+                                 description="compare the README's and the guide's "
+                                             "recommendations with docs/results/"
+                                             f"{recommendations.TABLE}")
+    ap.add_argument("--root", default=".", help="repository root (default: .)")
+    ap.add_argument("--write", action="store_true", help="rewrite the stale blocks")
+    args = ap.parse_args(argv)
+    root = Path(args.root)
+    stale = recommendations.sync_blocks(root, write=args.write)
+    problems = recommendations.check_evidence(
+        recommendations.load_recommendations(root / "docs" / "results"),
+        root / "docs" / "results")
+    for name in stale:
+        print(f"{name}: {'rewritten' if args.write else 'differs from the table'}")
+    for line in problems:
+        print(line)
+    return 1 if problems or (stale and not args.write) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``orthoplug-bench``: run a suite, ``report DIR`` or ``list``; returns the exit
     status (1 if a run failed, 2 on bad arguments).
@@ -77,6 +105,20 @@ def main(argv: list[str] | None = None) -> int:
         args = ap.parse_args(argv[1:])
         print(f"wrote {report.render(args.dir)}")
         return 0
+    if argv[:1] == ["archive"]:
+        ap = argparse.ArgumentParser(prog="orthoplug-bench archive",
+                                     description="write a run's records as one JSON file")
+        ap.add_argument("dir", help="folder with results.jsonl and run.json")
+        ap.add_argument("out", help="the JSON file to write")
+        ap.add_argument("--provenance", required=True, help="where and how the run was made")
+        ap.add_argument("--exclude-suite", nargs="*", default=[], metavar="SUITE")
+        args = ap.parse_args(argv[1:])
+        path = runner.archive_run(args.dir, args.out, provenance=args.provenance,
+                                  exclude_suites=args.exclude_suite)
+        print(f"wrote {path}")
+        return 0
+    if argv[:1] == ["recommendations"]:
+        return _recommendations(argv[1:])
     args = _run_parser().parse_args(argv)
     import torch
 

@@ -11,6 +11,10 @@ Ranking, per (experiment, dataset), among the feasible runs that did not fail:
 * experiments with a certified optimum: reached the target gap first (``time_to_target``), then
   the smallest relative gap;
 * otherwise the experiment's criterion in :data:`CRITERIA` (default: the lowest final objective);
+  runs within :data:`TIE_TOLERANCE` (relative) of the best value tie, and tied runs rank by the
+  time they first reached that value (from the record's objective history when the criterion
+  is the objective, else the run's time): several solvers converging to the same point are
+  told apart by speed, not by rounding;
 * experiments mapped to ``None`` in :data:`CRITERIA` have no winner (``hevp-paper`` is unbounded
   below, so its objective measures divergence, not quality).
 """
@@ -22,8 +26,11 @@ import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
-__all__ = ["CRITERIA", "rank_runs", "which_solver", "time_to_gap_section", "run_command",
-           "write_which_solver_page"]
+__all__ = ["CRITERIA", "TIE_TOLERANCE", "rank_runs", "which_solver", "time_to_gap_section",
+           "run_command", "write_which_solver_page", "ARCHIVED_RUNS"]
+
+#: relative distance to the best value within which runs tie (ranked by time instead)
+TIE_TOLERANCE = 1e-9
 
 #: experiment → (record field or metric name, "min" or "max"); ``None``: no ranking.
 CRITERIA: dict[str, tuple[str, str] | None] = {
@@ -73,24 +80,52 @@ def rank_runs(records: list[dict], experiment: str) -> dict[str, list[tuple[str,
                      else f"gap {rec['gap']:.2e} at {rec['time']:.3g} s")
             by_dataset[rec["dataset"]].append((order, rec["solver"], rec["gap"], label))
         elif (value := _value(rec, key)) is not None:
-            by_dataset[rec["dataset"]].append(((sign * value,), rec["solver"], value,
-                                               f"{key} {value:.6g}"))
+            by_dataset[rec["dataset"]].append(((sign * value,), rec["solver"], value, rec))
     ranking = {}
     for dataset, runs in by_dataset.items():
+        runs = [run if isinstance(run[3], str) else _tie_break(run, runs, key, sign)
+                for run in runs]
         seen: set[str] = set()  # each solver once, with its best run (seeds, tuning grids)
         ranking[dataset] = [(solver, value, label) for _, solver, value, label in sorted(runs)
                             if not (solver in seen or seen.add(solver))]
     return ranking
 
 
+def _reached(rec: dict, key: str, sign: float, bound: float) -> float:
+    """When the run first had ``sign·value ≤ bound``: from its objective history (criterion
+    ``objective``), else its final time."""
+    if key == "objective":
+        hist = rec["history"]
+        for t, f in zip(hist.get("time", []), hist.get("objective", []), strict=False):
+            if f is not None and sign * f <= bound:
+                return t
+    return rec["time"]
+
+
+def _tie_break(run: tuple, runs: list[tuple], key: str, sign: float) -> tuple:
+    """A criterion run's ``(order, solver, value, label)``: tied with the best (within
+    :data:`TIE_TOLERANCE`) → ordered by the time it reached the tie, else by its value."""
+    (signed,), solver, value, rec = run
+    best = min(r[0][0] for r in runs if not isinstance(r[3], str))
+    bound = best + TIE_TOLERANCE * max(abs(best), 1e-300)
+    tied = len({r[1] for r in runs if not isinstance(r[3], str) and r[0][0] <= bound}) > 1
+    if signed <= bound and tied:
+        t = _reached(rec, key, sign, bound)
+        return (best, 0, t), solver, value, f"{key} {value:.6g} (tie; reached at {t:.3g} s)"
+    return (signed, 1, 0.0), solver, value, f"{key} {value:.6g}"
+
+
 def which_solver(records: list[dict], *, command: str | None = None,
-                 provenance: str = "") -> str:
+                 provenance: str = "", title: str | None = None) -> str:
     """Markdown "which solver when" page from benchmark records.
 
     Args:
         records: the records of one run (``results.jsonl`` lines).
         command: the command that produced them, shown verbatim.
         provenance: a sentence on where the records come from, shown under the command.
+        title: ``None``: a page of its own ("# Which solver when" and the page's introduction);
+            a string: a section of a larger page, headed ``## title`` (its subsections one
+            level down).
 
     Returns:
         The page: a summary table (problem class → solver that won most datasets), then one
@@ -127,13 +162,16 @@ def which_solver(records: list[dict], *, command: str | None = None,
         sections.append("\n".join(lines))
     scale = ", ".join(sorted({rec["scale"] for rec in records}))
     limits = ", ".join(f"{t:g} s" for t in sorted({rec["time_limit"] for rec in records}))
-    head = ["# Which solver when", "", _PAGE_INTRO,
-            f"**Records:** {len(records)} runs, scale `{scale}`, time limit {limits} per run."]
+    sub = "##" if title is None else "###"
+    head = ["# Which solver when", "", _PAGE_INTRO] if title is None else [f"## {title}", ""]
+    head += [f"**Records:** {len(records)} runs, scale `{scale}`, time limit {limits} per run."]
     if command:
         head += ["", "**Command:**", "", "```", command, "```"]
     if provenance:
         head += ["", provenance]
-    head += ["", "## Summary", "", *summary, "", "## Per problem class", ""]
+    head += ["", f"{sub} Summary", "", *summary, "", f"{sub} Per problem class", ""]
+    if title is not None:  # one level down
+        sections = [section.replace("### ", "#### ", 1) for section in sections]
     return "\n".join(head) + "\n" + "\n\n".join(sections) + "\n"
 
 
@@ -177,11 +215,19 @@ def run_command(out_dir: str | Path) -> str | None:
     return " ".join(argv) if argv else None
 
 
+#: the archived runs shown on the documentation's page (file in ``docs/results``, section title)
+ARCHIVED_RUNS = (("general-quick.json", "General suite, quick scale"),
+                 ("quick-run.json", "Paper suites, quick scale"))
+
+
 def write_which_solver_page(results_dir: str | Path, out: str | Path) -> Path:
     """Write the documentation's page from the measured data in ``results_dir``.
 
-    Reads ``paper-run.jsonl`` (the records of the paper-size run, with its command in
-    ``paper-run.json``) and every ``rsdm-stiefel-*-long.json`` time-to-gap benchmark.
+    The page: the recommendations table with its evidence
+    (:mod:`orthoplug.bench.recommendations`), then one ranking section per archived run of
+    :data:`ARCHIVED_RUNS` (``.json`` files with ``command``, ``provenance`` and ``records``),
+    the paper-size run (``paper-run.jsonl``, its command in ``paper-run.json``) and every
+    ``rsdm-stiefel-*-long.json`` time-to-gap benchmark.
 
     Args:
         results_dir: the folder with the measured data (``docs/results`` in the repository).
@@ -190,12 +236,21 @@ def write_which_solver_page(results_dir: str | Path, out: str | Path) -> Path:
     Returns:
         The path written.
     """
+    from orthoplug.bench.recommendations import load_recommendations, recommendations_section
     from orthoplug.bench.runner import read_records
 
     results_dir, out = Path(results_dir), Path(out)
+    text = "\n".join(["# Which solver when", "", _PAGE_INTRO,
+                      recommendations_section(load_recommendations(results_dir), results_dir)])
+    for name, title in ARCHIVED_RUNS:
+        run = json.loads((results_dir / name).read_text(encoding="utf-8"))
+        text += "\n" + which_solver(run["records"], command=run["command"],
+                                    provenance=run["provenance"], title=f"{title}: `{name}`")
     meta = json.loads((results_dir / "paper-run.json").read_text(encoding="utf-8"))
-    text = which_solver(read_records(results_dir / "paper-run.jsonl"),
-                        command="\n".join(meta["commands"]), provenance=meta["provenance"])
+    text += "\n" + which_solver(read_records(results_dir / "paper-run.jsonl"),
+                                command="\n".join(meta["commands"]),
+                                provenance=meta["provenance"],
+                                title="Paper suites, paper scale: `paper-run.jsonl`")
     for path in sorted(results_dir.glob("rsdm-stiefel-*-long.json")):
         result = json.loads(path.read_text(encoding="utf-8"))
         text += "\n" + time_to_gap_section(
