@@ -18,6 +18,7 @@ from orthoplug.bench.core import (
     Experiment,
     Instance,
     Outcome,
+    Record,
     custom_method,
     pymanopt_method,
     run_method,
@@ -188,3 +189,27 @@ def test_selection_errors_and_cli(toy, tmp_path, capsys):
     assert {r["solver"] for r in recs} == {"exact", "OBCD"}
     assert all(math.isfinite(r["objective"]) for r in recs)
     assert recs[0]["time_limit"] == 0.3
+
+
+def test_archive_run_thins_histories_and_drops_machine_paths(tmp_path):
+    out_dir = tmp_path / "deep" / "bench-out"
+    out_dir.mkdir(parents=True)
+    (out_dir / "run.json").write_text(json.dumps(
+        {"argv": ["orthoplug-bench", "--suite", "toy", "--out", str(out_dir)], "scale": "quick"}))
+    recs = []
+    for suite, points in (("toy", 200), ("other", 3)):
+        rec = Record(suite=suite, experiment="e", dataset="d", sizes={}, solver="s",
+                     family="f", options={}, seed=0, scale="quick", time_limit=1.0,
+                     status="ok", objective=0.0, violation=0.0, feasible=True)
+        rec.history = {"time": list(range(points)), "objective": [-t for t in range(points)]}
+        recs.append(rec.to_json())
+    (out_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    path = runner.archive_run(out_dir, tmp_path / "run.json", provenance="test",
+                              exclude_suites=["other"], max_points=10)
+    archived = json.loads(path.read_text())
+    assert archived["command"] == "orthoplug-bench --suite toy --out bench-out"
+    assert archived["provenance"] == "test" and archived["environment"]["scale"] == "quick"
+    assert [r["suite"] for r in archived["records"]] == ["toy"]
+    hist = archived["records"][0]["history"]
+    assert len(hist["time"]) == 10 and hist["time"][0] == 0 and hist["time"][-1] == 199
+    assert hist["objective"] == [-t for t in hist["time"]]

@@ -117,3 +117,22 @@ def test_bad_table_entries_are_refused(tmp_path):
         rc.load_recommendations(tmp_path)
     with pytest.raises(ValueError, match="style"):
         rc.recommendation_block([], "html")
+
+
+def test_cli_checks_and_rewrites_the_blocks(tmp_path, table):
+    from orthoplug.bench import cli
+
+    for name in ("README.md", "docs/guide/choosing.md", *(f"docs/results/{f}" for f in
+                 {rc.TABLE, *(file for rec in table for file, _ in rec.evidence)})):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((ROOT / name).read_text(encoding="utf-8"),
+                                     encoding="utf-8")
+    assert cli.main(["recommendations", "--root", str(tmp_path)]) == 0
+    guide = tmp_path / "docs" / "guide" / "choosing.md"
+    row = f"| {table[0].problem} | `{table[0].solver}`"
+    guide.write_text(guide.read_text(encoding="utf-8").replace(
+        row, f"| {table[0].problem} | `GSJOBCD`"), encoding="utf-8")
+    assert cli.main(["recommendations", "--root", str(tmp_path)]) == 1
+    assert cli.main(["recommendations", "--root", str(tmp_path), "--write"]) == 0
+    assert guide.read_text(encoding="utf-8") == \
+        (ROOT / "docs" / "guide" / "choosing.md").read_text(encoding="utf-8")

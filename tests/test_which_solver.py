@@ -78,3 +78,23 @@ def test_docs_page_from_the_committed_measurements(tmp_path):
     assert "| `nn-pca` | obcd | OBCD | 10 of 15 |" in page
     assert "| 1e-02 | RSDM-P | 10.8 | pymanopt-CG | 23.2 |" in page  # RSDM-P to low accuracy
     assert "| 1e-06 | pymanopt-CG | 604.4 | – | – |" in page
+
+
+def test_ties_go_to_the_solver_that_reached_the_value_first():
+    hist = {"slow": ([0.1, 2.0], [0.5, -1.0]), "fast": ([0.1, 0.5], [0.2, -1.0 + 1e-12])}
+    recs = [_rec("dpcp", "d", name, f[-1], history={"time": t, "objective": f})
+            for name, (t, f) in hist.items()]
+    recs.append(_rec("dpcp", "d", "worse", -0.9))
+    ranking = rank_runs(recs, "dpcp")["d"]
+    assert [s for s, _, _ in ranking] == ["fast", "slow", "worse"]
+    assert ranking[0][2] == "objective -1 (tie; reached at 0.5 s)"
+    assert ranking[2][2] == "objective -0.9"
+    # one solver alone at the top (two seeds of it) is no tie
+    alone = rank_runs([recs[0], _rec("dpcp", "d", "slow", -1.0, seed=1), recs[2]], "dpcp")["d"]
+    assert [label for _, _, label in alone] == ["objective -1", "objective -0.9"]
+
+
+def test_page_sections_nest_under_a_title():
+    page = which_solver([_rec("l1-spca", "d", "A", -0.1)], title="Quick run")
+    assert page.startswith("## Quick run\n") and "### Summary" in page
+    assert "#### `l1-spca` (s)" in page and "# Which solver when" not in page
