@@ -217,6 +217,7 @@ def run_command(out_dir: str | Path) -> str | None:
 
 #: the archived runs shown on the documentation's page (file in ``docs/results``, section title)
 ARCHIVED_RUNS = (("general-quick.json", "General suite, quick scale"),
+                 ("general-paper.json", "General suite, paper scale (four families)"),
                  ("quick-run.json", "Paper suites, quick scale"))
 
 
