@@ -57,7 +57,7 @@ def _list() -> int:
     for suite in runner.SUITES:
         for exp in runner.experiments_of(suite):
             names = ", ".join(m.name for m in exp.methods("quick"))
-            print(f"{suite:6s} {exp.name:18s} {exp.title}\n{'':25s}solvers: {names}")
+            print(f"{suite:7s} {exp.name:18s} {exp.title}\n{'':26s}solvers: {names}")
     plugins = [e.name for e in registry.entries("solver") if e.source != "builtin"]
     print("registry solvers:", ", ".join(registry.names("solver")),
           f"(plug-ins: {', '.join(plugins) or 'none'})")

@@ -7,7 +7,7 @@ in them that decide the family. From it:
 
 * :func:`recommendations_section` — the "Recommendations" section of the which-solver page, with
   per family and evidence experiment the measured winner, runner-up and their ratio
-  (recomputed from the records by :func:`~orthoplug.bench.which.rank_runs`);
+  (recomputed from the records by :func:`~orthoplug.bench.which.ranked_runs`);
 * :func:`recommendation_block` — the block between :data:`BEGIN` and :data:`END` in
   ``README.md`` (``style="readme"``) and ``docs/guide/choosing.md`` (``style="guide"``);
   :func:`sync_blocks` rewrites (or checks) both, ``orthoplug-bench recommendations --write``
@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from orthoplug.bench.which import rank_runs
+from orthoplug.bench.which import ranked_runs
 
 __all__ = ["Recommendation", "Evidence", "BEGIN", "END", "TABLE", "load_recommendations",
            "load_records", "evidence", "check_evidence", "recommendations_section",
@@ -112,23 +112,10 @@ def load_records(path: str | Path) -> list[dict]:
     return json.loads(path.read_text(encoding="utf-8"))["records"]
 
 
-def _best(records: list[dict], experiment: str, dataset: str, solver: str) -> dict:
-    """The solver's best run on the dataset (reached the target first, else lowest gap or
-    objective), as :func:`~orthoplug.bench.which.rank_runs` ranks them."""
-    runs = [r for r in records if r["experiment"] == experiment and r["dataset"] == dataset
-            and r["solver"] == solver and r["status"] != "error" and r["feasible"]]
-
-    def order(r):
-        ttt = r["time_to_target"]
-        return (ttt is None, ttt or 0.0, r["gap"] if r["gap"] is not None else r["objective"])
-
-    return min(runs, key=order)
-
-
-def _compare(records: list[dict], experiment: str, dataset: str, first: str,
-             second: str) -> str:
-    """The winner against the runner-up on one dataset, in words."""
-    a, b = (_best(records, experiment, dataset, s) for s in (first, second))
+def _compare(first: tuple, second: tuple) -> str:
+    """The winner against the runner-up on one dataset (two entries of
+    :func:`~orthoplug.bench.which.ranked_runs`), in words."""
+    (_, value_a, label_a, a), (_, value_b, label_b, b) = first, second
     if a["time_to_target"] is not None:
         if b["time_to_target"] is not None:
             ratio = b["time_to_target"] / max(a["time_to_target"], 1e-9)
@@ -138,9 +125,6 @@ def _compare(records: list[dict], experiment: str, dataset: str, first: str,
                 f"ended at gap {b['gap']:.1e} after {b['time']:.3g} s")
     if a["gap"] is not None and b["gap"] is not None:
         return f"gap {a['gap']:.1e} vs {b['gap']:.1e}"
-    (_, value_a, label_a), (_, value_b, label_b) = (
-        next(x for x in rank_runs(records, experiment)[dataset] if x[0] == s)
-        for s in (first, second))
     scale = max(abs(value_a), abs(value_b), 1e-300)
     return f"{label_a} vs {label_b} (relative difference {abs(value_a - value_b) / scale:.1e})"
 
@@ -154,7 +138,7 @@ def evidence(rec: Recommendation, results_dir: str | Path) -> list[Evidence]:
         if file not in cache:
             cache[file] = load_records(Path(results_dir) / file)
         records = cache[file]
-        ranking = rank_runs(records, experiment)
+        ranking = ranked_runs(records, experiment)
         if not ranking:
             raise ValueError(f"{rec.family}: no ranked runs of {experiment!r} in {file}")
         wins = Counter(runs[0][0] for runs in ranking.values())
@@ -163,8 +147,7 @@ def evidence(rec: Recommendation, results_dir: str | Path) -> list[Evidence]:
         for dataset, runs in ranking.items():
             winner = runs[0][0]
             if len(runs) > 1:
-                rows.append((dataset, winner, runs[1][0],
-                             _compare(records, experiment, dataset, winner, runs[1][0])))
+                rows.append((dataset, winner, runs[1][0], _compare(runs[0], runs[1])))
             else:
                 rows.append((dataset, winner, "–", "no other feasible run"))
         out.append(Evidence(file, experiment,

@@ -26,8 +26,8 @@ import math
 from collections import Counter, defaultdict
 from pathlib import Path
 
-__all__ = ["CRITERIA", "TIE_TOLERANCE", "rank_runs", "which_solver", "time_to_gap_section",
-           "run_command", "write_which_solver_page", "ARCHIVED_RUNS"]
+__all__ = ["CRITERIA", "TIE_TOLERANCE", "rank_runs", "ranked_runs", "which_solver",
+           "time_to_gap_section", "run_command", "write_which_solver_page", "ARCHIVED_RUNS"]
 
 #: relative distance to the best value within which runs tie (ranked by time instead)
 TIE_TOLERANCE = 1e-9
@@ -64,12 +64,21 @@ def rank_runs(records: list[dict], experiment: str) -> dict[str, list[tuple[str,
         dataset → ``[(solver, value, label), ...]`` best first, where ``value`` is the ranking
         value and ``label`` the rendered figure; empty if the experiment has no criterion.
     """
+    return {dataset: [(solver, value, label) for solver, value, label, _ in runs]
+            for dataset, runs in ranked_runs(records, experiment).items()}
+
+
+def ranked_runs(records: list[dict],
+                experiment: str) -> dict[str, list[tuple[str, float, str, dict]]]:
+    """:func:`rank_runs` with each solver's counted (best) record as a fourth entry."""
     criterion = CRITERIA.get(experiment, ("objective", "min"))
     if criterion is None:
         return {}
     key, direction = criterion
     sign = -1.0 if direction == "max" else 1.0
-    by_dataset: dict[str, list[tuple[tuple, str, float, str]]] = defaultdict(list)
+    certified: dict[str, list[tuple]] = defaultdict(list)
+    scored: dict[str, list[tuple]] = defaultdict(list)
+    datasets: dict[str, None] = {}  # in the order of their first ranked run
     for rec in records:
         if rec["experiment"] != experiment or rec["status"] == "error" or not rec["feasible"]:
             continue
@@ -78,15 +87,20 @@ def rank_runs(records: list[dict], experiment: str) -> dict[str, list[tuple[str,
             order = (ttt is None, ttt if ttt is not None else 0.0, rec["gap"])
             label = (f"{ttt:.3g} s to gap {rec['target_gap']:.0e}" if ttt is not None
                      else f"gap {rec['gap']:.2e} at {rec['time']:.3g} s")
-            by_dataset[rec["dataset"]].append((order, rec["solver"], rec["gap"], label))
+            certified[rec["dataset"]].append((order, rec["solver"], rec["gap"], label, rec))
         elif (value := _value(rec, key)) is not None:
-            by_dataset[rec["dataset"]].append(((sign * value,), rec["solver"], value, rec))
+            scored[rec["dataset"]].append((sign * value, value, rec))
+        else:
+            continue
+        datasets[rec["dataset"]] = None
+    for dataset, runs in scored.items():
+        certified[dataset] += _tie_break(runs, key, sign)
     ranking = {}
-    for dataset, runs in by_dataset.items():
-        runs = [run if isinstance(run[3], str) else _tie_break(run, runs, key, sign)
-                for run in runs]
+    for dataset in datasets:
+        runs = certified[dataset]
         seen: set[str] = set()  # each solver once, with its best run (seeds, tuning grids)
-        ranking[dataset] = [(solver, value, label) for _, solver, value, label in sorted(runs)
+        ranking[dataset] = [(solver, value, label, rec) for _, solver, value, label, rec
+                            in sorted(runs, key=lambda run: run[:2])
                             if not (solver in seen or seen.add(solver))]
     return ranking
 
@@ -102,17 +116,22 @@ def _reached(rec: dict, key: str, sign: float, bound: float) -> float:
     return rec["time"]
 
 
-def _tie_break(run: tuple, runs: list[tuple], key: str, sign: float) -> tuple:
-    """A criterion run's ``(order, solver, value, label)``: tied with the best (within
-    :data:`TIE_TOLERANCE`) → ordered by the time it reached the tie, else by its value."""
-    (signed,), solver, value, rec = run
-    best = min(r[0][0] for r in runs if not isinstance(r[3], str))
+def _tie_break(runs: list[tuple], key: str, sign: float) -> list[tuple]:
+    """Criterion runs ``(sign·value, value, record)`` as ``(order, solver, value, label,
+    record)``: runs tied with the best (within :data:`TIE_TOLERANCE`, two solvers or more)
+    are ordered by the time they reached the tie, the others by their value."""
+    best = min(signed for signed, _, _ in runs)
     bound = best + TIE_TOLERANCE * max(abs(best), 1e-300)
-    tied = len({r[1] for r in runs if not isinstance(r[3], str) and r[0][0] <= bound}) > 1
-    if signed <= bound and tied:
-        t = _reached(rec, key, sign, bound)
-        return (best, 0, t), solver, value, f"{key} {value:.6g} (tie; reached at {t:.3g} s)"
-    return (signed, 1, 0.0), solver, value, f"{key} {value:.6g}"
+    tied = len({rec["solver"] for signed, _, rec in runs if signed <= bound}) > 1
+    out = []
+    for signed, value, rec in runs:
+        if tied and signed <= bound:
+            t = _reached(rec, key, sign, bound)
+            out.append(((best, 0, t), rec["solver"], value,
+                        f"{key} {value:.6g} (tie; reached at {t:.3g} s)", rec))
+        else:
+            out.append(((signed, 1, 0.0), rec["solver"], value, f"{key} {value:.6g}", rec))
+    return out
 
 
 def which_solver(records: list[dict], *, command: str | None = None,
