@@ -199,7 +199,7 @@ def test_archive_run_thins_histories_and_drops_machine_paths(tmp_path):
     recs = []
     for suite, points in (("toy", 200), ("other", 3)):
         rec = Record(suite=suite, experiment="e", dataset="d", sizes={}, solver="s",
-                     family="f", options={}, seed=0, scale="quick", time_limit=1.0,
+                     family="f", options={}, seed=0, scale="quick", time_limit=math.inf,
                      status="ok", objective=0.0, violation=0.0, feasible=True)
         rec.history = {"time": list(range(points)), "objective": [-t for t in range(points)]}
         recs.append(rec.to_json())
