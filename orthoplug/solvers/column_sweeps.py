@@ -32,7 +32,7 @@ __all__ = ["column_invariant", "column_rotations"]
 def column_invariant(oracle) -> bool:
     """Whether ``f(XQ) = f(X)`` for every ``Q ∈ O(r)``: a quadratic ``s·tr(XᵀCX)`` with no
     ``D`` (or ``D = d·I``)."""
-    q = getattr(oracle, "quadratic", None)
+    q = oracle.quadratic
     if q is None:
         return False
     if q.d is None:
