@@ -25,8 +25,9 @@ import sys
 import numpy as np
 from numba import njit
 
-__all__ = ["HYP_AB", "ORTH_AB", "SOLVED", "NEEDS_BATCHED", "solve_jorth2", "largest_root",
-           "hyperbolic_point", "orthogonal_point", "form_point", "chosen"]
+__all__ = ["HYP_AB", "ORTH_AB", "SOLVED", "NEEDS_BATCHED", "solve_jorth2", "solve_jorth2_batch",
+           "largest_root", "newton_step", "hyperbolic_point", "orthogonal_point",
+           "form_coefficients", "form_value", "form_point", "form_point_jit", "chosen"]
 
 # (alpha, beta) of the one-parameter forms, column-major vecs; shared with the batched solver.
 # Hyperbolic: eps = (1, 1) and eps = (1, -1); the forms -eps are the negated bases.
@@ -47,6 +48,21 @@ _EPS = sys.float_info.epsilon
 _MU_MAX = 0.3 * math.log(sys.float_info.max)
 _TOL = 1e-14
 _MAX_NEWTON = 200
+
+
+def newton_step(A, B, G, tau, t, r):
+    """``(φ'(t), φ'(t)/φ''(t))`` of :func:`largest_root`'s φ, with ``r = √(1 + τt²)``.
+
+    Plain arithmetic: compiled for the kernels, evaluated elementwise on tensors by the batched
+    torch path.
+    """
+    g = 2.0 * A * t - tau * B * t / r - G
+    return g, g / (2.0 * A - tau * B / (r * r * r))
+
+
+# the formulas above are plain functions (the torch path evaluates them on tensors); the
+# kernels call their compiled versions
+newton_step_jit = njit(cache=True)(newton_step)
 
 
 @njit(cache=True)
@@ -78,10 +94,9 @@ def largest_root(A: float, B: float, G: float, tau: float) -> float:
         r = math.hypot(1.0, t) if tau > 0 else math.sqrt((1.0 - t) * (1.0 + t))
         if r == 0.0:  # t = 1 on the circle: B ≪ G, the minimiser is the end point itself
             break
-        g = 2.0 * A * t - tau * B * t / r - G
+        g, step = newton_step_jit(A, B, G, tau, t, r)
         if not g > 0.0:  # at the root (up to rounding)
             break
-        step = g / (2.0 * A - tau * B / (r * r * r))
         if not step > 0.0:
             break
         t -= step
@@ -162,20 +177,7 @@ def solve_jorth2(j1: float, j2: float, p11: float, p12: float, p21: float, p22: 
     b11, b12, b21, b22 = 1.0, 0.0, 0.0, 1.0
     f_best, f_eye = math.inf, 0.0
     for f in range(2):
-        a = b = cq = d = e = 0.0
-        for r in range(4):
-            al, be = forms[f, 0, r], forms[f, 1, r]
-            a += al * pv[r]
-            b += be * pv[r]
-            qa = qb = 0.0
-            for c in range(4):
-                qa += q[r, c] * forms[f, 0, c]
-                qb += q[r, c] * forms[f, 1, c]
-            cq += al * qa
-            d += al * qb
-            e += be * qb
-        cq *= 0.5
-        e *= 0.5
+        a, b, cq, d, e = form_coefficients_jit(forms, f, pv, q)
         if f == 0:  # V = I is c = 1, s = 0 of the first form
             f_eye = a + cq
         if hyp:
@@ -184,19 +186,50 @@ def solve_jorth2(j1: float, j2: float, p11: float, p12: float, p21: float, p22: 
                 return NEEDS_BATCHED, 1.0, 0.0, 0.0, 1.0
         else:
             C, S = orthogonal_point(a, b, cq, d, e)
-        val = C * (a + cq * C + d * S) + S * (b + e * S)
+        val = form_value_jit(a, b, cq, d, e, C, S)
         if val < f_best:
             f_best = val
-            b11, b12, b21, b22 = form_point(forms, f, C, S)
+            b11, b12, b21, b22 = form_point_jit(forms, f, C, S)
     return chosen(f_eye, f_best, b11, b12, b21, b22)
 
 
-@njit(cache=True)
+def form_coefficients(forms, f, pv, q):
+    """``(a, b, cq, d, e)`` of form ``f``: ``a = α·vec P``, ``b = β·vec P``, ``cq = ½αᵀQα``,
+    ``d = αᵀQβ``, ``e = ½βᵀQβ``.
+
+    Plain arithmetic over ``pv[r]`` (vec P) and ``q[r, c]``: floats here, and tensors of a
+    batch in the torch path (``pv`` (4, K), ``q`` (4, 4, K)), summed in the same order.
+    """
+    a = b = cq = d = e = 0.0
+    for r in range(4):
+        al, be = forms[f, 0, r], forms[f, 1, r]
+        a += al * pv[r]
+        b += be * pv[r]
+        qa = qb = 0.0
+        for c in range(4):
+            qa += q[r, c] * forms[f, 0, c]
+            qb += q[r, c] * forms[f, 1, c]
+        cq += al * qa
+        d += al * qb
+        e += be * qb
+    return a, b, 0.5 * cq, d, 0.5 * e
+
+
+def form_value(a, b, cq, d, e, C, S):
+    """``F = aC + bS + cq C² + d CS + e S²`` on a form (plain arithmetic, as above)."""
+    return C * (a + cq * C + d * S) + S * (b + e * S)
+
+
 def form_point(forms: np.ndarray, f: int, C: float, S: float
                ) -> tuple[float, float, float, float]:
     """``(V11, V12, V21, V22)`` of the point ``C·α + S·β`` of form ``f`` (column-major vecs)."""
     return (C * forms[f, 0, 0] + S * forms[f, 1, 0], C * forms[f, 0, 2] + S * forms[f, 1, 2],
             C * forms[f, 0, 1] + S * forms[f, 1, 1], C * forms[f, 0, 3] + S * forms[f, 1, 3])
+
+
+form_coefficients_jit = njit(cache=True)(form_coefficients)
+form_value_jit = njit(cache=True)(form_value)
+form_point_jit = njit(cache=True)(form_point)
 
 
 @njit(cache=True)
@@ -206,3 +239,13 @@ def chosen(f_eye: float, f_best: float, b11: float, b12: float, b21: float, b22:
     if f_eye - _TOL * max(1.0, abs(f_eye)) <= f_best or f_best == math.inf:
         return SOLVED, 1.0, 0.0, 0.0, 1.0
     return SOLVED, b11, b12, b21, b22
+
+
+@njit(cache=True)
+def solve_jorth2_batch(jb: np.ndarray, p: np.ndarray, q: np.ndarray, v: np.ndarray,
+                       status: np.ndarray) -> None:
+    """:func:`solve_jorth2` for K instances: ``jb`` (K, 2), ``p`` (K, 2, 2), ``q`` (K, 4, 4),
+    float64; writes ``v`` (K, 2, 2) and ``status`` (K,)."""
+    for k in range(p.shape[0]):
+        status[k], v[k, 0, 0], v[k, 0, 1], v[k, 1, 0], v[k, 1, 1] = solve_jorth2(
+            jb[k, 0], jb[k, 1], p[k, 0, 0], p[k, 0, 1], p[k, 1, 0], p[k, 1, 1], q[k])
