@@ -535,3 +535,11 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
         return 0.0
     dec = KI - Kv
     return dec if dec > 0.0 else math.inf  # (KI infinite: any move counts)
+
+
+@njit(cache=True)
+def o2_search_batch(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
+    """:func:`o2_search` for K instances: ``P`` (K, 2, 2), ``Z`` (K, 2, r), ``Q`` (K, 4, 4),
+    minimisers written to ``V`` (K, 2, 2)."""
+    for k in range(P.shape[0]):
+        o2_search(P[k], Z[k], Q[k], th, g, kk, inf, pval, knot, h0, shared, continuous, V[k])
