@@ -1,19 +1,22 @@
-r"""Compiled exact solver of ONE 2×2 J-orthogonal subproblem (GS-JOBCD's inner step).
+r"""The exact solver of the 2×2 J-orthogonal subproblem (JOBCD's pair step): the one algorithm.
 
 Minimise ``F(V) = ½ vec(V)ᵀ Qd vec(V) + <V, P>`` over ``Vᵀ J_BB V = J_BB``, ``J_BB = diag(j1, j2)``,
 for one instance in float64 scalars: O(2) when ``j1 j2 > 0``, the four components of O(1,1)
-otherwise. The forms ``vec(V) = c·α + s·β`` and the conventions (column-major vec, the tie rule
-that returns V = I when ``F(I) ≤ F_best + 1e-14·max(1, |F(I)|)``, the clamp of μ) are those of the
-batched torch solver :func:`orthoplug.subproblems.jorth2.solve_jorth2x2`, whose module docstring
-derives them; the forms below are shared with it (one source).
+otherwise, on the forms ``vec(V) = c·α + s·β`` (:data:`HYP_AB`, :data:`ORTH_AB`; column-major
+vec) described in :mod:`orthoplug.subproblems.jorth2`. V = I is returned when
+``F(I) ≤ F_best + 1e-14·max(1, |F(I)|)``; μ is clamped to ``±0.3·log(finfo.max)``.
 
-Unlike the batched solver this path needs no polynomial roots: F restricted to a pair of forms
-(ε and −ε of O(1,1), or one whole family of O(2)) is a quadratic on a conic, which reduces to the
-one-dimensional problem of :func:`largest_root` (see :func:`hyperbolic_point` and
-:func:`orthogonal_point`). Both pairs of forms are solved and the better one is taken, so the
-result is the global minimum over the whole group.
+No polynomial roots: F restricted to a pair of forms (ε and −ε of O(1,1), or one whole family of
+O(2)) is a quadratic on a conic, which reduces to the one-dimensional problem of
+:func:`largest_root` (see :func:`hyperbolic_point` and :func:`orthogonal_point`). Both pairs of
+forms are solved and the better one is taken, so the result is the global minimum over the whole
+group. Large and small μ are the two tails of one monotone Newton
+iteration, both to full relative precision.
 
-Plain functions over floats and NumPy arrays compiled with numba (``cache=True``); with
+One source: the formulas :func:`form_coefficients`, :func:`newton_step`, :func:`form_value` and
+:func:`form_point` are plain arithmetic functions; the kernels call their compiled versions
+(``*_jit``) and the batched torch path of :mod:`orthoplug.subproblems.jorth2` evaluates them
+elementwise on tensors (other devices). Compiled with numba (``cache=True``); with
 ``NUMBA_DISABLE_JIT=1`` the same source runs as Python.
 """
 
@@ -29,7 +32,7 @@ __all__ = ["HYP_AB", "ORTH_AB", "SOLVED", "NEEDS_BATCHED", "solve_jorth2", "solv
            "largest_root", "newton_step", "hyperbolic_point", "orthogonal_point",
            "form_coefficients", "form_value", "form_point", "form_point_jit", "chosen"]
 
-# (alpha, beta) of the one-parameter forms, column-major vecs; shared with the batched solver.
+# (alpha, beta) of the one-parameter forms, column-major vecs; shared with the torch path.
 # Hyperbolic: eps = (1, 1) and eps = (1, -1); the forms -eps are the negated bases.
 HYP_AB = (((1, 0, 0, 1), (0, 1, 1, 0)), ((1, 0, 0, -1), (0, -1, 1, 0)))
 # Orthogonal: rotation [[c, -s], [s, c]] and reflection [[c, s], [s, -c]].
@@ -40,10 +43,11 @@ _ORTH = np.array(ORTH_AB, dtype=np.float64)
 #: status of :func:`solve_jorth2`: V is the global minimiser
 SOLVED = 0
 #: status of :func:`solve_jorth2`: ``Qd`` so badly rounded that ``w± ≤ 0`` on a hyperbolic form;
-#: the caller solves this instance with the batched (companion-matrix) solver
+#: F is unbounded below on that form; the caller takes the torch steps of
+#: :mod:`orthoplug.subproblems.jorth2`, where that form contributes its μ = 0 point
 NEEDS_BATCHED = 1
 
-# constants of the float64 batched solver, so both paths clamp and break ties alike
+# float64 constants (the torch path uses its dtype's)
 _EPS = sys.float_info.epsilon
 _MU_MAX = 0.3 * math.log(sys.float_info.max)
 _TOL = 1e-14
@@ -117,7 +121,7 @@ def hyperbolic_point(a: float, b: float, cq: float, d: float,
     ``Pc, Ps = (m+ ρ ± m−/ρ)/2``, ``m± = a ± b``. The minimum takes the branch with ``Pc c ≤ 0``
     and ``Ps y ≤ 0``; then ``t = |y|`` minimises ``k t² − |Pc| √(1 + t²) − |Ps| t``
     (:func:`largest_root`). Large and small u are the two tails of t, both computed to full
-    relative precision, which is what the reversed quartic buys the batched solver.
+    relative precision.
     """
     wp, wm = cq + d + e, cq - d + e
     if not (wp > 0.0 and wm > 0.0):
@@ -169,7 +173,7 @@ def solve_jorth2(j1: float, j2: float, p11: float, p12: float, p21: float, p22: 
 
     Returns:
         ``(status, V11, V12, V21, V22)``; status :data:`SOLVED`, or :data:`NEEDS_BATCHED` (then V
-        is I and the caller must solve the instance with the batched solver).
+        is I and the caller solves the instance as :data:`NEEDS_BATCHED` says).
     """
     pv = (p11, p21, p12, p22)
     hyp = j1 != j2

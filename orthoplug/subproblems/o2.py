@@ -39,11 +39,12 @@ the set {knots} u {interior stationary points of feasible arcs} contains a globa
 
 **Stationary points** of ``rho cos(t - beta) + R2 cos(2t - gamma)``: with ``z = e^{it}``,
 ``phi' = 0`` iff ``z^4 + kappa e^{i(gamma-beta)} z^3 - kappa e^{i(gamma+beta)} z - e^{2i gamma}``
-vanishes, ``kappa = rho / (2 R2)``; its roots are the eigenvalues of the companion matrix (one
-batched eigenvalue call), their angles are polished by five Newton steps, and the two
-stationary points ``beta, beta + pi`` of the linear part are always added (they are the exact answer
-when ``R2 = 0``, e.g. ``Qt = sigma I``, where no eigenvalue problem is solved). Spurious candidates
-are harmless: every candidate value is a true objective value (an upper bound at knots' limits).
+vanishes, ``kappa = rho / (2 R2)``. For ``kappa >= 8`` the two stationary points are Newton's
+from ``beta`` and ``beta + pi``; otherwise the quartic's roots are found by Durand-Kerner
+iteration, and every angle is polished by Newton steps (the kernel's module docstring gives the
+rules). ``beta, beta + pi`` are always candidates (the exact answer when ``R2 = 0``, e.g.
+``Qt = sigma I``). Spurious candidates are harmless: every candidate value is a true objective
+value (an upper bound at knots' limits).
 Terms whose pieces all have the same slope (``l0``, nonnegativity, zero) share one set of stationary
 points per family, each located in its arc by counting the knots before it. For ``l1`` and
 capped-``l1`` every feasible arc has its own quadratic; arcs whose cheap lower bound (second-order
@@ -61,14 +62,14 @@ negative residue would make ``V = I`` infeasible in the next nonnegativity subpr
 tolerances are kept that small on purpose: each snap moves the point off the manifold by up to
 the tolerance, and with ``1e-12`` ℓ1 runs left St(n, r) by ~1e-12 within 5000 iterations.
 
-**Implementation.** One instance (``K = 1``: :func:`solve_o2_single`, and :func:`solve_o2` with
-one instance) runs the compiled search :func:`orthoplug.kernels.o2.o2_search` (numba; the same
-algorithm on scalars, with the term passed as its piecewise tables; it also drives the OBCD pair
-loop :mod:`orthoplug.kernels.obcd`). ``K > 1`` instances are processed in one vectorised NumPy
-float64 pass on the CPU, without a Python loop over instances (its stationary points: companion
-eigenvalues, see above; the kernel's: Newton from ``beta``, ``beta + pi`` when ``kappa >= 8``,
-else Durand-Kerner roots of the same quartic, then Newton). Torch inputs on any device are
-accepted and the result is returned as a torch tensor on the input's device and dtype.
+**Implementation: one algorithm.** The search is the compiled kernel
+:func:`orthoplug.kernels.o2.o2_search` (numba, one instance on scalars, the term passed as its
+piecewise tables); it also drives the OBCD pair loop (:mod:`orthoplug.kernels.obcd`). A batch
+of K instances is one compiled loop over it (:func:`~orthoplug.kernels.o2.o2_search_batch`), so
+one instance gives the same V alone or in a batch. The search is sequential per instance
+(sorting the knots, scanning the arcs); it has no torch path, and tensors on devices other
+than the CPU are refused rather than copied to the host (the dispatch rule
+:func:`orthoplug.kernels.runs_compiled`).
 """
 
 from __future__ import annotations
