@@ -51,7 +51,7 @@ import geoopt
 import torch
 
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.solvers.obcd import scalar_pair_step
+from orthoplug.solvers.obcd import require_compiled_search, scalar_pair_step
 from orthoplug.solvers.pairs import cyclic_pairs, draw_random_pairs, random_matching
 from orthoplug.solvers.sigma_rules import MAX_REJECTIONS, SigmaBacktracking, cost_rounding
 
@@ -122,6 +122,7 @@ class OBCD(OrthoplugOptimizer):
                                  "parameters their own optimizer, e.g. torch.optim.SGD)")
             if p.ndim < 2 or p.shape[-2] < 2:
                 raise ValueError(f"OBCD needs matrices with n >= 2 rows, got {tuple(p.shape)}")
+            require_compiled_search(p, "OBCD")
 
     def _check_start(self):
         new = [p for group in self.param_groups for p in group["params"]

@@ -25,6 +25,7 @@ import math
 import numpy as np
 import torch
 
+from orthoplug.kernels import runs_compiled
 from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.oracles import host_array
 
@@ -45,7 +46,7 @@ def _low_precision_gradient(tracker, x: torch.Tensor):
     call counted as one gradient on ``tracker``; ``(None, None)`` otherwise (then use the
     tracker's ``gradient_at`` in ``x``'s dtype)."""
     q = tracker.oracle.quadratic
-    if q is None or q.d is not None or x.dtype != torch.float64 or x.device.type != "cpu":
+    if q is None or q.d is not None or x.dtype != torch.float64 or not runs_compiled(x):
         return None, None
     c32 = (2.0 * float(q.scale) * host_array(q.c)).astype(np.float32)
 
