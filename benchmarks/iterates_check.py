@@ -36,29 +36,27 @@ C_PCA = _A @ _A.T
 C_SPD = make_spd(N, seed=0)
 
 
-def _stiefel():
-    manifold = pymanopt.manifolds.Stiefel(N, P)
-
+def _problem(manifold, c: np.ndarray, x0: np.ndarray, oracle):
+    """(pymanopt problem of ``tr(XᵀCX)``, start, oracle or ``None`` for autodiff)."""
     @pymanopt.function.autograd(manifold)
     def cost(x):
-        return -anp.trace(x.T @ C_PCA @ x)
+        return anp.trace(x.T @ c @ x)
 
+    return pymanopt.Problem(manifold, cost), x0, oracle
+
+
+def _stiefel():
     x0 = np.linalg.qr(np.random.default_rng(1).standard_normal((N, P)))[0]
-    return pymanopt.Problem(manifold, cost), x0, QuadraticOracle(torch.from_numpy(C_PCA),
-                                                                  scale=-1.0)
+    return _problem(pymanopt.manifolds.Stiefel(N, P), -C_PCA, x0,
+                    QuadraticOracle(torch.from_numpy(C_PCA), scale=-1.0))
 
 
 def _jorth(oracle: bool):
     def make():
         manifold = pm.JOrthogonal(N, p=5)
-
-        @pymanopt.function.autograd(manifold)
-        def cost(x):
-            return anp.trace(x.T @ C_SPD @ x)
-
         np.random.seed(0)
-        return (pymanopt.Problem(manifold, cost), manifold.random_point(),
-                QuadraticOracle(torch.from_numpy(C_SPD)) if oracle else None)
+        return _problem(manifold, C_SPD, manifold.random_point(),
+                        QuadraticOracle(torch.from_numpy(C_SPD)) if oracle else None)
     return make
 
 
