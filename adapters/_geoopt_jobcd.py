@@ -77,6 +77,7 @@ from orthoplug.solvers.sigma_rules import (
     sigma_rule,
 )
 
+from ._geoopt_base import _GeometryManifold
 from ._torch import OrthoplugOptimizer, check_number
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
@@ -87,10 +88,9 @@ PRECONDITIONERS = ("adam", "rms")
 
 def _check_param(name, p, column: bool):
     """Refuse a parameter the JOBCD optimizers cannot take, saying what to do."""
-    manifold = getattr(p, "manifold", None)
-    geometry = getattr(manifold, "geometry", None)
-    if not (isinstance(p, geoopt.ManifoldParameter) and
-            isinstance(geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry))):
+    manifold = p.manifold if isinstance(p, geoopt.ManifoldTensor) else None
+    if not (isinstance(p, geoopt.ManifoldParameter) and isinstance(manifold, _GeometryManifold)
+            and isinstance(manifold.geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry))):
         raise ValueError(
             f"{name} optimises ManifoldParameters on orthoplug's JOrthogonal or "
             f"IndefiniteStiefel manifolds; got {type(p).__name__} on "

@@ -114,11 +114,12 @@ class OBCD(OrthoplugOptimizer):
             check_number("sigma", group["sigma"])
         check_number("sigma0", group["sigma0"], strict=True)
         for p in group["params"]:
+            manifold = p.manifold if isinstance(p, geoopt.ManifoldTensor) else None
             if not (isinstance(p, geoopt.ManifoldParameter)
-                    and isinstance(p.manifold, geoopt.Stiefel)):
+                    and isinstance(manifold, geoopt.Stiefel)):
                 raise ValueError("OBCD optimises geoopt ManifoldParameters on geoopt.Stiefel; "
                                  f"got {type(p).__name__} on "
-                                 f"{type(getattr(p, 'manifold', None)).__name__} (give other "
+                                 f"{type(manifold).__name__} (give other "
                                  "parameters their own optimizer, e.g. torch.optim.SGD)")
             if p.ndim < 2 or p.shape[-2] < 2:
                 raise ValueError(f"OBCD needs matrices with n >= 2 rows, got {tuple(p.shape)}")
