@@ -38,7 +38,10 @@ objective never increases (α > 0, default 1e-5 as in the paper).
   and greedy iterations run in :func:`~orthoplug.kernels.obcd.obcd_pairs` (numba), entered once
   per evaluation interval (split at random-pair batches, the end of a cyclic sweep and the
   refresh of ``CX``); pairs are drawn exactly as in the Python path, so the iterates are the
-  same. Other devices and dtypes run the same steps through the tracker's arrays in Python.
+  same. float32 CPU tensors run the same steps through the tracker's arrays in Python.
+* Devices: the O(2) search is compiled only, so k = 2 or h ≠ 0 needs float32/float64 CPU
+  tensors (:func:`require_compiled_search`, at setup); k > 2 with h = 0 (polar steps) runs in
+  torch on any device.
 
 After each update, entries of the new rows with modulus ``< 1e-14`` are set to 0 (for h ≠ 0): the
 subproblem solver merges knots at that size and a negative residue would make ``V = I``
