@@ -28,9 +28,10 @@ import sys
 import numpy as np
 from numba import njit
 
-__all__ = ["HYP_AB", "ORTH_AB", "SOLVED", "NEEDS_BATCHED", "solve_jorth2", "solve_jorth2_batch",
-           "largest_root", "newton_step", "hyperbolic_point", "orthogonal_point",
-           "form_coefficients", "form_value", "form_point", "form_point_jit", "chosen"]
+__all__ = ["HYP_AB", "ORTH_AB", "MAX_NEWTON", "SOLVED", "NEEDS_BATCHED", "solve_jorth2",
+           "solve_jorth2_batch", "largest_root", "newton_step", "hyperbolic_point",
+           "orthogonal_point", "form_coefficients", "form_value", "form_point", "form_point_jit",
+           "chosen"]
 
 # (alpha, beta) of the one-parameter forms, column-major vecs; shared with the torch path.
 # Hyperbolic: eps = (1, 1) and eps = (1, -1); the forms -eps are the negated bases.
@@ -51,7 +52,7 @@ NEEDS_BATCHED = 1
 _EPS = sys.float_info.epsilon
 _MU_MAX = 0.3 * math.log(sys.float_info.max)
 _TOL = 1e-14
-_MAX_NEWTON = 200
+MAX_NEWTON = 200  # Newton steps at most in largest_root (both paths)
 
 
 def newton_step(A, B, G, tau, t, r):
@@ -94,7 +95,7 @@ def largest_root(A: float, B: float, G: float, tau: float) -> float:
         if A > 0.0:
             t = min(t, G / (2.0 * A))
     scale = B + G * t + A * t * t
-    for _ in range(_MAX_NEWTON):
+    for _ in range(MAX_NEWTON):
         r = math.hypot(1.0, t) if tau > 0 else math.sqrt((1.0 - t) * (1.0 + t))
         if r == 0.0:  # t = 1 on the circle: B ≪ G, the minimiser is the end point itself
             break

@@ -52,6 +52,7 @@ import torch
 from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.jorth2 import (
     HYP_AB,
+    MAX_NEWTON,
     NEEDS_BATCHED,
     ORTH_AB,
     form_coefficients,
@@ -63,8 +64,6 @@ from orthoplug.kernels.jorth2 import (
 )
 
 __all__ = ["solve_jorth2x2", "solve_jorth2x2_single", "subproblem_value"]
-
-_MAX_NEWTON = 200
 
 
 def _largest_root(A, B, G, tau: float, eps: float):
@@ -81,7 +80,7 @@ def _largest_root(A, B, G, tau: float, eps: float):
                              (G > 0.0).to(t.dtype))
         t = torch.where(done, closed, t)
     scale = B + G * t + A * t * t
-    for _ in range(_MAX_NEWTON):
+    for _ in range(MAX_NEWTON):
         r = torch.hypot(torch.ones_like(t), t) if tau > 0 else torch.sqrt((1.0 - t) * (1.0 + t))
         g, step = newton_step(A, B, G, tau, t, r)
         move = ~done & (r != 0.0) & (g > 0.0) & (step > 0.0)
