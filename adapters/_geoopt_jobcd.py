@@ -64,6 +64,7 @@ import torch
 
 from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.kernels import runs_compiled
 from orthoplug.oracles import NonFiniteError, all_finite
 from orthoplug.solvers.jjacobi import ColumnJacobi
 from orthoplug.solvers.jobcd import SIDES, SIGMA_RULES
@@ -76,6 +77,7 @@ from orthoplug.solvers.sigma_rules import (
     sigma_rule,
 )
 
+from ._geoopt_base import _GeometryManifold
 from ._torch import OrthoplugOptimizer, check_number
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"]
@@ -86,10 +88,9 @@ PRECONDITIONERS = ("adam", "rms")
 
 def _check_param(name, p, column: bool):
     """Refuse a parameter the JOBCD optimizers cannot take, saying what to do."""
-    manifold = getattr(p, "manifold", None)
-    geometry = getattr(manifold, "geometry", None)
-    if not (isinstance(p, geoopt.ManifoldParameter) and
-            isinstance(geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry))):
+    manifold = p.manifold if isinstance(p, geoopt.ManifoldTensor) else None
+    if not (isinstance(p, geoopt.ManifoldParameter) and isinstance(manifold, _GeometryManifold)
+            and isinstance(manifold.geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry))):
         raise ValueError(
             f"{name} optimises ManifoldParameters on orthoplug's JOrthogonal or "
             f"IndefiniteStiefel manifolds; got {type(p).__name__} on "
@@ -103,21 +104,22 @@ def _check_param(name, p, column: bool):
 _INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 
 
-def uses_compiled(p: torch.Tensor, name: str = "ColumnJJacobi") -> bool:
-    """Whether ``p`` takes the compiled (NumPy/numba) sweep: ``True`` for CPU float32 and
-    float64 tensors, the only ones :class:`ColumnJJacobi` takes.
+def require_compiled_sweeps(p: torch.Tensor, name: str = "ColumnJJacobi") -> None:
+    """Refuse ``p`` unless the compiled (NumPy/numba) sweep takes it (the dispatch rule
+    :func:`~orthoplug.kernels.runs_compiled`: CPU float32 and float64 tensors), the only
+    tensors :class:`ColumnJJacobi` takes.
 
     Raises:
         ValueError: a tensor on another device (no silent host round-trip).
         TypeError: another dtype.
     """
+    if runs_compiled(p):
+        return
     if p.device.type != "cpu":
         raise ValueError(f"{name} runs compiled CPU sweeps; got a parameter on {p.device}: "
                          "move it to the CPU, or use GSJOBCD(side='column'), whose torch step "
                          "runs on any device")
-    if p.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"{name} takes float32 or float64 parameters, got {p.dtype}")
-    return True
+    raise TypeError(f"{name} takes float32 or float64 parameters, got {p.dtype}")
 
 
 def _indexed(groups):
@@ -650,8 +652,9 @@ class ColumnJJacobi(OrthoplugOptimizer):
         stabilize: ``projx`` every this many steps (``None``: never).
 
     The sweeps are compiled CPU kernels on NumPy arrays: parameters must be CPU float32 or
-    float64 tensors (:func:`uses_compiled`; a CUDA parameter is refused, with the advice to use
-    ``GSJOBCD(side="column")``, rather than copied to the host and back at every step).
+    float64 tensors (:func:`require_compiled_sweeps`; a CUDA parameter is refused, with the
+    advice to use ``GSJOBCD(side="column")``, rather than copied to the host and back at every
+    step).
 
     ``converged`` is true once every matrix's last sweep was a cyclic one that rotated no pair.
     Each matrix has its own :class:`~orthoplug.solvers.jjacobi.ColumnJacobi` state (saved in
@@ -686,7 +689,7 @@ class ColumnJJacobi(OrthoplugOptimizer):
         super()._check_group(group)
         for p in group["params"]:
             _check_param(type(self).__name__, p, column=True)
-            uses_compiled(p, type(self).__name__)
+            require_compiled_sweeps(p, type(self).__name__)
             self._engine(p, 0)  # validate C and the options against the parameter now
 
     def _engine(self, p, index: int) -> ColumnJacobi:

@@ -51,7 +51,7 @@ import geoopt
 import torch
 
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.solvers.obcd import scalar_pair_step
+from orthoplug.solvers.obcd import require_compiled_search, scalar_pair_step
 from orthoplug.solvers.pairs import cyclic_pairs, draw_random_pairs, random_matching
 from orthoplug.solvers.sigma_rules import MAX_REJECTIONS, SigmaBacktracking, cost_rounding
 
@@ -114,14 +114,16 @@ class OBCD(OrthoplugOptimizer):
             check_number("sigma", group["sigma"])
         check_number("sigma0", group["sigma0"], strict=True)
         for p in group["params"]:
+            manifold = p.manifold if isinstance(p, geoopt.ManifoldTensor) else None
             if not (isinstance(p, geoopt.ManifoldParameter)
-                    and isinstance(p.manifold, geoopt.Stiefel)):
+                    and isinstance(manifold, geoopt.Stiefel)):
                 raise ValueError("OBCD optimises geoopt ManifoldParameters on geoopt.Stiefel; "
                                  f"got {type(p).__name__} on "
-                                 f"{type(getattr(p, 'manifold', None)).__name__} (give other "
+                                 f"{type(manifold).__name__} (give other "
                                  "parameters their own optimizer, e.g. torch.optim.SGD)")
             if p.ndim < 2 or p.shape[-2] < 2:
                 raise ValueError(f"OBCD needs matrices with n >= 2 rows, got {tuple(p.shape)}")
+            require_compiled_search(p, "OBCD")
 
     def _check_start(self):
         new = [p for group in self.param_groups for p in group["params"]

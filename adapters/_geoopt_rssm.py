@@ -168,7 +168,7 @@ class RSSM(OrthoplugOptimizer):
                                        or not isinstance(num_blocks, int) or num_blocks < 2):
             raise ValueError(f"num_blocks must be an integer >= 2, got {num_blocks!r}")
         for p in group["params"]:
-            manifold = getattr(p, "manifold", None)
+            manifold = p.manifold if isinstance(p, geoopt.ManifoldTensor) else None
             if not isinstance(p, geoopt.ManifoldParameter) or not isinstance(
                     manifold, geoopt.Stiefel):
                 raise ValueError(

@@ -36,6 +36,8 @@ import torch
 from orthoplug.distributed import DataParallelOptimizer, shared_seed
 from orthoplug.geometry.stiefel import StiefelGeometry
 
+from ._geoopt_base import _GeometryManifold
+
 __all__ = ["OrthoplugOptimizer"]
 
 _STATE_KEY = "orthoplug"
@@ -49,12 +51,11 @@ def parameter_geometry(p: torch.Tensor):
     Raises:
         ValueError: a manifold other than these and ``geoopt.Euclidean``.
     """
-    manifold = getattr(p, "manifold", None)
-    if manifold is None or isinstance(manifold, geoopt.Euclidean):
+    if not isinstance(p, geoopt.ManifoldTensor) or isinstance(p.manifold, geoopt.Euclidean):
         return None
-    geometry = getattr(manifold, "geometry", None)
-    if geometry is not None:
-        return geometry
+    manifold = p.manifold
+    if isinstance(manifold, _GeometryManifold):
+        return manifold.geometry
     if isinstance(manifold, geoopt.Stiefel):
         if p.ndim < 2 or p.shape[-1] > p.shape[-2]:
             raise ValueError(f"a Stiefel parameter must have shape (..., n, k) with k <= n, got "

@@ -2,8 +2,9 @@
 
 The references below are written from the formulas, not from the kernels: each GS-JOBCD step
 forms ``Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` with ``np.kron`` (PSD part by ``eigh``), solves the 2×2
-subproblem with the batched torch solver ``solve_jorth2x2`` (companion-matrix roots, a different
-algorithm from the kernel's), writes ``X[B] = V Z`` and recomputes ``Y = C X`` and f from scratch.
+subproblem with the torch steps of ``solve_jorth2x2`` (the path of non-CPU tensors: the kernel's
+algorithm executed elementwise in torch, not the compiled code), writes ``X[B] = V Z`` and
+recomputes ``Y = C X`` and f from scratch.
 The un-jitted run (``NUMBA_DISABLE_JIT=1``, a subprocess) checks that the kernels are one source:
 the same functions run as Python and give the same iterates.
 """
@@ -31,7 +32,7 @@ from orthoplug.problems.hevp import make_spd, trace_min_certificate
 from orthoplug.solvers.jobcd import GSJOBCD
 from orthoplug.solvers.jobcd_steps import update_pairs
 from orthoplug.solvers.pairs import PAIR_BATCH, random_matching, random_pairs
-from orthoplug.subproblems.jorth2 import solve_jorth2x2
+from orthoplug.subproblems.jorth2 import _solve_torch, solve_jorth2x2
 
 THETA = 1e-6
 
@@ -41,7 +42,7 @@ def _unsorted(n, seed=0):
 
 
 def _reference_gs(c, d, scale, j, x0, pairs, theta=THETA):
-    """GS-JOBCD over the given pairs: batched torch 2×2 solves, Y and f recomputed each step."""
+    """GS-JOBCD over the given pairs: 2×2 solves by the torch steps, Y and f recomputed."""
     x = x0.copy()
     dm = np.eye(x.shape[1]) if d is None else d
     eye_vec = np.array([1.0, 0.0, 0.0, 1.0])
@@ -54,8 +55,8 @@ def _reference_gs(c, d, scale, j, x0, pairs, theta=THETA):
         lam, u = np.linalg.eigh(0.5 * (q + q.T))
         q = (u * lam.clip(0.0)) @ u.T + theta * np.eye(4)
         p = m - (q @ eye_vec).reshape(2, 2).T  # mat(Q vec I), column-major
-        v = solve_jorth2x2(torch.tensor([[j[i], j[k]]]), torch.from_numpy(p[None]),
-                           Qd=torch.from_numpy(q[None]))[0].numpy()
+        v = _solve_torch(j[i] != j[k], torch.from_numpy(p[None]),
+                         torch.from_numpy(q[None]))[0].numpy()
         x[b] = v @ z
     return x, scale * float(np.sum(x * (c @ x @ dm)))
 
@@ -238,7 +239,7 @@ def test_compiled_rcd_sweep_matches_torch_rounds(n):
 
 def _reference_jacobi(x, g_rows, pairs, j, sigma, theta):
     """J-JOBCD's step from the formulas: per pair ``M = G_B Zᵀ``, ``ς = σ‖Z‖₂² + θ``
-    (``np.linalg.norm`` ord 2), the batched torch solve of ``P = M − ςI``, ``X[B] = V Z``; the
+    (``np.linalg.norm`` ord 2), the torch steps' solve of ``P = M − ςI``, ``X[B] = V Z``; the
     predicted change."""
     out, predicted = x.copy(), 0.0
     for b in range(x.shape[0]):
@@ -248,8 +249,8 @@ def _reference_jacobi(x, g_rows, pairs, j, sigma, theta):
             rho = np.linalg.norm(z, 2) ** 2
             s = sigma * rho + theta
             p = torch.from_numpy((m - s * np.eye(2))[None])
-            v = solve_jorth2x2(torch.tensor([[j[i], j[k]]]), p,
-                               s=torch.tensor([s], dtype=torch.float64))[0].numpy()
+            q = s * torch.eye(4, dtype=torch.float64)[None]
+            v = _solve_torch(j[i] != j[k], p, q)[0].numpy()
             w = v - np.eye(2)
             predicted += float(np.sum(w * m) + 0.5 * sigma * rho * np.sum(w * w))
             out[b, [i, k]] = v @ z
@@ -259,10 +260,10 @@ def _reference_jacobi(x, g_rows, pairs, j, sigma, theta):
 @pytest.mark.parametrize("k", [4, 9])
 def test_jacobi_kernel_against_the_formulas(k):
     """J-JOBCD's compiled step (CPU float64 :func:`update_pairs`) equals the formulas solved by the
-    batched torch solver, rows and predicted change (1e-12), for mixed and same-sign pairs of two
-    matrices at once, rectangular and square (float32 takes the batched torch path: 1e-4); a row
-    so large that ‖Z‖₂² overflows raises
-    NonFiniteError naming the curvature and leaves X unchanged."""
+    torch steps of the 2×2 solver, rows and predicted change (1e-12), for mixed and same-sign
+    pairs of two matrices at once, rectangular and square (float32 takes the batched torch path:
+    1e-4); a row so large that ‖Z‖₂² overflows raises NonFiniteError naming the curvature and
+    leaves X unchanged."""
     rng = np.random.default_rng(k)
     n, nb = 9, 2
     j = _unsorted(n, k)

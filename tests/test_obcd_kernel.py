@@ -1,7 +1,8 @@
 """The compiled OBCD pair loop and O(2) search (:mod:`orthoplug.kernels`) against independent
-references: the batched NumPy O(2) search with the model recomputed from scratch and direct row
-updates (same iterates), the brute force of ``test_subproblem_o2`` with the kernels' source run
-un-jitted (``NUMBA_DISABLE_JIT=1``), and the pair orders' invariants."""
+references: the O(2) search entered per pair from Python (:func:`solve_o2`) with the model
+recomputed from scratch and direct row updates (same iterates), the brute force of
+``test_subproblem_o2`` with the kernels' source run un-jitted (``NUMBA_DISABLE_JIT=1``), and the
+pair orders' invariants."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def _start(n, r, kind):
 def _reference(c, d, s, x0, h, seed, steps, alpha=1e-5):
     """Today's OBCD (random pairs, exact curvature) written out directly: the pair stream of
     ``random_pairs`` in batches of ``PAIR_BATCH`` from the seeded generator, ``∇f = 2s C X D``
-    recomputed from X at every step, the batched NumPy O(2) search (two copies of the instance
-    force the batched path), ``X[B] ← V Z`` snapped."""
+    recomputed from X at every step, the O(2) search through :func:`solve_o2`,
+    ``X[B] ← V Z`` snapped."""
     gen = torch.Generator().manual_seed(seed)
     cn, x = c.numpy(), x0.numpy().copy()
     dn = np.eye(x.shape[1]) if d is None else d.numpy()
@@ -61,7 +62,7 @@ def _reference(c, d, s, x0, h, seed, steps, alpha=1e-5):
         g = 2.0 * s * (cn @ x @ dn)[b]
         q = np.kron(2.0 * s * z @ dn @ z.T, cn[np.ix_(b, b)]) + alpha * np.eye(4)
         p = g @ z.T - (q @ np.array([1.0, 0.0, 0.0, 1.0])).reshape(2, 2).T
-        v = solve_o2(np.stack([p, p]), np.stack([z, z]), h, Qt=np.stack([q, q]))[0].numpy()
+        v = solve_o2(p, z, h, Qt=q).numpy()
         if np.array_equal(v, np.eye(2)):
             continue
         new = v @ z

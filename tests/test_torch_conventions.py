@@ -380,27 +380,7 @@ def test_projx_restores_near_points_and_refuses_far_ones(manifold):
         manifold.projx(far)
 
 
-# ---- device dispatch -------------------------------------------------------------------------
-
-def test_dispatch_functions():
-    """Compiled kernels for CPU tensors only; every other device takes the torch path (JOBCD)
-    or is refused by name (ColumnJJacobi's sweeps exist only compiled)."""
-    from orthoplug.adapters._geoopt_jobcd import uses_compiled as column_sweeps_compiled
-    from orthoplug.solvers import jobcd_steps
-
-    cpu64, cpu32 = torch.zeros(4, 4, dtype=torch.float64), torch.zeros(4, 4)
-    meta = torch.zeros(4, 4, dtype=torch.float64, device="meta")
-    assert jobcd_steps.uses_compiled(cpu64) and jobcd_steps.uses_compiled(cpu32)
-    assert not jobcd_steps.uses_compiled(meta)
-    assert not jobcd_steps.uses_compiled(cpu64.half())
-    assert column_sweeps_compiled(cpu64)
-    with pytest.raises(ValueError, match="compiled CPU sweeps.*meta.*GSJOBCD"):
-        column_sweeps_compiled(meta)
-    x = geoopt.ManifoldParameter(torch.eye(N_J, dtype=torch.float64, device="meta"),
-                                 manifold=JOrthogonal(N_J, p=3))
-    with pytest.raises(ValueError, match="compiled CPU sweeps"):
-        ColumnJJacobi([x], c=C_J)
-
+# ---- device dispatch (the rule itself: tests/test_dispatch.py) ----------------------------
 
 @pytest.mark.parametrize("options", [{}, {"matchings": 3}])
 def test_torch_path_equals_compiled_path(monkeypatch, options):
@@ -410,7 +390,7 @@ def test_torch_path_equals_compiled_path(monkeypatch, options):
 
     ends = []
     for compiled in (True, False):
-        monkeypatch.setattr(jobcd_steps, "uses_compiled", lambda x, c=compiled: c)
+        monkeypatch.setattr(jobcd_steps, "runs_compiled", lambda x, c=compiled: c)
         x, _ = _run("JJOBCD", torch.float64, 20, **options)
         ends.append(x.detach().clone())
     torch.testing.assert_close(ends[1], ends[0], rtol=1e-10, atol=1e-10)

@@ -24,6 +24,7 @@ import math
 
 import torch
 
+from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.rcd import givens_rounds
 from orthoplug.oracles import finite
 from orthoplug.solvers.base import IterativeSolver
@@ -92,7 +93,7 @@ class RCD(IterativeSolver):
         rounds = relabel[run.rounds]
         if self.gradient == "sweep":
             x, g = tracker.x.clone(), tracker.gradient()
-            if x.device.type == "cpu" and x.dtype == g.dtype == torch.float64:
+            if runs_compiled(x) and x.dtype == g.dtype == torch.float64:
                 self._compiled_sweep(x.numpy(), g.contiguous().numpy(), rounds.numpy(),
                                      run.out_of_time)
             else:

@@ -49,7 +49,7 @@ from .jorth2 import (
     _TOL,
     NEEDS_BATCHED,
     chosen,
-    form_point,
+    form_point_jit,
     largest_root,
     solve_jorth2,
 )
@@ -210,7 +210,7 @@ def _scalar_solve(j1, j2, curv, m11, m12, m21, m22):
         val = C * (a + curv * C) + S * (b + curv * S)
         if val < f_best:
             f_best = val
-            b11, b12, b21, b22 = form_point(forms, f, C, S)
+            b11, b12, b21, b22 = form_point_jit(forms, f, C, S)
     return chosen(f_eye, f_best, b11, b12, b21, b22)
 
 

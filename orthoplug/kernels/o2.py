@@ -4,9 +4,10 @@ Solves ``min_{V in O(2)} 1/2 vec(V)^T Qt vec(V) + <V, P> + h(V Z)`` (``Qt`` 4 x 
 ``Z`` 2 x r) for a separable piecewise-affine ``h``, by the algorithm described in
 :mod:`orthoplug.subproblems.o2` (one-angle form per family, knots of ``h`` sorted from the middle of
 the widest gap, arc states by running sums, knot-group corrections for discontinuous ``h``,
-stationary points of each feasible arc, identity tie rule). It is the one-instance path of that
-module: :func:`orthoplug.subproblems.o2.solve_o2_single` and the OBCD pair loop
-(:mod:`orthoplug.kernels.obcd`) both call :func:`o2_search`.
+stationary points of each feasible arc, identity tie rule). It is the only implementation:
+:func:`orthoplug.subproblems.o2.solve_o2` (one instance or a batch, :func:`o2_search_batch`),
+:func:`~orthoplug.subproblems.o2.solve_o2_single` and the OBCD pair loop
+(:mod:`orthoplug.kernels.obcd`) all call :func:`o2_search`.
 
 ``h`` is passed as its piecewise-affine tables (any :class:`~orthoplug.nonsmooth.PiecewiseAffine`):
 thresholds ``th`` (T,), slopes ``g``, intercepts ``kk`` and infeasibility flags ``inf`` (T+1,),
@@ -28,7 +29,7 @@ candidates are harmless: every candidate's value is a true objective value.
 
 Per-arc quadratics (``l1``, capped ``l1``: continuous, slopes differ) skip that search on most
 arcs: an arc survives pruning only if its Taylor lower bound is below the best value so far
-(as in the batched search), and on a surviving arc where ``|phi''(mid)|`` exceeds half its length
+and on a surviving arc where ``|phi''(mid)|`` exceeds half its length
 times ``rho + 8 R2`` (a bound on ``|phi'''|``) ``phi'`` is monotone: a convex arc has an interior
 minimum iff ``phi' < 0 < phi'`` at its ends, found by bracketed Newton, a concave one none (the
 knots carry the end values). Knot and midpoint cosines come from ``x_i / rho_i``,
@@ -535,3 +536,11 @@ def o2_search(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
         return 0.0
     dec = KI - Kv
     return dec if dec > 0.0 else math.inf  # (KI infinite: any move counts)
+
+
+@njit(cache=True)
+def o2_search_batch(P, Z, Q, th, g, kk, inf, pval, knot, h0, shared, continuous, V):
+    """:func:`o2_search` for K instances: ``P`` (K, 2, 2), ``Z`` (K, 2, r), ``Q`` (K, 4, 4),
+    minimisers written to ``V`` (K, 2, 2)."""
+    for k in range(P.shape[0]):
+        o2_search(P[k], Z[k], Q[k], th, g, kk, inf, pval, knot, h0, shared, continuous, V[k])

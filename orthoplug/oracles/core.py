@@ -505,6 +505,16 @@ class QuadraticTracker(Tracker):
     def _times_d(self, a):
         return a if self.da is None else a @ self.da
 
+    def value_with_rows(self, rows: torch.Tensor, new_rows: torch.Tensor) -> float:
+        """``f`` after ``X[rows] ← new_rows`` without changing X:
+        ``f + s⟨Δ, (2(CX)[B] + C_BB Δ) D⟩``, O(r²p) for r rows (NaN if not finite)."""
+        idx = self._index(rows)
+        delta = host_array(new_rows.to(self.x.dtype)) - self.xa[idx]
+        w = self._times_d(2.0 * self.ya[idx] + self.ca[idx[:, None], idx[None, :]] @ delta)
+        change = float(np.vdot(delta, w) if isinstance(delta, np.ndarray) else (delta * w).sum())
+        value = float(self.value()) + self.s * change
+        return value if math.isfinite(value) else math.nan
+
     def _index(self, rows: torch.Tensor):
         return rows.numpy() if self.on_host else rows
 

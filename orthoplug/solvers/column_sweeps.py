@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.obcd import column_pairs
 from orthoplug.nonsmooth import SeparableTerm, Zero
 from orthoplug.oracles import host_array
@@ -32,7 +33,7 @@ __all__ = ["column_invariant", "column_rotations"]
 def column_invariant(oracle) -> bool:
     """Whether ``f(XQ) = f(X)`` for every ``Q ∈ O(r)``: a quadratic ``s·tr(XᵀCX)`` with no
     ``D`` (or ``D = d·I``)."""
-    q = getattr(oracle, "quadratic", None)
+    q = oracle.quadratic
     if q is None:
         return False
     if q.d is None:
@@ -64,7 +65,7 @@ def column_rotations(x: torch.Tensor, h: SeparableTerm, generator: torch.Generat
     x = x.clone()
     if isinstance(h, Zero):
         return x
-    if x.dtype == torch.float64 and x.device.type == "cpu":  # the compiled sweep, in place
+    if runs_compiled(x) and x.dtype == torch.float64:  # the compiled sweep, in place
         xa = x.contiguous().numpy()
         for _ in range(sweeps):
             _column_sweep(xa, np.empty((0, xa.shape[1])), h, generator)

@@ -73,7 +73,7 @@ class HyperbolicEig:
         clock = RunClock()
         sol = hyperbolic_trace_min(
             quadratic.scale * quadratic.c.detach().cpu().double().numpy(), geometry.j,
-            getattr(geometry, "jk", None), None if quadratic.d is None
+            geometry.jk, None if quadratic.d is None
             else quadratic.d.detach().cpu().double().numpy(),
             method=self.method, tol=self.tol, maxiter=self.maxiter)
         elapsed = clock.elapsed()

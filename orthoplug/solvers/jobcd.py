@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
+from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.jobcd import gs_pairs
 from orthoplug.kernels.quadratic import MESSAGES, NEEDS_BATCHED_PAIR, OK
 from orthoplug.oracles import NonFiniteError, host_array
@@ -52,7 +53,7 @@ from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel, Qua
 
 from .base import IterativeSolver, ScalarCurvature
 from .jjacobi import ColumnJacobi, ColumnModel
-from .jobcd_steps import PageSchedule, jacobi_step, solve_pair, update_pairs
+from .jobcd_steps import PageSchedule, jacobi_step, solve_blocks, solve_pair, update_pairs
 from .pairs import PAIR_BATCH, PairQueue, max_matchings, resolve_matchings, round_robin
 from .sigma_rules import ModelDamping, SigmaFit
 
@@ -239,7 +240,7 @@ class GSJOBCD(_JOBCDBase):
     def _column_jacobi_applies(self, tracker) -> bool:
         n, k = tracker.x.shape[-2:]
         return (n == k and tracker.x.ndim == 2 and isinstance(tracker, QuadraticArrays)
-                and tracker.da is None and self.curvature == "exact")
+                and tracker.da is None and self.curvature == "exact" and runs_compiled(tracker.x))
 
     def resolve_side(self, run):
         """``"auto"`` resolves to the column side when column J-Jacobi applies, else rows."""
@@ -263,14 +264,13 @@ class GSJOBCD(_JOBCDBase):
             raise ValueError("JOBCD needs n >= 2 rows (or columns on the column side)")
         run.jacobi = None
         if run.column and self._column_jacobi_applies(tracker):
-            c = tracker.ca if tracker.on_host else tracker.ca.cpu().numpy()
-            run.jacobi = ColumnJacobi(c, tracker.s, run.jvec.cpu().numpy(),
+            run.jacobi = ColumnJacobi(tracker.ca, tracker.s, host_array(run.jvec),
                                       order=self.pairs or "cyclic", **self.jacobi_options)
             return
         run.exact = (not run.column and self.curvature == "exact"
                      and isinstance(tracker, PairModel))
-        run.compiled = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
-                        and tracker.xa.dtype == np.float64)
+        run.compiled = (run.exact and isinstance(tracker, QuadraticArrays)
+                        and runs_compiled(tracker.x) and tracker.xa.dtype == np.float64)
         if self.pairs == "greedy" and not run.compiled:
             raise ValueError("pairs='greedy' runs in a compiled kernel only: column J-Jacobi "
                              "(square X, QuadraticOracle without D) or row pairs with a "
@@ -303,8 +303,8 @@ class GSJOBCD(_JOBCDBase):
         tracker = run.tracker
         if run.jacobi is not None:  # column J-Jacobi: one sweep
             x, f0 = tracker.x, float(tracker.value())
-            new = run.jacobi.sweep(x.detach().cpu().numpy(), run.generator)
-            tracker.set_point(torch.from_numpy(new).to(x.device))
+            new = run.jacobi.sweep(x.detach().numpy(), run.generator)
+            tracker.set_point(torch.from_numpy(new))
             undo, run.finished = run.jacobi.outcome(f0, float(tracker.value()))
             if undo:
                 tracker.set_point(x)
@@ -332,10 +332,16 @@ class GSJOBCD(_JOBCDBase):
         """One exact pair step outside the kernel (other devices and dtypes)."""
         run.count += 1
         z, m, qd = run.pair_model(rows)
-        v = solve_pair([run.jlist[i], run.jlist[j]], m.tolist(), qd=qd.tolist())
-        if v != _EYE2:  # V = I (a block already at its optimum) changes nothing
-            # a non-finite V Z raises NonFiniteError: X stays the last finite point
-            run.set_pair(rows, run.v_array(v) @ z)
+        if not runs_compiled(run.tracker.x):  # on the device: the batched solve of one pair
+            pair = torch.tensor([[i, j]], device=run.jvec.device)
+            zt, mt, qt = (torch.as_tensor(a)[None] for a in (z, m, qd))
+            v = solve_blocks(run.jvec, pair, zt, mt, 0.0, q_exact=qt)[0]
+            run.set_pair(rows, host_array(v) @ z)
+        else:
+            v = solve_pair([run.jlist[i], run.jlist[j]], m.tolist(), qd=qd.tolist())
+            if v != _EYE2:  # V = I (a block already at its optimum) changes nothing
+                # a non-finite V Z raises NonFiniteError: X stays the last finite point
+                run.set_pair(rows, run.v_array(v) @ z)
         if run.count % self.refresh_every == 0:
             run.tracker.refresh()
 
@@ -445,13 +451,15 @@ class JJOBCD(_JOBCDBase):
         if self.curvature == "scalar" or (self.curvature == "auto" and self.side == "row"):
             return False
         square = x.ndim == 2 and x.shape[0] == x.shape[1]
-        applies = square and isinstance(oracle, HessianVector) and self.side != "row"
+        applies = (square and isinstance(oracle, HessianVector) and self.side != "row"
+                   and runs_compiled(x))
         if self.curvature == "hessian" and not applies:
             raise ValueError(f"{self.name}: curvature='hessian' needs a single square X (O(J)), "
                              "an oracle with Hessian-vector products (HessianVector: "
-                             "hessian_vector(x, u)) and side 'auto' or 'column'; got "
-                             f"X of shape {tuple(x.shape)}, {type(oracle).__name__}, "
-                             f"side={self.side!r}")
+                             "hessian_vector(x, u)), side 'auto' or 'column' and a float32 or "
+                             "float64 CPU tensor (the model sweep is compiled); got "
+                             f"X of shape {tuple(x.shape)} ({x.dtype} on {x.device}), "
+                             f"{type(oracle).__name__}, side={self.side!r}")
         return applies
 
     def resolve_side(self, run):

@@ -6,8 +6,8 @@ solves, the batched pair update, the Jacobi step, and the PAGE schedule of VR-J-
   or the scalar ``ς I``: one pair in plain floats, or a batch of pairs
   (:func:`~orthoplug.subproblems.jorth2.solve_jorth2x2`);
 * :func:`update_pairs` — the rows ``X[B] ← V X[B]`` of a batch of disjoint pairs and the
-  predicted decrease of the majoriser; :func:`uses_compiled` says whether the compiled kernels
-  (:mod:`orthoplug.kernels.jobcd`) run it (CPU tensors only);
+  predicted decrease of the majoriser; the dispatch rule :func:`orthoplug.kernels.runs_compiled`
+  says whether the compiled kernels (:mod:`orthoplug.kernels.jobcd`) run it (CPU tensors only);
 * :func:`jacobi_step` — one J-JOBCD update of every matrix of a batch: all pairs of a random
   matching at once (or rounds of a round robin, one pair after the other);
 * :class:`PageSchedule` — the PAGE estimator's batch sizes, coins and minibatches.
@@ -22,6 +22,7 @@ import math
 import numpy as np
 import torch
 
+from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.jobcd import jacobi_pairs, linear_sweep
 from orthoplug.kernels.quadratic import MESSAGES, OK
 from orthoplug.oracles import NonFiniteError, host_array
@@ -30,8 +31,7 @@ from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 
 from .pairs import random_matching, round_robin, round_robin_pairs
 
-__all__ = ["PageSchedule", "jacobi_step", "solve_blocks", "solve_pair", "update_pairs",
-           "uses_compiled"]
+__all__ = ["PageSchedule", "jacobi_step", "solve_blocks", "solve_pair", "update_pairs"]
 
 
 def solve_pair(jb: list[float], m: list[list[float]], *, qd: list[list[float]] | None = None,
@@ -62,12 +62,13 @@ def solve_blocks(jvec: torch.Tensor, pairs: torch.Tensor, z: torch.Tensor, m: to
     """Exact 2×2 steps ``V`` for row pairs (K, 2) with rows ``z`` (K, 2, k) and ``m = G[B] Zᵀ``.
 
     Curvature ``q_exact`` (K, 4, 4) if given, else the scalar ``σ‖Z‖₂² I``; θ is added. A single
-    pair (K = 1) goes to the plain-float solver :func:`solve_pair`, many to the batched one.
+    pair (K = 1) on the CPU goes to the plain-float solver :func:`solve_pair`, anything else to
+    the batched one (on the tensors' device).
     """
     jb = jvec[pairs]
     eye = torch.eye(2, dtype=z.dtype, device=z.device)
     if q_exact is not None:
-        if pairs.shape[0] == 1:
+        if pairs.shape[0] == 1 and runs_compiled(z):
             v = solve_pair(jb[0].tolist(), m[0].tolist(),
                            qd=_with_theta(q_exact[0].tolist(), theta))
             return torch.tensor([v], dtype=z.dtype, device=z.device)
@@ -77,17 +78,10 @@ def solve_blocks(jvec: torch.Tensor, pairs: torch.Tensor, z: torch.Tensor, m: to
     s = sigma * spectral_norm_sq(z) + theta
     if not bool(torch.isfinite(s).all()):  # rows so large that ‖Z‖₂² overflows
         raise NonFiniteError("non-finite block curvature")
-    if pairs.shape[0] == 1:
+    if pairs.shape[0] == 1 and runs_compiled(z):
         v = solve_pair(jb[0].tolist(), m[0].tolist(), s=float(s[0]))
         return torch.tensor([v], dtype=z.dtype, device=z.device)
     return solve_jorth2x2(jb, m - s[:, None, None] * eye, s=s)
-
-
-def uses_compiled(x: torch.Tensor) -> bool:
-    """Whether the pair steps on ``x`` run in the compiled kernels (NumPy views): CPU tensors
-    only — the one-matching step for float64, the round-robin sweep for float32 and float64 (on
-    float64 copies). Every other device takes the torch path, never a copy to the host."""
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
 
 
 def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jvec: torch.Tensor,
@@ -110,7 +104,7 @@ def update_pairs(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor, jve
     Raises:
         ~orthoplug.oracles.core.NonFiniteError: a block curvature or a new row is not finite.
     """
-    if uses_compiled(x) and x.dtype == torch.float64:  # the compiled loop
+    if runs_compiled(x) and x.dtype == torch.float64:  # the compiled loop
         out = x.detach().clone(memory_format=torch.contiguous_format)
         status, predicted = jacobi_pairs(
             out.numpy(), g_rows.detach().to(torch.float64).contiguous().numpy(),
@@ -136,13 +130,14 @@ def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: f
                 theta: float, generator: torch.Generator,
                 matchings: int) -> tuple[torch.Tensor, float]:
     """``matchings`` rounds of a random round robin on every matrix of ``xb`` (nb, n, k), in
-    sequence on the stale gradient ``gb``: the compiled :func:`~orthoplug.kernels.jobcd.
-    linear_sweep` on float64 host copies of CPU tensors (one relabeling draw per matrix), or,
-    off the CPU (:func:`uses_compiled`), the same rounds as batched torch steps (the pairs of
-    a round are disjoint, so a round's pairs in sequence equal one batched step)."""
+    sequence on the stale gradient ``gb``: the compiled
+    :func:`~orthoplug.kernels.jobcd.linear_sweep` on float64 host copies of CPU tensors (one
+    relabeling draw per matrix), or, off the CPU (:func:`~orthoplug.kernels.runs_compiled`), the
+    same rounds as batched torch steps (the pairs of a round are disjoint, so a round's pairs in
+    sequence equal one batched step)."""
     nb, n, _ = xb.shape
     keys = torch.rand(nb, n, generator=generator, device=generator.device)
-    if not uses_compiled(xb):  # the same rounds, one batched torch step per round
+    if not runs_compiled(xb):  # the same rounds, one batched torch step per round
         perm = keys.argsort(dim=-1).to(xb.device)
         labels = round_robin(n, xb.device)[:matchings]  # (matchings, m, 2)
         bidx = torch.arange(nb, device=xb.device)[:, None, None]

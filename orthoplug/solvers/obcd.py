@@ -38,7 +38,10 @@ objective never increases (α > 0, default 1e-5 as in the paper).
   and greedy iterations run in :func:`~orthoplug.kernels.obcd.obcd_pairs` (numba), entered once
   per evaluation interval (split at random-pair batches, the end of a cyclic sweep and the
   refresh of ``CX``); pairs are drawn exactly as in the Python path, so the iterates are the
-  same. Other devices and dtypes run the same steps through the tracker's arrays in Python.
+  same. float32 CPU tensors run the same steps through the tracker's arrays in Python.
+* Devices: the O(2) search is compiled only, so k = 2 or h ≠ 0 needs float32/float64 CPU
+  tensors (:func:`require_compiled_search`, at setup); k > 2 with h = 0 (polar steps) runs in
+  torch on any device.
 
 After each update, entries of the new rows with modulus ``< 1e-14`` are set to 0 (for h ≠ 0): the
 subproblem solver merges knots at that size and a negative residue would make ``V = I``
@@ -60,6 +63,7 @@ import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.obcd import obcd_pairs
 from orthoplug.kernels.quadratic import MESSAGES
 from orthoplug.nonsmooth import SeparableTerm, Zero
@@ -77,7 +81,7 @@ from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 from .base import IterativeSolver, Run, ScalarCurvature, SolverResult
 from .pairs import PAIR_BATCH, PairQueue, random_matching
 
-__all__ = ["OBCD", "safe_sigma", "local_block_solve", "scalar_pair_step"]
+__all__ = ["OBCD", "safe_sigma", "local_block_solve", "scalar_pair_step", "require_compiled_search"]
 
 
 def safe_sigma(oracle) -> float | None:
@@ -93,6 +97,21 @@ def safe_sigma(oracle) -> float | None:
                                                        else lam_c.min()) <= 0:
             return 0.0  # s·C ⪯ 0 and D ⪰ 0: f is concave
     return oracle.lipschitz
+
+
+def require_compiled_search(x: torch.Tensor, who: str) -> None:
+    """Refuse ``x`` unless the compiled O(2) search takes it (the dispatch rule
+    :func:`~orthoplug.kernels.runs_compiled`: float32/float64 CPU tensors).
+
+    The breakpoint search (:func:`~orthoplug.subproblems.o2.solve_o2`) is sequential per pair and
+    exists only compiled; a tensor on another device would be copied to the host in every step.
+
+    Raises:
+        ValueError: naming ``who``, the tensor's dtype and device.
+    """
+    if not runs_compiled(x):
+        raise ValueError(f"{who}: the O(2) breakpoint search runs compiled on float32/float64 "
+                         f"CPU tensors only; got {x.dtype} on {x.device} (move it to the CPU)")
 
 
 def _snap(u):
@@ -270,6 +289,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
         x = tracker.x
         n = x.shape[0]
         run.device, run.dtype = x.device, x.dtype
+        if self.k == 2 or not isinstance(self.h, Zero):
+            require_compiled_search(x, self.name)
         # the exact curvature on the tracker's arrays (NumPy views on the CPU, QuadraticTracker)
         run.exact = (self.curvature == "exact" and self.k == 2 and self.working_set != "jacobi"
                      and isinstance(tracker, PairModel))
@@ -279,12 +300,10 @@ class OBCD(ScalarCurvature, IterativeSolver):
             self.init_sigma(run, self.sigma_user if self.sigma_user is not None
                             else safe_sigma(tracker.oracle))
         if run.exact:
-            vec_eye2 = host_array(torch.eye(2, dtype=run.dtype, device=run.device).reshape(4))
-            run.vec_eye2 = vec_eye2
-            run.solve_pair = solve_o2_single if isinstance(vec_eye2, np.ndarray) else solve_o2
+            run.vec_eye2 = host_array(torch.eye(2, dtype=run.dtype).reshape(4))
         # the compiled pair loop: float64 NumPy views of CPU tensors, in C order
-        run.kernel = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
-                      and tracker.xa.dtype == np.float64)
+        run.kernel = (run.exact and isinstance(tracker, QuadraticArrays)
+                      and runs_compiled(tracker.x) and tracker.xa.dtype == np.float64)
         if run.kernel and not (tracker.xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
             tracker.set_point(tracker.x.contiguous())
         if self.working_set == "greedy" and not run.kernel:
@@ -364,7 +383,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         rows = run.queue.next_rows()
         z, g, qt = tracker.pair_model_array(rows, self.alpha, psd=False)
         p = g - (qt @ run.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
-        new = run.solve_pair(p, z, self.h, Qt=qt) @ z
+        new = solve_o2_single(p, z, self.h, Qt=qt) @ z
         if not isinstance(self.h, Zero):
             new = _snap(new)
         if not math.isfinite(float(new.sum())):  # NaN / inf in any entry (|entries| <= 1)

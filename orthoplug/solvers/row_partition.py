@@ -51,7 +51,7 @@ def partition_moves(x: torch.Tensor, oracle, *, max_moves: int = 100000, polish:
     (and stop it) in between. Arguments as :func:`partition_search`, checked first;
     ``count_gradients(1)`` is called for every full product ``A X`` (a gradient of f, e.g.
     :meth:`~orthoplug.oracles.core.Tracker.count_gradients`)."""
-    q = getattr(oracle, "quadratic", None)
+    q = oracle.quadratic
     if q is None:
         raise ValueError("partition search needs a quadratic oracle s·tr(XᵀCX)")
     xa = host_array(x).astype(np.float64, copy=True)

@@ -73,7 +73,6 @@ from __future__ import annotations
 import math
 import warnings
 
-import numpy as np
 import torch
 
 from orthoplug.geometry.stiefel import StiefelGeometry, polar
@@ -94,7 +93,6 @@ from orthoplug.oracles import (
     StochasticGradients,
     StochasticOracle,
     all_finite,
-    host_array,
 )
 
 from .base import IterativeSolver, Run
@@ -429,26 +427,9 @@ def _try(tracker, sub: Submanifold, c, y, bound: float) -> bool:
 def _priced_value(tracker, rows: torch.Tensor, new: torch.Tensor) -> float | None:
     """``F`` after ``X[rows] ← new`` computed on the rows alone (quadratic trackers, oracles with
     a row price), or ``None`` when only an evaluation of F after the change can tell."""
-    if isinstance(tracker, QuadraticTracker):
-        return _row_change_value(tracker, rows, new)
-    if isinstance(tracker, RowGradientTracker):
+    if isinstance(tracker, QuadraticTracker | RowGradientTracker):
         return tracker.value_with_rows(rows, new)
     return None
-
-
-def _row_change_value(tracker: QuadraticTracker, rows: torch.Tensor, new: torch.Tensor) -> float:
-    """``f`` after ``X[rows] ← new`` for ``f = s·tr(XᵀCXD)``, without changing the tracker:
-    ``f + s⟨Δ, (2(CX)[B] + C_BB Δ) D⟩``, O(r²p) (NaN if not finite)."""
-    idx = tracker._index(rows)
-    new_a = host_array(new.to(tracker.x.dtype))
-    delta = new_a - tracker.xa[idx]
-    c_bb = tracker.ca[idx[:, None], idx[None, :]]
-    w = 2.0 * tracker.ya[idx] + c_bb @ delta
-    if tracker.da is not None:
-        w = w @ tracker.da
-    change = float(np.vdot(delta, w) if isinstance(delta, np.ndarray) else (delta * w).sum())
-    value = float(tracker.value()) + tracker.s * change
-    return value if math.isfinite(value) else math.nan
 
 
 class StochasticRSDM(RSDM):

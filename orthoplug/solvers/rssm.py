@@ -61,6 +61,7 @@ from orthoplug.geometry.stiefel_block import (
     take_columns,
 )
 from orthoplug.oracles import (
+    ColumnTracker,
     CompositeOracle,
     NonFiniteError,
     Oracle,
@@ -410,9 +411,9 @@ class RSSM(SubgradientSolver):
 
     def info(self, run: Run | None = None) -> dict:
         blocks = run.blocks if run is not None else []
-        return {**super().info(run), "num_blocks": len(blocks),
-                "gradient_columns": getattr(run.tracker, "column_evaluations", None)
-                if run is not None else None,
+        columns = (run.tracker.column_evaluations
+                   if run is not None and isinstance(run.tracker, ColumnTracker) else None)
+        return {**super().info(run), "num_blocks": len(blocks), "gradient_columns": columns,
                 "block_sizes": [int(b.numel()) for b in blocks],
                 "reorthogonalize": self.reorthogonalize, "refresh_every": self.refresh_every,
                 "pairs": self.pairs}

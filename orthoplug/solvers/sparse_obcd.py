@@ -25,6 +25,7 @@ import math
 import numpy as np
 import torch
 
+from orthoplug.kernels import runs_compiled
 from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.oracles import host_array
 
@@ -44,8 +45,8 @@ def _low_precision_gradient(tracker, x: torch.Tensor):
     the oracle's 0.45 ms at n = 300 and 1.3 against 3.3 ms at n = 1000, single-threaded), each
     call counted as one gradient on ``tracker``; ``(None, None)`` otherwise (then use the
     tracker's ``gradient_at`` in ``x``'s dtype)."""
-    q = getattr(tracker.oracle, "quadratic", None)
-    if q is None or q.d is not None or x.dtype != torch.float64 or x.device.type != "cpu":
+    q = tracker.oracle.quadratic
+    if q is None or q.d is not None or x.dtype != torch.float64 or not runs_compiled(x):
         return None, None
     c32 = (2.0 * float(q.scale) * host_array(q.c)).astype(np.float32)
 
@@ -393,5 +394,5 @@ class SparseOBCD(OBCD):
 
     def info(self, run=None):
         return {**super().info(run), "working_set": f"greedy (best of {self.candidates})",
-                "start": getattr(run, "start_chosen", None),
-                "budgets": getattr(run, "budgets", None)}
+                "start": None if run is None else run.start_chosen,
+                "budgets": None if run is None else run.budgets}

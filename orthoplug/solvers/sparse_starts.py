@@ -52,7 +52,7 @@ def start_candidates(oracle, r: int, names=("diagonal", "pca")) -> dict[str, tor
     bad = sorted(set(names) - {"diagonal", "pca"})
     if bad:
         raise ValueError(f"unknown start(s) {bad}; choose from ('diagonal', 'pca')")
-    q = getattr(oracle, "quadratic", None)
+    q = oracle.quadratic
     if q is None:
         raise ValueError("start candidates need a quadratic oracle s·tr(XᵀCX) (QuadraticOracle)")
     c = q.scale * q.c
@@ -103,7 +103,7 @@ def prox_polar(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     """
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
-    lip = getattr(oracle, "lipschitz", None)
+    lip = oracle.lipschitz
     if not lip:
         raise ValueError("prox_polar needs an oracle with a Lipschitz constant (t = 1/L)")
     t = 1.0 / lip
@@ -222,7 +222,7 @@ def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
         raise ValueError(f"need steps >= 0, smoothing >= 0, penalty > 0, check_every >= 1, "
                          f"refine_every >= 1; got {steps}, {smoothing}, {penalty}, "
                          f"{check_every}, {refine_every}")
-    lip = getattr(oracle, "lipschitz", None)
+    lip = oracle.lipschitz
     if not lip:
         raise ValueError("the splitting phase needs an oracle with a Lipschitz constant")
     return _splitting(x, oracle, h, steps, smoothing, penalty * lip, float(lip), check_every,

@@ -39,11 +39,12 @@ the set {knots} u {interior stationary points of feasible arcs} contains a globa
 
 **Stationary points** of ``rho cos(t - beta) + R2 cos(2t - gamma)``: with ``z = e^{it}``,
 ``phi' = 0`` iff ``z^4 + kappa e^{i(gamma-beta)} z^3 - kappa e^{i(gamma+beta)} z - e^{2i gamma}``
-vanishes, ``kappa = rho / (2 R2)``; its roots are the eigenvalues of the companion matrix (one
-batched eigenvalue call), their angles are polished by five Newton steps, and the two
-stationary points ``beta, beta + pi`` of the linear part are always added (they are the exact answer
-when ``R2 = 0``, e.g. ``Qt = sigma I``, where no eigenvalue problem is solved). Spurious candidates
-are harmless: every candidate value is a true objective value (an upper bound at knots' limits).
+vanishes, ``kappa = rho / (2 R2)``. For ``kappa >= 8`` the two stationary points are Newton's
+from ``beta`` and ``beta + pi``; otherwise the quartic's roots are found by Durand-Kerner
+iteration, and every angle is polished by Newton steps (the kernel's module docstring gives the
+rules). ``beta, beta + pi`` are always candidates (the exact answer when ``R2 = 0``, e.g.
+``Qt = sigma I``). Spurious candidates are harmless: every candidate value is a true objective
+value (an upper bound at knots' limits).
 Terms whose pieces all have the same slope (``l0``, nonnegativity, zero) share one set of stationary
 points per family, each located in its arc by counting the knots before it. For ``l1`` and
 capped-``l1`` every feasible arc has its own quadratic; arcs whose cheap lower bound (second-order
@@ -61,14 +62,14 @@ negative residue would make ``V = I`` infeasible in the next nonnegativity subpr
 tolerances are kept that small on purpose: each snap moves the point off the manifold by up to
 the tolerance, and with ``1e-12`` ℓ1 runs left St(n, r) by ~1e-12 within 5000 iterations.
 
-**Implementation.** One instance (``K = 1``: :func:`solve_o2_single`, and :func:`solve_o2` with
-one instance) runs the compiled search :func:`orthoplug.kernels.o2.o2_search` (numba; the same
-algorithm on scalars, with the term passed as its piecewise tables; it also drives the OBCD pair
-loop :mod:`orthoplug.kernels.obcd`). ``K > 1`` instances are processed in one vectorised NumPy
-float64 pass on the CPU, without a Python loop over instances (its stationary points: companion
-eigenvalues, see above; the kernel's: Newton from ``beta``, ``beta + pi`` when ``kappa >= 8``,
-else Durand-Kerner roots of the same quartic, then Newton). Torch inputs on any device are
-accepted and the result is returned as a torch tensor on the input's device and dtype.
+**Implementation: one algorithm.** The search is the compiled kernel
+:func:`orthoplug.kernels.o2.o2_search` (numba, one instance on scalars, the term passed as its
+piecewise tables); it also drives the OBCD pair loop (:mod:`orthoplug.kernels.obcd`). A batch
+of K instances is one compiled loop over it (:func:`~orthoplug.kernels.o2.o2_search_batch`), so
+one instance gives the same V alone or in a batch. The search is sequential per instance
+(sorting the knots, scanning the arcs); it has no torch path, and tensors on devices other
+than the CPU are refused rather than copied to the host (the dispatch rule
+:func:`orthoplug.kernels.runs_compiled`).
 """
 
 from __future__ import annotations
@@ -80,25 +81,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from orthoplug.kernels.o2 import LINEAR_ONLY as _LINEAR_ONLY
-from orthoplug.kernels.o2 import PREFER_I as _PREFER_I
-from orthoplug.kernels.o2 import PRUNE_SLACK as _PRUNE_SLACK
-from orthoplug.kernels.o2 import SNAP, o2_search
-from orthoplug.kernels.o2 import TIE as _TIE
-from orthoplug.kernels.o2 import TWO_PI as _TWO_PI
-from orthoplug.kernels.o2 import ZERO_REL as _ZERO_REL
+from orthoplug.kernels.o2 import SNAP, o2_search_batch
 from orthoplug.nonsmooth import PiecewiseAffine, SeparableTerm, Zero
 
-__all__ = ["solve_o2", "solve_o2_single", "o2_objective", "solve_polar"]
+__all__ = ["SNAP", "solve_o2", "solve_o2_single", "o2_objective", "solve_polar"]
 
-_NEWTON_STEPS = 5  # from beta (the linear part's stationary points) Newton needs ~4 to converge
-_EYE2 = np.eye(2)
 _EYE4 = np.eye(4)
-_E = np.array([1.0, -1.0])  # e of the two families (rotation, reflection)
-# vec(V) = c m + s v per family: rows m_rot, v_rot, m_ref, v_ref; _M / _V index the m / v rows
-_BASIS = np.array([[1.0, 0.0, 0.0, 1.0], [0.0, -1.0, 1.0, 0.0],
-                   [-1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 1.0, 0.0]])
-_M, _V = np.array([0, 2]), np.array([1, 3])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -186,7 +174,6 @@ def _prepare(P, Z, Qt, s, h=None, V=None):
 # ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Tables:
-    T: int
     th: np.ndarray  # (T,) thresholds
     g: np.ndarray  # (T+1,) slopes
     k: np.ndarray  # (T+1,) intercepts
@@ -194,8 +181,6 @@ class _Tables:
     h0: float  # phi(0)
     shared: bool  # all slopes equal: one set of stationary points per family
     continuous: bool
-    track_k: bool  # some knot changes the intercept sum
-    track_n: bool  # some knot changes the infeasibility count
     pval: np.ndarray  # (T,) phi(theta_j), +inf where infeasible
     knot: np.ndarray  # (2T, 5): row 2 j + direction (0 up, 1 down): dk, dn, cv, cn, dg
 
@@ -234,31 +219,15 @@ def _tables_of(pw: PiecewiseAffine) -> _Tables:
     knot[:, 1, 3] = pinf - inf[1:]
     knot[:, 0, 4] = g[1:] - g[:-1]
     knot[:, 1, 4] = -knot[:, 0, 4]
-    track_k = bool(np.any(knot[..., 0] != 0.0))
-    track_n = bool(np.any(knot[..., 1] != 0.0))
-    return _Tables(
-        T,
-        th,
-        g,
-        k,
-        inf,
-        h0,
-        pw.constant_slope,
-        pw.continuous,
-        track_k,
-        track_n,
-        np.where(pinf > 0.0, math.inf, pv),
-        knot.reshape(2 * T, 5),
-    )
+    return _Tables(th, g, k, inf, h0, pw.constant_slope, pw.continuous,
+                   np.where(pinf > 0.0, math.inf, pv), knot.reshape(2 * T, 5))
 
 
 # ----------------------------------------------------------------------------------------------
 # objective
 # ----------------------------------------------------------------------------------------------
-def _objective_np(V, P, Z, h, Qt, s, snap: float, tables: bool = True) -> np.ndarray:
-    """K(V), float64 NumPy; entries of VZ with |.| <= snap*max(1, max_j ||Z_:j||) count as 0.
-
-    h is evaluated from its piecewise tables (fast) or, with ``tables=False``, by ``h.value``."""
+def _objective_np(V, P, Z, h, Qt, s, snap: float) -> np.ndarray:
+    """K(V), float64 NumPy; entries of VZ with |.| <= snap*max(1, max_j ||Z_:j||) count as 0."""
     K = V.shape[0]
     if Qt is not None:
         v = V.transpose(0, 2, 1).reshape(K, 1, 4)
@@ -272,21 +241,7 @@ def _objective_np(V, P, Z, h, Qt, s, snap: float, tables: bool = True) -> np.nda
     if snap > 0.0:
         thr = snap * np.maximum(np.sqrt((Z * Z).sum(1)).max(-1), 1.0)
         U = np.where(np.abs(U) <= thr[:, None, None], 0.0, U)
-    if tables:
-        return out + _h_sum(breakpoint_tables(h), U)
     return out + np.asarray(h.value(torch.from_numpy(U)), dtype=np.float64)
-
-
-def _h_sum(tab: _Tables, U) -> np.ndarray:
-    """sum over the last two axes of phi(U), phi from the term's piecewise description."""
-    iv = np.searchsorted(tab.th, U, side="left")  # number of thresholds < U
-    val = tab.g[iv] * U + tab.k[iv]
-    if tab.inf.any():
-        val = np.where(tab.inf[iv] > 0.0, math.inf, val)
-    if tab.T:
-        j = np.minimum(iv, tab.T - 1)
-        val = np.where(U == tab.th[j], tab.pval[j], val)
-    return val.sum((-2, -1))
 
 
 def o2_objective(V, P, Z, h, Qt=None, s=None, *, snap: float = 0.0) -> torch.Tensor:
@@ -301,340 +256,19 @@ def o2_objective(V, P, Z, h, Qt=None, s=None, *, snap: float = 0.0) -> torch.Ten
     snap = float(snap)
     if not math.isfinite(snap) or snap < 0.0:
         raise ValueError(f"snap must be finite and >= 0, got {snap!r}")
-    out = _objective_np(V, P, Z, h, Qt, s, snap, tables=False)
+    out = _objective_np(V, P, Z, h, Qt, s, snap)
     out = torch.from_numpy(out).to(device=dev, dtype=out_dtype)
     return out[0] if squeeze else out
 
 
-# ----------------------------------------------------------------------------------------------
-# building blocks
-# ----------------------------------------------------------------------------------------------
-def _mod2pi(x):
-    """x mod 2 pi, in [0, 2 pi]."""
-    return x - _TWO_PI * np.floor(x * (1.0 / _TWO_PI))
-
-
-def _stationary_angles(rho, beta, R2, gam) -> np.ndarray:
-    """Angles containing all stationary points of ``rho cos(t - beta) + R2 cos(2t - gamma)``.
-
-    Inputs are 1-D of equal length S; returns (S, 2) when the quadratic part is negligible for every
-    row, else (S, 6): the angles of the four companion-matrix roots of
-    ``z^4 + kappa e^{i(gamma-beta)} z^3 - kappa e^{i(gamma+beta)} z - e^{2 i gamma}`` and
-    ``beta + pi``, ``beta``; all refined by Newton steps on ``phi'``.
-    """
-    lin = np.empty(beta.shape + (2,))
-    lin[:, 0] = beta + math.pi
-    lin[:, 1] = beta
-    quad = R2 > _LINEAR_ONLY * rho
-    if not quad.any():
-        return lin
-    if quad.all():
-        rq, bq, Rq, gq = rho, beta, R2, gam
-    else:
-        rq, bq, Rq, gq = rho[quad], beta[quad], R2[quad], gam[quad]
-    kappa = rq / (2.0 * Rq)
-    S = kappa.shape[0]
-    C = np.zeros((S, 4, 4), dtype=np.complex128)
-    C[:, 0, 0] = -kappa * np.exp(1j * (gq - bq))
-    C[:, 0, 2] = kappa * np.exp(1j * (gq + bq))
-    C[:, 0, 3] = np.exp(2j * gq)
-    C[:, 1, 0] = C[:, 2, 1] = C[:, 3, 2] = 1.0
-    ang_q = np.angle(np.linalg.eigvals(C))
-    if quad.all():
-        ang = ang_q
-    else:
-        ang = np.repeat(beta[:, None], 4, 1)
-        ang[quad] = ang_q
-    t = np.concatenate([ang, lin], -1)
-    r_, b_, R_, g_ = rho[:, None], beta[:, None], R2[:, None], gam[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for _ in range(_NEWTON_STEPS):
-            d1 = -r_ * np.sin(t - b_) - 2.0 * R_ * np.sin(2.0 * t - g_)
-            d2 = -r_ * np.cos(t - b_) - 4.0 * R_ * np.cos(2.0 * t - g_)
-            step = d1 / d2
-            t = np.where(np.abs(step) < 0.3, t - step, t)  # False for nan / inf
-    return t
-
-
-def _harmonic(t, rho, beta, R2, gam):
-    return rho * np.cos(t - beta) + R2 * np.cos(2.0 * t - gam)
-
-
-def _families(P, Z, Qt, s):
-    """Per-family data, flattened to N = 2K rows (row 2k + f, f = 0 rotation, 1 reflection).
-
-    vec(V) = c m + s v with m = (e, 0, 0, 1), v = (0, -e, 1, 0) (rows of ``_BASIS``):
-    ``a = m . vec(P)``, ``b = v . vec(P)``, ``q11 = m'Qt m/2``, ``q22 = v'Qt v/2``,
-    ``q12 = (m'Qt v + v'Qt m)/2``.
-    """
-    K, _, r = Z.shape
-    ab = P.transpose(0, 2, 1).reshape(K, 4) @ _BASIS.T  # (a, b) of the rotation, reflection
-    a, b = ab[:, 0::2].reshape(-1), ab[:, 1::2].reshape(-1)
-    if Qt is not None:
-        W = _BASIS @ Qt @ _BASIS.T
-        q11 = 0.5 * W[:, _M, _M].reshape(-1)
-        q22 = 0.5 * W[:, _V, _V].reshape(-1)
-        q12 = 0.5 * (W[:, _M, _V] + W[:, _V, _M]).reshape(-1)
-        m0 = 0.5 * (q11 + q22)
-        w = q11 - q22
-        R2 = 0.5 * np.hypot(w, q12)
-        gam = np.arctan2(q12, w)
-    else:
-        m0 = np.repeat(s, 2)
-        R2 = np.zeros(2 * K)
-        gam = np.zeros(2 * K)
-    Z1, Z2 = Z[:, None, 0], Z[:, None, 1]
-    x = np.empty((K, 2, 2 * r))
-    y = np.empty((K, 2, 2 * r))
-    np.multiply(_E[:, None], Z1, out=x[:, :, :r])
-    x[:, :, r:] = Z2
-    y[:, :, :r] = Z2
-    np.multiply(-_E[:, None], Z1, out=y[:, :, r:])
-    return a, b, m0, R2, gam, x.reshape(2 * K, 2 * r), y.reshape(2 * K, 2 * r)
-
-
-def _rotation(e, t):
-    """V = [[e c, s], [-e s, c]] (e = +1 rotation, -1 reflection)."""
-    c, s = np.cos(t), np.sin(t)
-    V = np.empty(t.shape + (2, 2))
-    V[..., 0, 0] = e * c
-    V[..., 0, 1] = s
-    V[..., 1, 0] = -e * s
-    V[..., 1, 1] = c
-    return V
-
-
-# ----------------------------------------------------------------------------------------------
-# the solver
-# ----------------------------------------------------------------------------------------------
-def _solve_np(P, Z, h: SeparableTerm, Qt, s, single: bool | None = None) -> np.ndarray:
-    """float64 NumPy in and out; ``single`` (default: ``K == 1``) picks the one-instance path."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if single if single is not None else P.shape[0] == 1:
-            return _search_one(P, Z, h, Qt, s)
-        return _search(P, Z, h, Qt, s)
-
-
-def _arc_state(s0, delta):
-    """State of arc j (the arc ending at knot j): s0 + sum of the changes of knots < j."""
-    out = np.cumsum(delta, 1)
-    out -= delta
-    out += s0[:, None]
-    return out
-
-
-def _wsum(A, w):
-    """Row sums of ``A`` (weighted by the live-coordinate mask ``w`` when given)."""
-    return (A if w is None else A * w).sum(1)
-
-
-def _smooth(tab: _Tables, a, b, base, R2, gam, sx, sy, nlive):
-    """Candidates (values, angles) when no knot exists: one smooth function per family.
-
-    ``sx, sy``: sums of the live coordinates' ``x_i, y_i``; ``nlive``: their number."""
-    if tab.T == 0:
-        a = a + tab.g[0] * sx
-        b = b + tab.g[0] * sy
-        base = base + tab.k[0] * nlive
-        if tab.inf[0] != 0.0:  # the single piece is infeasible: only rows without live coords
-            base = np.where(nlive > 0, math.inf, base)
-    rab, bet = np.hypot(a, b), np.arctan2(b, a)
-    tc = _stationary_angles(rab, bet, R2, gam)
-    return _harmonic(tc, rab[:, None], bet[:, None], R2[:, None], gam[:, None]) + base[:, None], tc
-
-
-def _search(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
-    """The batched search: K instances, ragged knot counts handled by masks."""
-    K, _, r = Z.shape
-    N, R = 2 * K, 2 * r
+def _search(P, Z, h: SeparableTerm, Q) -> np.ndarray:
+    """The compiled search over K instances, float64 NumPy: P (K, 2, 2), Z (K, 2, r),
+    Q (K, 4, 4)."""
     tab = breakpoint_tables(h)
-    T = tab.T
-    a, b, m0, R2, gam, x, y = _families(P, Z, Qt, s)
-    KI = _objective_np(np.broadcast_to(_EYE2, (K, 2, 2)), P, Z, h, Qt, s, 0.0)
-    rows = np.arange(N)
-
-    if R > 0:
-        rho = np.hypot(x, y)
-        live = rho > _ZERO_REL * np.maximum(rho.max(1), 1.0)[:, None]
-    else:
-        rho = x
-        live = np.zeros((N, 0), dtype=bool)
-    nzero = R - live.sum(1)
-    const = np.where(nzero > 0, nzero * tab.h0, 0.0) if tab.h0 != 0.0 else np.zeros(N)
-    livef = live.astype(np.float64)
-
-    if T == 0 or not live.any():
-        val, tc = _smooth(tab, a, b, m0 + const, R2, gam, _wsum(x, livef), _wsum(y, livef),
-                          livef.sum(1))
-        return _finish(P, Z, h, Qt, s, val, tc, KI, tab)
-
-    # ------------------------------------------------------------------ knots, sorted from t0
-    th = tab.th
-    psi = np.arctan2(y, x)
-    valid = live[:, :, None] & (np.abs(th) < rho[:, :, None])  # (N, R, T)
-    d = np.arccos(np.clip(th / rho[:, :, None], -1.0, 1.0))
-    M = R * T * 2
-    traw = np.empty((N, R, T, 2))
-    traw[..., 0] = psi[:, :, None] - d  # u increases through theta_j here
-    traw[..., 1] = psi[:, :, None] + d  # u decreases through theta_j here
-    traw = traw.reshape(N, M)  # flat index = i * 2T + 2 j + direction
-    validk = np.broadcast_to(valid[..., None], (N, R, T, 2)).reshape(N, M)
-    tm = np.where(traw < 0.0, traw + _TWO_PI, traw)  # traw in [-2 pi, 2 pi]
-    tm = np.where(validk, np.where(tm < _TWO_PI, tm, 0.0), math.inf)
-    order = np.argsort(tm, axis=1)
-    rc = rows[:, None]
-    srt = tm[rc, order]
-    n = validk.sum(1)
-    nn = np.maximum(n, 1)[:, None]
-    ar = np.arange(M)
-    inpos = ar < n[:, None]
-    last = ar == (n - 1)[:, None]
-    gaps = np.where(inpos, srt[rc, (ar + 1) % nn] + np.where(last, _TWO_PI, 0.0) - srt, -1.0)
-    jg = gaps.argmax(1)
-    t0 = np.where(n > 0, srt[rows, jg] + 0.5 * gaps[rows, jg], 0.0)
-    idx = order[rc, np.where(inpos, (jg[:, None] + 1 + ar) % nn, ar)]
-    rel = tm[rc, idx] - t0[:, None]
-    rel = np.where(inpos, np.where(rel < 0.0, rel + _TWO_PI, rel), math.inf)
-    fam = (a, b, m0 + const, R2, gam)
-    knots = (t0, rel, traw[rc, idx], tab.knot[idx % (2 * T)], idx // (2 * T), n, inpos, last)
-    return _finish(P, Z, h, Qt, s, *_arcs(tab, fam, x, y, livef, knots, KI), KI, tab)
-
-
-def _search_one(P, Z, h: SeparableTerm, Qt, s) -> np.ndarray:
-    """One instance (K = 1): the compiled search :func:`orthoplug.kernels.o2.o2_search`."""
-    tab = breakpoint_tables(h)
-    Q = Qt[0] if Qt is not None else float(s[0]) * _EYE4
-    V = np.empty((1, 2, 2))
-    o2_search(np.ascontiguousarray(P[0]), np.ascontiguousarray(Z[0]), np.ascontiguousarray(Q),
-              tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0, tab.shared,
-              tab.continuous, V[0])
-    return V
-
-
-def _trig(al, be, R2c, cg, sg, c, s, base):
-    """``al c + be s + R2 cos(2t - gamma) + base`` from ``c = cos t, s = sin t``."""
-    return al * c + be * s + R2c * ((c * c - s * s) * cg + 2.0 * c * s * sg) + base
-
-
-def _arcs(tab: _Tables, fam, x, y, w, knots, KI):
-    """Candidates (values, angles) at the knot groups and inside the feasible arcs.
-
-    ``fam = (a, b, base, R2, gam)`` per row (``base``: m0 plus the zero coordinates' h);
-    ``x, y`` (N, R) with live mask ``w`` (None: all live); ``knots`` = (t0, rel, angles, knot
-    table rows, coordinate of each knot, knot count n, in-range mask, last-knot mask), sorted by
-    ``rel`` (angle after t0)."""
-    a, b, base0, R2, gam = fam
-    t0, rel, tk, kn, ci, n, inpos, last = knots
-    N, M = rel.shape
-    rows = np.arange(N)
-    rc = rows[:, None]
-    ar = np.arange(M)
-    nn = np.maximum(n, 1)[:, None]
-
-    # ------------------------------------------------------------------ pieces at t0, arc states
-    u0 = x * np.cos(t0)[:, None] + y * np.sin(t0)[:, None]
-    iv = np.searchsorted(tab.th, u0, side="left")  # number of thresholds < u0
-    zeros = np.zeros((N, 1))
-    Kc = _arc_state(_wsum(tab.k[iv], w), kn[..., 0]) if tab.track_k else zeros
-    Nn = _arc_state(_wsum(tab.inf[iv], w), kn[..., 1]) if tab.track_n else zeros
-    if tab.shared:
-        al = (a + tab.g[0] * _wsum(x, w))[:, None]
-        be = (b + tab.g[0] * _wsum(y, w))[:, None]
-    else:
-        g0 = tab.g[iv] if w is None else tab.g[iv] * w
-        al = _arc_state(a + (g0 * x).sum(1), kn[..., 4] * x[rc, ci])
-        be = _arc_state(b + (g0 * y).sum(1), kn[..., 4] * y[rc, ci])
-    base = base0[:, None] + Kc
-
-    # ------------------------------------------------------------------ knot (group) candidates
-    cg, sg = np.cos(gam)[:, None], np.sin(gam)[:, None]
-    R2c = R2[:, None]
-    kval = _trig(al, be, R2c, cg, sg, np.cos(tk), np.sin(tk), base)
-    if tab.continuous:
-        kval = np.where(inpos, kval, math.inf)
-    else:
-        # knots closer than _TIE form a group; value at a group = left arc + members' corrections
-        newg = np.ones((N, M), dtype=bool)
-        newg[:, 1:] = (rel[:, 1:] - rel[:, :-1]) > _TIE
-        is_end = np.ones((N, M), dtype=bool)
-        is_end[:, :-1] = newg[:, 1:]
-        is_end |= last
-        end = np.minimum.accumulate(np.where(is_end, ar, M - 1)[:, ::-1], 1)[:, ::-1]
-        corr = np.where(inpos[..., None], kn[..., 2:4], 0.0)
-        Cc = np.cumsum(corr, 1)
-        gsum = Cc[rc, end] - Cc + corr  # sum over the group members from knot j on
-        ok = newg & inpos & ((Nn + gsum[..., 1]) < 0.5)
-        kval = np.where(ok, kval + gsum[..., 0], math.inf)
-
-    # ------------------------------------------------------------------ arcs
-    lo = np.empty_like(rel)
-    lo[:, 1:] = rel[:, :-1]
-    lo[:, 0] = np.where(n > 0, rel[rows, np.maximum(n - 1, 0)] - _TWO_PI, -math.inf)
-    length = rel - lo
-    arc_ok = (ar < nn) & (Nn < 0.5) & (length > _TIE)
-
-    if tab.shared:
-        al0, be0 = al[:, 0], be[:, 0]
-        rab, bet = np.hypot(al0, be0), np.arctan2(be0, al0)
-        tc = _stationary_angles(rab, bet, R2, gam)  # (N, C)
-        relc = _mod2pi(tc - t0[:, None])
-        j = (rel[:, None, :] < relc[:, :, None]).sum(-1)  # arc j ends at the first knot >= relc
-        j = np.where(j >= n[:, None], 0, j)
-        cval = _harmonic(tc, rab[:, None], bet[:, None], R2c, gam[:, None])
-        cval = cval + base0[:, None] + Kc[rc, j % Kc.shape[1]]
-        cval = np.where(arc_ok[rc, j], cval, math.inf)
-        return np.concatenate([kval, cval], 1), np.concatenate([tk, tc], 1)
-
-    # per-arc quadratics (l1, capped l1). Upper bound ub: best knot, arc midpoint or identity.
-    # Lower bound on an arc of half-length l around its midpoint m (Taylor; |phi''| is at most
-    # |al| + |be| + 4 R2): phi >= phi(m) - |phi'(m)| l - (|al| + |be| + 4 R2) l^2 / 2.
-    # Only arcs whose bound does not exceed ub get the eigenvalue call.
-    fin = np.isfinite(length)
-    half = np.where(fin, 0.5 * length, math.pi)
-    mid = np.where(fin, lo + half, 0.0) + t0[:, None]
-    cm, sm = np.cos(mid), np.sin(mid)
-    mval = _trig(al, be, R2c, cg, sg, cm, sm, base)
-    dval = be * cm - al * sm + 2.0 * R2c * ((cm * cm - sm * sm) * sg - 2.0 * cm * sm * cg)
-    lb = mval - np.abs(dval) * half - 0.5 * (np.abs(al) + np.abs(be) + 4.0 * R2c) * half * half
-    mval = np.where(arc_ok, mval, math.inf)
-    ub = np.minimum(np.minimum(kval.min(1), mval.min(1)).reshape(-1, 2).min(1), KI)
-    ub = np.repeat(ub + _PRUNE_SLACK * np.maximum(np.abs(ub), 1.0), 2)
-    rr, cc = np.nonzero(arc_ok & (lb <= ub[:, None]))
-    aval = np.full((N, M), math.inf)
-    aang = np.zeros((N, M))
-    if rr.size:
-        alq, beq = al[rr, cc], be[rr, cc]
-        rq, bq, Rq, gq = np.hypot(alq, beq), np.arctan2(beq, alq), R2[rr], gam[rr]
-        tc = _stationary_angles(rq, bq, Rq, gq)
-        relc = _mod2pi(tc - t0[rr, None])
-        loq, hiq = lo[rr, cc, None], rel[rr, cc, None]
-        inside = ((relc > loq) & (relc < hiq)) | ((relc - _TWO_PI > loq) & (relc - _TWO_PI < hiq))
-        bq0 = base[rr, cc if base.shape[1] > 1 else 0, None]
-        cv = _harmonic(tc, rq[:, None], bq[:, None], Rq[:, None], gq[:, None]) + bq0
-        cv = np.where(inside, cv, math.inf)
-        bi = cv.argmin(1)
-        sel = np.arange(rr.size)
-        aval[rr, cc] = cv[sel, bi]
-        aang[rr, cc] = tc[sel, bi]
-    return np.concatenate([kval, aval], 1), np.concatenate([tk, aang], 1)
-
-
-def _finish(P, Z, h, Qt, s, val, ang, KI, tab):
-    """Pick the best candidate per instance, build V, apply the identity / infeasibility rules."""
-    K = P.shape[0]
-    bi = val.argmin(1)
-    rows = np.arange(2 * K)
-    best = val[rows, bi].reshape(K, 2)
-    tb = ang[rows, bi].reshape(K, 2)
-    fam = best.argmin(1)
-    t = tb[np.arange(K), fam]
-    V = _rotation(1.0 - 2.0 * fam, t)
-    found = np.isfinite(best.min(1))
-    Kv = _objective_np(V, P, Z, h, Qt, s, 0.0 if tab.continuous else SNAP)
-    with np.errstate(invalid="ignore"):
-        ref = np.where(np.isfinite(Kv), np.abs(Kv), np.abs(KI))
-        use_I = ~found | ((KI <= Kv + _PREFER_I * np.maximum(ref, 1.0)) & np.isfinite(KI))
-    V[use_I] = _EYE2
+    V = np.empty(P.shape)
+    o2_search_batch(np.ascontiguousarray(P), np.ascontiguousarray(Z), np.ascontiguousarray(Q),
+                    tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0, tab.shared,
+                    tab.continuous, V)
     return V
 
 
@@ -642,8 +276,8 @@ def solve_o2(P, Z, h, Qt=None, s=None) -> torch.Tensor:
     """Global minimiser over ``O(2)`` of ``K(V) = 1/2 vec(V)^T Qt vec(V) + <V, P> + h(V Z)``.
 
     Args:
-        P: ``(K, 2, 2)`` tensor (or ``(2, 2)`` for a single instance; then Z is ``(2, r)`` and
-            Qt ``(4, 4)``).
+        P: ``(K, 2, 2)`` tensor or array on the CPU (or ``(2, 2)`` for a single instance; then Z
+            is ``(2, r)`` and Qt ``(4, 4)``).
         Z: ``(K, 2, r)`` tensor.
         h: a :class:`~orthoplug.nonsmooth.SeparableTerm` (Zero, L1, L0, CappedL1, NonNegative,
             ...).
@@ -653,20 +287,23 @@ def solve_o2(P, Z, h, Qt=None, s=None) -> torch.Tensor:
 
     Returns:
         V, ``(K, 2, 2)`` in ``O(2)`` (rotation or reflection): a global minimiser, in ``P``'s
-        dtype and on ``P``'s device. ``V = I`` when it ties with the best value (relative
-        ``1e-14``) or when no feasible ``V`` exists (nonnegativity). For ``l0`` / nonnegativity,
-        entries of ``V Z`` with modulus ``<= 1e-14 max(1, max_j ||Z_:j||)`` are counted as 0: the
-        caller should set such entries of the updated rows to exactly 0.
+        dtype. ``V = I`` when it ties with the best value (relative ``1e-14``) or when no
+        feasible ``V`` exists (nonnegativity). For ``l0`` / nonnegativity, entries of ``V Z``
+        with modulus ``<= 1e-14 max(1, max_j ||Z_:j||)`` are counted as 0: the caller should set
+        such entries of the updated rows to exactly 0.
 
-    Cost: ``O(r log r)`` per instance (sorting the knots) plus one batched 4 x 4 eigenvalue call;
-    all K instances and both families are processed together (no Python loop over instances).
+    Raises:
+        ValueError: bad shapes or non-finite entries, or ``P`` on a device other than the CPU
+            (the search is compiled; no host round trip is made for another device).
+
+    Cost: ``O(r log r)`` per instance (sorting the knots), one compiled loop over the instances.
     """
-    P, Z, Qt, s, _, squeeze, out_dtype, dev = _prepare(P, Z, Qt, s, h=h)
-    if P.shape[0] == 0:
-        V = np.zeros((0, 2, 2))
-    else:
-        V = _solve_np(P, Z, h, Qt, s)
-    V = torch.from_numpy(V).to(device=dev, dtype=out_dtype)
+    if isinstance(P, torch.Tensor) and P.device.type != "cpu":
+        raise ValueError(f"solve_o2 runs the compiled O(2) search on the CPU; got P on "
+                         f"{P.device}: move the instances to the CPU")
+    P, Z, Qt, s, _, squeeze, out_dtype, _ = _prepare(P, Z, Qt, s, h=h)
+    Q = Qt if Qt is not None else s[:, None, None] * _EYE4
+    V = torch.from_numpy(_search(P, Z, h, Q)).to(out_dtype)
     return V[0] if squeeze else V
 
 
@@ -675,18 +312,18 @@ def solve_o2_single(P: np.ndarray, Z: np.ndarray, h: SeparableTerm, Qt: np.ndarr
     """:func:`solve_o2` for ONE instance on float64 NumPy arrays, without tensor conversions.
 
     ``P`` (2, 2), ``Z`` (2, r), ``Qt`` (4, 4) or the scalar ``s``; returns ``V`` (2, 2) (a new
-    array). Same answer as :func:`solve_o2` (the same one-instance search); this entry point
-    only skips the torch round trip and the shape checks, for the OBCD hot loop.
+    array). Same answer as :func:`solve_o2` (the same search); this entry point only skips the
+    tensor conversions and the shape checks, for the OBCD hot loop.
 
     Raises:
         ValueError: if an input contains NaN or inf, or not exactly one of ``Qt`` and ``s``.
     """
     if (Qt is None) == (s is None):
         raise ValueError("give exactly one of Qt (4, 4) and s (a scalar); Qt = s I_4")
-    Q1, s1 = (None, np.full(1, float(s))) if Qt is None else (Qt[None], None)
-    if not math.isfinite(float(P.sum()) + float(Z.sum()) + float((s1 if Qt is None else Q1).sum())):
+    Q = float(s) * _EYE4 if Qt is None else Qt
+    if not math.isfinite(float(P.sum()) + float(Z.sum()) + float(Q.sum())):
         raise ValueError("P, Z or Qt / s contains NaN or inf")
-    return _solve_np(P[None], Z[None], h, Q1, s1, single=True)[0]
+    return _search(P[None], Z[None], h, Q[None])[0]
 
 
 def solve_polar(P) -> torch.Tensor:
