@@ -67,6 +67,7 @@ import torch
 from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.oracles import NonFiniteError, all_finite
+from orthoplug.solvers import jobcd
 from orthoplug.solvers.jjacobi import ColumnJacobi
 from orthoplug.solvers.jobcd import SIDES
 from orthoplug.solvers.jobcd_steps import PageSchedule, jacobi_step
@@ -283,6 +284,13 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                 (the parameters keep their values from before the step).
         """
         self._check_start()
+        loss = self._update_once(closure)
+        self._end_step()
+        return loss
+
+    def _update_once(self, closure):
+        """One proposal-test-accept round of every parameter (the body of :meth:`step`);
+        returns the loss before it."""
         loss, f0 = self._loss(closure)
         raw = self._grads()
         self._start_rules(closure, raw)
@@ -296,7 +304,6 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                 self.state[p].update(rule.state_dict())
         for p, state in pending.items():
             self.state[p].update(state)
-        self._end_step()
         return loss
 
     def _direction(self, grads) -> tuple[dict, dict]:
@@ -427,9 +434,12 @@ class JJOBCD(_JOBCDOptimizer):
 
 
 class GSJOBCD(_JOBCDOptimizer):
-    """GS-JOBCD: per step, one pair of every matrix from the parameter's
-    :class:`~orthoplug.solvers.pairs.PairQueue` (uniform random pairs, drawn as the core solver
-    draws them: the same pairs for a single matrix).
+    """GS-JOBCD: per step, ``max(1, ⌊n/2⌋)`` pair updates (one iteration of the core
+    :class:`orthoplug.solvers.jobcd.GSJOBCD`: one pass over the rows in expectation; n the rows,
+    or columns with ``side="column"``, of the largest parameter), each taking one pair of every
+    matrix from the parameter's :class:`~orthoplug.solvers.pairs.PairQueue` (uniform random
+    pairs, drawn as the core solver draws them: the same pairs for a single matrix) and one
+    closure call at the point the previous update left (plus one per checked trial).
 
     Args:
         params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
@@ -460,6 +470,29 @@ class GSJOBCD(_JOBCDOptimizer):
                          lr=lr, stabilize=stabilize, process_group=process_group,
                          replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One iteration: ⌊n/2⌋ pair updates; returns the loss before the first.
+
+        Raises:
+            ValueError, FloatingPointError: as the scaffold's ``step`` (on an error the
+                parameters are those before the step).
+        """
+        self._check_start()
+        params = [p for g in self.param_groups for p in g["params"]]
+        updates = max(jobcd.GSJOBCD.pairs_per_iteration(self._oriented(p).shape[-2])
+                      for p in params)
+        before = {p: p.detach().clone() for p in params}
+        try:
+            loss = self._update_once(closure)
+            for _ in range(updates - 1):
+                self._update_once(closure)
+        except (FloatingPointError, ValueError):
+            self._restore(before)
+            raise
+        self._end_step()
+        return loss
 
     def _queue_of(self, p) -> PairQueue:
         """The pair queue of ``p``, one pair per matrix per entry (made on first use, or from a

@@ -69,7 +69,7 @@ def _optimizer(name: str, params, **options):
     """``name`` over ``params`` with seed 0 and the problem's data."""
     if name == "VRJJOBCD":
         sigma = 2.0 * float(torch.linalg.eigvalsh(C_J)[-1])
-        return VRJJOBCD(params, num_components=4, sigma=sigma, seed=0, **options)
+        return VRJJOBCD(params, num_components=4, sigma_rule=sigma, seed=0, **options)
     if name == "ColumnJJacobi":
         return ColumnJJacobi(params, c=C_J, seed=0, **options)
     if name == "RSDM":

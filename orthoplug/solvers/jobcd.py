@@ -140,12 +140,15 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
 
 
 class GSJOBCD(_JOBCDBase):
-    """Gauss–Seidel JOBCD: one row (or column) pair per iteration, solved exactly.
+    """Gauss–Seidel JOBCD: ⌊n/2⌋ pair updates per iteration, one pair at a time, each solved
+    exactly.
 
-    Problem: ``min f(X)`` over O(J) or iSt(n, k) (``XᵀJX = J_k``) for a smooth f. One
-    iteration changes one pair ``B`` of rows (``side="row"``, the default, any shape) or of
-    columns (``side="column"``, square X) by the exact minimiser over ``O(J_BB)`` of a majoriser
-    of f (module docstring). Pick it for quadratic costs ``s·tr(XᵀCXD)`` given as a
+    Problem: ``min f(X)`` over O(J) or iSt(n, k) (``XᵀJX = J_k``) for a smooth f. A pair update
+    changes one pair ``B`` of rows (``side="row"``, the default, any shape) or of columns
+    (``side="column"``, square X) by the exact minimiser over ``O(J_BB)`` of a majoriser of f
+    (module docstring), at the point the previous update left. One iteration is
+    ``max(1, ⌊n/2⌋)`` pair updates (n rows, or columns): one pass over the rows in expectation,
+    as one matching is J-JOBCD's. Pick it for quadratic costs ``s·tr(XᵀCXD)`` given as a
     :class:`~orthoplug.oracles.core.QuadraticOracle`: there one iteration costs ``O(nk)`` (the
     fast path), so it does many cheap exact steps per gradient's worth of work. For
     ``s·tr(XᵀCX)`` on square O(J), :class:`~orthoplug.solvers.jjacobi.ColumnJJacobi` (column
@@ -191,17 +194,19 @@ class GSJOBCD(_JOBCDBase):
         candidates: pairs compared per greedy iteration (default 8).
         curvature: ``"exact"`` (default; uses Q̲ when the cost is quadratic and the side is
             rows) or ``"scalar"``.
-        refresh_every: recompute the row fast path's cached ``CX`` every this many iterations.
+        refresh_every: recompute the row fast path's cached ``CX`` every this many pair
+            updates.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
-            ``seed``, ``eval_every`` — default one sweep of ``n(n−1)/2`` pairs capped at 1000).
+            ``seed``, ``eval_every`` — default about one sweep of ``n(n−1)/2`` pairs, at most
+            1000 pair updates).
 
-    Iterations: one pair update. (Unlike the rest of the family, whose iteration is one pass
-    over the rows, about one gradient's work; see ``docs/guide/defaults.md``.)
-
-    Per-iteration cost: with a :class:`~orthoplug.oracles.core.QuadraticOracle` (the fast
-    path) two rows of ``∇f`` read from the cached ``CX``, an ``O(nk)`` update of ``CX`` and one
-    exact 2×2 subproblem; with any other oracle (or the column side) one full gradient (the
-    point changed), plus one cost evaluation per checked step.
+    Per-iteration cost (⌊n/2⌋ pair updates): with a
+    :class:`~orthoplug.oracles.core.QuadraticOracle` (the fast path) per pair two rows of
+    ``∇f`` read from the cached ``CX``, an ``O(nk)`` update of ``CX`` and one exact 2×2
+    subproblem — ``O(n²k)`` per iteration, about one gradient ``CX``; with any other oracle (or
+    the column side) one full gradient per pair (the point changed), plus one cost evaluation
+    per checked step — ⌊n/2⌋ gradients per iteration, so pick :class:`JJOBCD` there unless
+    gradients are cheap.
     """
 
     name = "GS-JOBCD"
@@ -220,10 +225,16 @@ class GSJOBCD(_JOBCDBase):
         self.pairs, self.curvature, self.refresh_every = pairs, curvature, refresh_every
         self.candidates = candidates if pairs == "greedy" else 1
 
+    @staticmethod
+    def pairs_per_iteration(n: int) -> int:
+        """Pair updates per iteration for ``n`` rows (or columns): ``max(1, ⌊n/2⌋)``, one pass
+        over the rows in expectation — the family's iteration (a matching of J-JOBCD)."""
+        return max(1, n // 2)
+
     def default_eval_every(self, run):
-        """One sweep of the ``n(n − 1)/2`` pairs capped at 1000 iterations."""
+        """About one sweep of the ``n(n − 1)/2`` pairs (capped at 1000 pairs), in iterations."""
         n = run.tracker.x.shape[-1 if run.column else -2]
-        return max(1, min(1000, n * (n - 1) // 2))
+        return max(1, min(1000, n * (n - 1) // 2) // run.pairs_per_iteration)
 
     def setup(self, run):
         super().setup(run)
@@ -254,20 +265,37 @@ class GSJOBCD(_JOBCDBase):
                            else partial(torch.tensor, dtype=like.dtype, device=like.device))
         run.jlist = run.jvec.tolist()
         run.count = 0
+        run.pairs_per_iteration = self.pairs_per_iteration(n)
         run.queue = PairQueue(self.pairs, n, tracker.x.device, self.candidates)
 
     def steps(self, run, count):
         if not run.compiled:
             return super().steps(run, count)
-        run.queue.ensure(run.generator)
-        return self._compiled_steps(run, count)
+        m = run.pairs_per_iteration
+        target, done = count * m, 0
+        while done < target:
+            run.queue.ensure(run.generator)
+            try:
+                done += self._compiled_steps(run, target - done)
+            except NonFiniteError as err:
+                err.iterations = (done + err.iterations) // m
+                raise
+            if done % m == 0 and done >= PAIR_BATCH:  # back to the run loop (its clock)
+                break
+        return done // m
 
     def step(self, run):
+        """One iteration: :attr:`pairs_per_iteration` pair updates."""
+        if run.compiled:
+            self.steps(run, 1)
+            return
+        for _ in range(run.pairs_per_iteration):
+            self._pair_step(run)
+
+    def _pair_step(self, run) -> None:
+        """One pair update outside the kernel (the exact or the scalar model)."""
         tracker = run.tracker
         run.queue.ensure(run.generator)
-        if run.compiled:
-            self._compiled_steps(run, 1)
-            return
         rows, i, j = run.queue.take()
         if run.exact:
             self._exact_step(run, rows, i, j)
@@ -295,7 +323,7 @@ class GSJOBCD(_JOBCDBase):
             run.tracker.refresh()
 
     def _compiled_steps(self, run, count: int) -> int:
-        """Up to ``count`` iterations in the kernel, stopping at the end of the queued
+        """Up to ``count`` pair updates in the kernel, stopping at the end of the queued
         pairs, at the next refresh and after :data:`~orthoplug.solvers.pairs.PAIR_BATCH` (so
         the run's clock is read at least that often); returns how many it took."""
         tracker, queue, cand = run.tracker, run.queue, self.candidates

@@ -359,6 +359,8 @@ def as_sigma_rule(rule: SigmaRule) -> SigmaBacktracking:
                              f"of {SIGMA_RULES}, got {rule!r}")
         return SigmaFit() if rule == "fit" else SigmaBacktracking()
     if isinstance(rule, (int, float)) and not isinstance(rule, bool):
+        if not (math.isfinite(rule) and rule >= 0):
+            raise ValueError(f"sigma_rule: a fixed σ must be a finite number >= 0, got {rule}")
         return SigmaFixed(float(rule))
     raise TypeError(f"sigma_rule must be a SigmaBacktracking / SigmaFit / SigmaFixed, a number "
                     f"or one of {SIGMA_RULES}, got {type(rule).__name__}")

@@ -1,0 +1,141 @@
+"""Every solver converges with its default budget: run through its pymanopt door with no budget
+option (``max_iterations``, ``min_gradient_norm``, ``eval_every`` and the step rules all at their
+defaults; only the seed and the start are fixed), it ends within ``RTOL`` relative of the cost
+the same solver reaches with a ``BUDGET_FACTOR``× larger iteration budget.
+
+The cases are a list of ``(door, problem)``: a door is a pymanopt optimizer class of
+:mod:`orthoplug.adapters.pymanopt`, a problem a function returning ``(pymanopt.Problem, x0,
+oracle or None)`` from the small problem families of the test suite. Add a case by appending
+to ``CASES``.
+"""
+
+from __future__ import annotations
+
+import autograd.numpy as anp
+import numpy as np
+import pymanopt
+import pytest
+import torch
+
+from orthoplug.adapters import pymanopt as pm
+from orthoplug.oracles import FiniteSumOracle, FunctionOracle, QuadraticOracle
+from orthoplug.problems.hevp import make_spd
+
+RTOL = 1e-3
+BUDGET_FACTOR = 20
+N, P = 6, 3
+C = make_spd(N, seed=2)
+D = np.diag(np.linspace(1.0, 2.0, 4))
+
+
+def _start(manifold, seed=0):
+    return manifold.geometry.random_point(cond=3.0,
+                                          generator=torch.Generator().manual_seed(seed)).numpy()
+
+
+def trace_min():
+    """``min tr(XᵀCX)`` over O(J) (C ≻ 0): the hyperbolic eigenvalue problem's trace form,
+    given as a QuadraticOracle (the fast paths and column J-Jacobi take it)."""
+    manifold = pm.JOrthogonal(N, P)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.trace(x.T @ C @ x)
+
+    return pymanopt.Problem(manifold, cost), _start(manifold), QuadraticOracle(
+        torch.from_numpy(C))
+
+
+def quartic():
+    """``min t + t²/(2n)``, ``t = tr(XᵀCX)``, over O(J): a smooth non-quadratic cost, coercive
+    on the group (``t ≥ λ_min(C)‖X‖²``); autodiff gradient only."""
+    manifold = pm.JOrthogonal(N, P)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        t = anp.trace(x.T @ C @ x)
+        return t + t * t / (2 * N)
+
+    return pymanopt.Problem(manifold, cost), _start(manifold), None
+
+
+def stiefel_quadratic():
+    """``min tr(XᵀCXD)`` over the indefinite Stiefel set iSt(6, 4) (D ≻ 0 diagonal), given as a
+    QuadraticOracle with D."""
+    manifold = pm.IndefiniteStiefel(N, 4, P, 2)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.trace(x.T @ C @ x @ D)
+
+    return pymanopt.Problem(manifold, cost), _start(manifold), QuadraticOracle(
+        torch.from_numpy(C), torch.from_numpy(D))
+
+
+#: f = (1/M) Σ_i ‖a_iᵀX‖² = tr(XᵀAᵀAX/M) over O(J), components declared with their Lipschitz
+#: constant (VR-J-JOBCD's default σ)
+_A = torch.from_numpy(np.random.default_rng(5).standard_normal((40, N)) + 0.5 * np.eye(40, N))
+
+
+def finite_sum():
+    manifold = pm.JOrthogonal(N, P)
+    a = _A.numpy()
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.sum((a @ x) ** 2) / a.shape[0]
+
+    def value(x, idx):
+        return ((_A[idx] @ x) ** 2).sum(dim=1).mean()
+
+    def grad(x, idx):
+        return 2.0 * _A[idx].T @ (_A[idx] @ x) / idx.numel()
+
+    lip = 2.0 * float(torch.linalg.eigvalsh(_A.T @ _A / _A.shape[0]).max())
+    return pymanopt.Problem(manifold, cost), _start(manifold), FiniteSumOracle(
+        _A.shape[0], value, grad, lipschitz=lip)
+
+
+CASES = [
+    (pm.GSJOBCD, trace_min), (pm.GSJOBCD, quartic), (pm.GSJOBCD, stiefel_quadratic),
+    (pm.JJOBCD, trace_min), (pm.JJOBCD, quartic), (pm.JJOBCD, stiefel_quadratic),
+    (pm.VRJJOBCD, finite_sum),
+    (pm.ColumnJJacobi, trace_min),
+]
+
+
+def _run(door, problem, **budget):
+    prob, x0, oracle = problem()
+    return door(seed=0, **budget).run(prob, initial_point=x0, oracle=oracle)
+
+
+@pytest.mark.parametrize("door, problem", CASES,
+                         ids=[f"{d.__name__}-{p.__name__}" for d, p in CASES])
+def test_the_default_budget_converges(door, problem):
+    default = _run(door, problem)
+    defaults = door()
+    longer = _run(door, problem, max_iterations=BUDGET_FACTOR * defaults._max_iterations)
+    assert np.isfinite(default.cost)
+    assert longer.cost <= default.cost + 1e-12 * abs(default.cost)
+    assert default.cost - longer.cost <= RTOL * abs(longer.cost), (
+        f"{door.__name__} on {problem.__name__}: default budget ends at {default.cost:.10g} "
+        f"({default.stopping_criterion}), {BUDGET_FACTOR}× the iterations at "
+        f"{longer.cost:.10g}")
+
+
+def test_the_cases_cover_the_jobcd_family_on_every_problem_family_they_take():
+    solvers = {d.__name__ for d, _ in CASES}
+    assert {"GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"} <= solvers
+    problems = {p.__name__ for d, p in CASES if d.__name__ in ("GSJOBCD", "JJOBCD")}
+    assert problems == {"trace_min", "quartic", "stiefel_quadratic"}
+
+
+def test_quartic_is_not_a_quadratic():
+    """The quartic case exercises the generic (non-quadratic) paths."""
+    prob, x0, _ = quartic()
+    f = FunctionOracle(lambda x: prob.cost(x.numpy()),
+                       lambda x: torch.from_numpy(prob.euclidean_gradient(x.numpy())))
+    x = torch.from_numpy(x0)
+    values = [float(f.value(s * x)) for s in (1.0, 2.0, 3.0)]
+    # a quadratic in s has a zero third difference; t + t²/(2n) is quartic in s
+    assert abs(values[2] - 2 * values[1] + values[0]) > 1.0
