@@ -70,7 +70,8 @@ def _j():
 
 @pytest.mark.parametrize("solver, case", [
     (GSJOBCD(curvature="scalar", side="row"), _j), (JJOBCD(), _j),
-    (JJOBCD(sigma_rule=SigmaBacktracking(shrink=0.5)), _j), (OBCD(), _stiefel), (OBCD(L1(0.01)), _stiefel),
+    (JJOBCD(sigma_rule=SigmaBacktracking(shrink=0.5)), _j), (OBCD(), _stiefel),
+    (OBCD(L1(0.01)), _stiefel),
     (RSDM(3), _stiefel), (RSDM(3, step_size=0.1), _stiefel), (RSSM(), _stiefel),
     (RSubGrad(), _stiefel), (ManPG(L1(0.01)), _stiefel), (LADMM(L1(0.01)), _stiefel),
     (PSM(L1(0.01)), _stiefel), (Landing(), _stiefel), (PCAL(), _stiefel), (RCD(), _stiefel),
@@ -119,7 +120,8 @@ def test_finite_sum_solvers_count_component_means():
         return 2 * cs[idx].mean(0) @ x
 
     oracle = FiniteSumOracle(4, value, gradient)
-    res = VRJJOBCD(sigma_rule=50.0, batch_size=2, max_iterations=10, seed=0).run(oracle, x0, geometry)
+    res = VRJJOBCD(sigma_rule=50.0, batch_size=2, max_iterations=10, seed=0).run(oracle, x0,
+                                                                                  geometry)
     comps = res.info["component_gradients"]  # (the first full gradient counts N of them)
     # the PAGE component means count |idx|/N each; the rest are whole full gradients (the
     # first estimate and the evaluations)
