@@ -328,3 +328,22 @@ def test_vr_nan_at_the_previous_point_restores_the_current_parameters():
     with pytest.raises(FloatingPointError, match="non-finite loss.*at step 4"):
         opt.step(closure)
     assert calls.count(4) == 2 and torch.equal(x.detach(), good)
+
+
+def test_resolved_choices_are_reported_and_printed_at_verbosity_1(capsys):
+    """J-JOBCD's one default (scalar model, rows, one matching, SigmaFit from a local estimate)
+    is in ``result.info``, printed by the pymanopt door at verbosity 1, and in the geoopt
+    optimizer's ``info()`` with the same first σ."""
+    x0 = _x0()
+    res = _pymanopt_run("JJOBCD", 3, x0, verbosity=1)
+    printed = capsys.readouterr().out
+    for key, value in (("curvature", "scalar"), ("side", "row"), ("matchings", 1)):
+        assert res.info[key] == value and f"'{key}': {value!r}" in printed
+    assert res.info["sigma_rule"].startswith("SigmaFit(sigma0=None")
+    x = _param(x0)
+    opt = _torch_opt("JJOBCD", x)
+    _torch_steps(opt, x, 1, "JJOBCD")
+    info = opt.info()
+    assert (info["curvature"], info["side"], info["matchings"]) == ("scalar", "row", 1)
+    assert info["sigma_rule"] == res.info["sigma_rule"]
+    assert info["sigma_start"] == res.info["sigma_start"] > 0

@@ -272,6 +272,8 @@ class IterativeSolver:
             self.setup(run)
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
+        if self.verbosity >= 1:  # the choices resolved at setup (side, σ rule, first σ, ...)
+            _log.info("%s: %s", self.name, self.info(run))
         return run
 
     def run(self, oracle: Oracle, x0: torch.Tensor, geometry) -> SolverResult:
