@@ -24,15 +24,16 @@ class GSJOBCD(SolverOptimizer):
     the iteration, its cost, when to pick it, and the rules of every option).
 
     For the quadratic fast path pass ``run(problem, oracle=QuadraticOracle(C, D, scale))``. For
-    ``tr(XᵀCX)`` on square O(J) see :class:`ColumnJJacobi`. With ``curvature="scalar"`` (or
-    a non-quadratic cost) and the same options and ``seed`` it takes the steps of the torch
+    ``tr(XᵀCX)`` on square O(J) see :class:`ColumnJJacobi`. One iteration is ⌊n/2⌋ pair
+    updates. With ``curvature="scalar"`` (or a non-quadratic cost, or the column side) and the
+    same options and ``seed`` it takes the steps of the torch
     :class:`orthoplug.adapters.geoopt.GSJOBCD` (one iteration per ``step``).
 
     Args:
         pairs: ``"random"`` (default), ``"cyclic"`` or ``"greedy"``.
         curvature: ``"exact"`` or ``"scalar"``.
-        refresh_every: recompute the row fast path's cached ``CX`` every this many
-            iterations.
+        refresh_every: recompute the row fast path's cached ``CX`` every this many pair
+            updates.
         side: ``"row"`` (default) or ``"column"``.
         candidates: pairs compared per greedy choice.
         theta: proximal weight θ > 0.

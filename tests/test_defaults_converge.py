@@ -24,7 +24,7 @@ from orthoplug.problems.hevp import make_spd
 RTOL = 1e-3
 BUDGET_FACTOR = 20
 N, P = 6, 3
-C = make_spd(N, seed=2)
+C = make_spd(N, m=4 * N, seed=2)  # well conditioned (eigenvalues about 0.25–2.25)
 D = np.diag(np.linspace(1.0, 2.0, 4))
 
 
@@ -48,15 +48,23 @@ def trace_min():
 
 def quartic():
     """``min t + t²/(2n)``, ``t = tr(XᵀCX)``, over O(J): a smooth non-quadratic cost, coercive
-    on the group (``t ≥ λ_min(C)‖X‖²``); autodiff gradient only."""
+    on the group (``t ≥ λ_min(C)‖X‖²``), given by value and gradient ``(1 + t/n)·2CX``."""
     manifold = pm.JOrthogonal(N, P)
+    c = torch.from_numpy(C)
 
     @pymanopt.function.autograd(manifold)
     def cost(x):
         t = anp.trace(x.T @ C @ x)
         return t + t * t / (2 * N)
 
-    return pymanopt.Problem(manifold, cost), _start(manifold), None
+    def value(x):
+        t = torch.trace(x.mT @ c @ x)
+        return t + t * t / (2 * N)
+
+    def gradient(x):
+        return (1 + torch.trace(x.mT @ c @ x) / N) * 2 * c @ x
+
+    return pymanopt.Problem(manifold, cost), _start(manifold), FunctionOracle(value, gradient)
 
 
 def stiefel_quadratic():
@@ -130,12 +138,13 @@ def test_the_cases_cover_the_jobcd_family_on_every_problem_family_they_take():
     assert problems == {"trace_min", "quartic", "stiefel_quadratic"}
 
 
-def test_quartic_is_not_a_quadratic():
-    """The quartic case exercises the generic (non-quadratic) paths."""
-    prob, x0, _ = quartic()
-    f = FunctionOracle(lambda x: prob.cost(x.numpy()),
-                       lambda x: torch.from_numpy(prob.euclidean_gradient(x.numpy())))
+def test_quartic_oracle_is_the_problem_and_not_a_quadratic():
+    """The quartic case's oracle is the problem's cost and gradient (autodiff) and exercises the
+    generic (non-quadratic) paths: ``s ↦ f(sX)`` has a non-zero fourth difference."""
+    prob, x0, oracle = quartic()
     x = torch.from_numpy(x0)
-    values = [float(f.value(s * x)) for s in (1.0, 2.0, 3.0)]
-    # a quadratic in s has a zero third difference; t + t²/(2n) is quartic in s
-    assert abs(values[2] - 2 * values[1] + values[0]) > 1.0
+    assert float(oracle.value(x)) == pytest.approx(float(prob.cost(x0)), rel=1e-12)
+    np.testing.assert_allclose(oracle.gradient(x).numpy(), prob.euclidean_gradient(x0),
+                               rtol=1e-12)
+    v = [float(oracle.value(s * x)) for s in range(5)]
+    assert abs(v[4] - 4 * v[3] + 6 * v[2] - 4 * v[1] + v[0]) > 1.0
