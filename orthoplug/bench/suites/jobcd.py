@@ -379,9 +379,11 @@ class HEVPPaper(HEVPTraceMin):
     def methods(self, scale: str) -> list[Method]:
         # exact curvature of −tr(XᵀCX) is negative, its PSD part zero: GS-JOBCD would take
         # θ-proximal (unbounded) steps and overflow at once; σ = L_f gives a valid majoriser
-        # (the backtracking rule with the oracle's L_f: fixed, unchecked)
+        # (the backtracking rule with the oracle's L_f: fixed, unchecked; J-JOBCD too, whose
+        # refitted σ would shrink below L_f and overflow within a dozen iterations)
+        fixed = {"sigma_rule": "backtracking"}
         return _common_methods(trust_regions=False, vr=False, admm_fixed=False,
-                               gs_options={"curvature": "scalar", "sigma_rule": "backtracking"})
+                               gs_options={"curvature": "scalar", **fixed}, j_options=fixed)
 
     def extra_metrics(self, x: torch.Tensor) -> dict[str, float]:
         return {"norm": float(torch.linalg.norm(x))}
