@@ -20,28 +20,30 @@ step on the transposed matrix and gradient (see :mod:`orthoplug.solvers.jobcd`).
 **lr** (every group, default 1; torch's schedulers may change it between steps): the model's
 quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``θ_eff = θ/lr``, so ``lr = 1`` is
 the method itself, a smaller ``lr`` a shorter (more damped) step and ``lr = 0`` no move (the
-group is skipped). A checked σ (backtracking) tests the model with ``σ_eff``. The start point of
+group is skipped). A checked σ rule tests the model with ``σ_eff``. The start point of
 every parameter is checked at its first step (``ValueError`` naming the violation); plain
 (Euclidean) parameters are refused: give them their own optimizer (e.g. ``torch.optim.SGD``).
 
-With ``sigma=None`` σ starts at ``sigma0`` and is doubled
-(the step redone) until the loss at the new point is below the model, so a step never increases
-the loss; pass ``sigma`` (≥ the Lipschitz constant) to skip that check and its extra closure call.
-``sigma_shrink < 1`` (without ``sigma``) makes σ adaptive: multiplied by ``sigma_shrink`` after
-each accepted step, doubled on each rejection, so steps stay monotone. The σ rule is the core
-solvers' :class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking` (one per parameter, its state in
-the parameter's ``state``).
+**σ rule** (``sigma_rule``, default ``"fit"`` as in the core solvers): the core solvers' rule
+objects (:mod:`orthoplug.solvers.sigma_rules`), one started copy per parameter, its state in the
+parameter's ``state``. A checked rule (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`,
+:class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking`) tests every step on a second closure
+call and redoes it with a larger σ until the loss is below the model, so a step never increases
+the loss; a fixed σ (a number, :class:`~orthoplug.solvers.sigma_rules.SigmaFixed`) skips that
+check and its closure call. A closure declares no Lipschitz constant, so a rule without
+``sigma0`` starts at the core solvers' local estimate (one more closure call, at the first step
+only; the first σ is in ``state`` as ``sigma_start`` and in :meth:`_JOBCDOptimizer.info`). A
+closure that computes a minibatch loss makes the test noisy: give such a loop a fixed σ or a
+``SigmaBacktracking(sigma0=...)``.
 
-**Same method as the core solvers.** With the same ``seed``, start and options (bar
-``JJOBCD(precondition=...)``, which the core solvers lack) a single-matrix parameter follows the
-iterates of the orthoplug/pymanopt solvers:
-``GSJOBCD(side=s)`` those of the core ``GSJOBCD(side=s, curvature="scalar", pairs="random")``,
-``JJOBCD`` and ``VRJJOBCD`` those of the core classes of the same name with
-``curvature="scalar"`` (the core J-JOBCD's Hessian model needs Hessian-vector products) and
-this optimizer's σ rule and matchings (``sigma_rule="backtracking"``, ``matchings=1`` unless
-given: a closure may compute a minibatch loss, so the core's defaults for checked steps — the
-refitted σ and a whole round robin per gradient — are not this optimizer's), with ``sigma0``
-given to the core solver when σ is not known, so both start the backtracking from the same σ. The
+**Same method as the core solvers.** With the same ``seed``, start and options — the defaults
+included — a single-matrix parameter follows the iterates of the orthoplug/pymanopt solvers of
+the same name (``GSJOBCD`` those of the core ``GSJOBCD`` wherever the core takes the scalar
+model: ``curvature="scalar"``, a non-quadratic cost or the column side). The exceptions are
+what a closure cannot give: the core J-JOBCD's ``curvature="hessian"`` (Hessian-vector
+products; :meth:`JJOBCD.info` records the scalar model), the oracle's declared Lipschitz constant
+(VR-J-JOBCD's default σ; here ``sigma_rule`` is required) and
+``JJOBCD(precondition=...)``, which the core solvers lack. The
 draws — pair batches, matchings, PAGE coins and minibatches — come from the generator of the
 parameter's device (:meth:`~orthoplug.adapters._torch.OrthoplugOptimizer.generator`), saved in
 ``state_dict`` with the pair queues, so a resumed optimizer continues bit-identically.
@@ -66,15 +68,20 @@ from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.kernels import runs_compiled
 from orthoplug.oracles import NonFiniteError, all_finite
+from orthoplug.solvers import jobcd
 from orthoplug.solvers.jjacobi import ColumnJacobi
-from orthoplug.solvers.jobcd import SIDES, SIGMA_RULES
+from orthoplug.solvers.jobcd import SIDES
 from orthoplug.solvers.jobcd_steps import PageSchedule, jacobi_step
-from orthoplug.solvers.pairs import PairQueue, resolve_matchings
+from orthoplug.solvers.pairs import PairQueue, check_matchings, resolve_matchings
 from orthoplug.solvers.sigma_rules import (
-    MAX_REJECTIONS,
     SigmaBacktracking,
+    SigmaFixed,
+    SigmaRule,
+    as_sigma_rule,
     cost_rounding,
-    sigma_rule,
+    estimate_bb,
+    estimate_lipschitz,
+    start_sigma_rule,
 )
 
 from ._geoopt_base import _GeometryManifold
@@ -134,70 +141,95 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
 
     Args:
         params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
-        sigma: fixed scalar curvature σ ≥ the Lipschitz constant; ``None``: backtracking.
+        sigma_rule: the σ rule (:mod:`orthoplug.solvers.sigma_rules`): an object, ``"fit"``
+            (default), ``"backtracking"`` or a number (a fixed σ, no checks), as the core
+            solvers' option. One started copy per parameter, its state in the parameter's
+            ``state``. Without a ``sigma0`` in the rule the first σ is the core solvers' local
+            estimate at the start point (a closure declares no Lipschitz constant):
+            :func:`~orthoplug.solvers.sigma_rules.estimate_bb` for adaptive rules, else
+            :func:`~orthoplug.solvers.sigma_rules.estimate_lipschitz`, over all parameters
+            together, from one extra closure call at a nearby point at the first step.
         theta: proximal weight θ > 0.
-        sigma0: initial σ of the backtracking.
         lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move), default 1.
         stabilize: ``projx`` every this many steps (``None``: never).
-        max_backtracks: doublings of σ in a row before giving up (default
-            :data:`~orthoplug.solvers.sigma_rules.MAX_REJECTIONS`, as in the core solvers).
         seed: seed of the pair draws (``None``: random, the same on every rank).
         side: ``"row"`` or ``"column"`` (square matrices).
-        sigma_shrink: adaptive σ when < 1 (without a fixed ``sigma``).
-        sigma_rule: ``"backtracking"`` (default, with ``sigma_shrink``), ``"fit"``
-            (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`, without a fixed ``sigma``) or
-            ``"auto"`` (``"fit"`` without a fixed ``sigma`` when ``sigma_shrink == 1``), as the
-            core solvers' option. The default differs from the core solvers' (``"auto"``): a
-            closure may compute a minibatch loss, whose noise the refit would follow.
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
         average_gradients: average the gradients over the group after each closure call.
     """
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
-                 *, sigma: float | None = None, theta: float = 1e-6,
-                 sigma0: float = 1.0, max_backtracks: int = MAX_REJECTIONS, seed: int | None = None,
-                 side: str = "row", sigma_shrink: float = 1.0,
-                 sigma_rule: str = "backtracking", lr: float = 1.0,
+                 *, sigma_rule: SigmaRule = "fit", theta: float = 1e-6,
+                 seed: int | None = None, side: str = "row", lr: float = 1.0,
                  stabilize: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        check_number("max_backtracks", max_backtracks, integer=True)
-        if not 0 < sigma_shrink <= 1 or (sigma_shrink < 1 and sigma is not None):
-            raise ValueError(f"sigma_shrink must be in (0, 1] and < 1 only without a fixed "
-                             f"sigma, got {sigma_shrink} with sigma={sigma}")
-        if sigma_rule not in SIGMA_RULES or (sigma_rule == "fit" and sigma is not None):
-            raise ValueError(f"sigma_rule must be one of {SIGMA_RULES} ('fit' only without a "
-                             f"fixed sigma), got {sigma_rule!r} with sigma={sigma}")
+        self.sigma_rule = as_sigma_rule(sigma_rule)
         if side not in SIDES:
             raise ValueError(f"side must be one of {SIDES}, got {side!r}")
-        self.sigma_shrink, self.sigma_rule = float(sigma_shrink), sigma_rule
         self.column = side == "column"
-        super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0, lr=lr,
-                                      stabilize=stabilize), seed=seed,
+        super().__init__(params, dict(theta=theta, lr=lr, stabilize=stabilize), seed=seed,
                          process_group=process_group, replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
-        self.max_backtracks = max_backtracks
         self._initial_replica_check()
 
     def _check_group(self, group):
         super()._check_group(group)
-        if group["sigma"] is not None:
-            check_number("sigma", group["sigma"], strict=True)
         check_number("theta", group["theta"], strict=True)
-        check_number("sigma0", group["sigma0"], strict=True)
         for p in group["params"]:
             _check_param(type(self).__name__, p, self.column)
 
+    def info(self) -> dict:
+        """The resolved choices (side, σ rule and, once a step was taken, the first σ of the
+        first parameter), as ``result.info`` of the core solvers reports them."""
+        first = next((self.state[p] for g in self.param_groups for p in g["params"]
+                      if "sigma_start" in self.state[p]), {})
+        return {"side": "column" if self.column else "row", "sigma_rule": repr(self.sigma_rule),
+                "sigma_start": first.get("sigma_start")}
+
+    def _start_rules(self, closure, grads) -> None:
+        """Start the σ rule of every parameter that has none yet
+        (:func:`~orthoplug.solvers.sigma_rules.start_sigma_rule`; no known Lipschitz constant),
+        the estimate of the first σ taken once for all of them together."""
+        fresh = [p for p in grads if "sigma" not in self.state[p]]
+        if not fresh:
+            return
+        x = [p.detach().clone() for p in fresh]
+        g = [grads[p] for p in fresh]
+
+        def gradient_at(points):
+            try:
+                for p, value in zip(fresh, points, strict=True):
+                    p.copy_(value)
+                self._loss(closure)
+                out = self._grads()
+            finally:
+                self._restore(dict(zip(fresh, x, strict=True)))
+            return [out[p] for p in fresh]
+
+        def estimate(adaptive: bool) -> float:
+            if adaptive:
+                return estimate_bb(x, g, gradient_at)
+            return estimate_lipschitz(x, g, gradient_at,
+                                      [self.generator(p.device) for p in fresh])
+
+        cache: dict = {}
+
+        def estimate_once(adaptive: bool) -> float:
+            if adaptive not in cache:
+                cache[adaptive] = estimate(adaptive)
+            return cache[adaptive]
+
+        for p in fresh:
+            rule = start_sigma_rule(self.sigma_rule, None, estimate_once, p.dtype)
+            self.state[p].update(rule.state_dict(), sigma_start=rule.sigma)
+
     def _rule(self, group, p) -> SigmaBacktracking:
-        """The σ rule of ``p``: the group's fixed σ (unchecked), else backtracking from
-        ``sigma0`` continued from the parameter's state."""
-        if group["sigma"] is not None:
-            return SigmaBacktracking(group["sigma"], checked=False)
-        rule = sigma_rule(self.sigma_rule, group["sigma0"], shrink=self.sigma_shrink,
-                          max_rejections=self.max_backtracks, rtol=cost_rounding(p.dtype))
-        if "sigma" in self.state[p]:
-            rule.load_state_dict(self.state[p])
+        """The σ rule of ``p`` continued from the parameter's state."""
+        state = self.state[p]
+        rule = self.sigma_rule.start(state["sigma"], rtol=cost_rounding(p.dtype))
+        rule.load_state_dict(state)
         return rule
 
     def _oriented(self, t: torch.Tensor) -> torch.Tensor:
@@ -239,7 +271,8 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
     def _rules(self) -> dict:
         """The σ rule of every parameter of a group with ``lr > 0`` (``lr`` checked)."""
         return {p: self._rule(group, p) for group in self.param_groups
-                if self._check_lr(group["lr"]) > 0 for p in group["params"]}
+                if self._check_lr(group["lr"]) > 0 for p in group["params"]
+                if "sigma" in self.state[p]}
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -253,8 +286,17 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                 (the parameters keep their values from before the step).
         """
         self._check_start()
+        loss = self._update_once(closure)
+        self._end_step()
+        return loss
+
+    def _update_once(self, closure):
+        """One proposal-test-accept round of every parameter (the body of :meth:`step`);
+        returns the loss before it."""
         loss, f0 = self._loss(closure)
-        grads, pending = self._direction(self._grads())
+        raw = self._grads()
+        self._start_rules(closure, raw)
+        grads, pending = self._direction(raw)
         rules = self._rules()
         plan = self._plan(grads)
         self._majoriser_step(closure, f0, rules.values(),
@@ -264,7 +306,6 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                 self.state[p].update(rule.state_dict())
         for p, state in pending.items():
             self.state[p].update(state)
-        self._end_step()
         return loss
 
     def _direction(self, grads) -> tuple[dict, dict]:
@@ -276,11 +317,11 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
 class JJOBCD(_JOBCDOptimizer):
     """J-JOBCD: one random perfect matching of the rows of every matrix per step.
 
-    ``matchings`` (default 1; an int, ``"all"`` or ``"auto"``: all without a fixed ``sigma``,
-    else 1): rounds of a random round robin per step, pair after pair on the step's gradient, as
-    the core solver's option of that name (more than one needs checked steps — no fixed
-    ``sigma`` — unless ``precondition`` is set). The core solver's default is ``"auto"``; here
-    one matching stays the default, since a closure may compute a minibatch loss and gradient.
+    One step is one iteration of the core :class:`orthoplug.solvers.jobcd.JJOBCD`: one closure
+    call (plus one per checked trial) and every row of every matrix moved once. ``matchings``
+    (default 1, as in the core solver; an int or ``"all"``): rounds of a random round robin per
+    step, pair after pair on the step's gradient, as the core solver's option of that name
+    (more than one needs checked steps — no fixed σ — unless ``precondition`` is set).
 
     ``precondition`` (default ``None``) replaces the gradient ``G`` in the linear term
     ``M = G[B] X[B]ᵀ`` of every pair by a preconditioned direction ``D`` and keeps the exact
@@ -301,66 +342,69 @@ class JJOBCD(_JOBCDOptimizer):
     normalisation otherwise moves as far as any other entry.
 
     The new point stays exactly J-orthogonal (``V ∈ O(J_BB)`` on every pair), but the model is
-    no majoriser of the loss any more, so a fixed ``sigma`` is required, no descent check is
+    no majoriser of the loss any more, so a fixed σ (``sigma_rule=σ``) is required, no descent
+    check is
     made and no step is guaranteed to decrease the loss. The moments are kept in the
     parameter's ``state`` (saved and resumed with ``state_dict``) and updated only once a step
     is taken.
 
     Args:
         params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
-        matchings: rounds of a random round robin per step (an int, ``"all"`` or ``"auto"``).
+        matchings: rounds of a random round robin per step (1, the default, an int or
+            ``"all"``).
         precondition: ``None``, ``"adam"`` or ``"rms"`` (above).
         betas: (β₁, β₂) of the moment estimates.
         eps: ε of the preconditioner.
         weight_decay: λ ≥ 0 of the decoupled ``λX`` term (with ``precondition`` only).
-        sigma, theta, sigma0, max_backtracks, seed, side, sigma_shrink, sigma_rule: as in
-            :class:`GSJOBCD` (the options of every JOBCD optimizer).
+        sigma_rule, theta, seed, side: as in :class:`GSJOBCD` (the options of every JOBCD
+            optimizer).
         lr, stabilize, process_group, replica_check_every, average_gradients: as in
             :class:`GSJOBCD`.
 
     Raises:
         ValueError: an unknown ``precondition`` or ``matchings``, ``precondition`` without a
-            fixed ``sigma``, ``betas`` / ``eps`` out of range, or a negative ``weight_decay`` (or
+            fixed σ, ``betas`` / ``eps`` out of range, or a negative ``weight_decay`` (or
             one without ``precondition``).
     """
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
                  *, matchings: int | str = 1, precondition: str | None = None,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0,
-                 sigma: float | None = None, theta: float = 1e-6, sigma0: float = 1.0,
-                 max_backtracks: int = MAX_REJECTIONS, seed: int | None = None,
-                 side: str = "row", sigma_shrink: float = 1.0,
-                 sigma_rule: str = "backtracking", lr: float = 1.0,
+                 weight_decay: float = 0.0, sigma_rule: SigmaRule = "fit", theta: float = 1e-6,
+                 seed: int | None = None, side: str = "row", lr: float = 1.0,
                  stabilize: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
-            raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
+        check_matchings(matchings)
         if precondition not in (None, *PRECONDITIONERS):
             raise ValueError(f"precondition must be None or one of {PRECONDITIONERS}, got "
                              f"{precondition!r}")
-        if precondition is not None and sigma is None:
-            raise ValueError(f"precondition={precondition!r} needs a fixed sigma (it acts as "
-                             "1/lr): the preconditioned model is no majoriser to backtrack on")
+        checked = as_sigma_rule(sigma_rule).checked
+        if precondition is not None and checked:
+            raise ValueError(f"precondition={precondition!r} needs a fixed sigma_rule=σ (it "
+                             "acts as 1/lr): the preconditioned model is no majoriser to "
+                             "backtrack on")
         if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1 and eps > 0):
             raise ValueError(f"betas must lie in [0, 1) and eps > 0, got {betas} and {eps}")
-        if matchings not in (1, "auto") and sigma is not None \
-                and precondition is None:
-            raise ValueError("matchings > 1 needs checked steps (no fixed sigma): a σ ≥ L_f "
-                             "majorises one matching on a stale gradient, not several")
+        if matchings != 1 and not checked and precondition is None:
+            raise ValueError("matchings > 1 needs checked steps (a σ rule other than a fixed "
+                             "σ): a σ ≥ L_f majorises one matching on a stale gradient, not "
+                             "several")
         if not weight_decay >= 0 or (weight_decay > 0 and precondition is None):
             raise ValueError(f"weight_decay must be >= 0 and > 0 only with a precondition, got "
                              f"{weight_decay} with precondition={precondition!r}")
         self.matchings, self.precondition = matchings, precondition
         self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
         self.weight_decay = float(weight_decay)
-        super().__init__(params, sigma=sigma, theta=theta, sigma0=sigma0,
-                         max_backtracks=max_backtracks, seed=seed, side=side,
-                         sigma_shrink=sigma_shrink, sigma_rule=sigma_rule, lr=lr,
-                         stabilize=stabilize, process_group=process_group,
+        super().__init__(params, sigma_rule=sigma_rule, theta=theta, seed=seed, side=side,
+                         lr=lr, stabilize=stabilize, process_group=process_group,
                          replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
+
+    def info(self) -> dict:
+        """As the scaffold's, with the model (always the scalar one: a closure gives no
+        Hessian-vector products) and the matchings."""
+        return {**super().info(), "curvature": "scalar", "matchings": self.matchings}
 
     def _direction(self, grads):
         if self.precondition is None:
@@ -386,28 +430,26 @@ class JJOBCD(_JOBCDOptimizer):
         return directions, pending
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):
-        n = x.shape[-2]
-        fixed = next(g["sigma"] for g in self.param_groups if any(q is p for q in g["params"]))
-        rounds = resolve_matchings(self.matchings, n, checked=fixed is None)
+        rounds = resolve_matchings(self.matchings, x.shape[-2])
         return jacobi_step(x, g, jvec, sigma, theta, self.generator(p.device),
                            matchings=rounds)
 
 
 class GSJOBCD(_JOBCDOptimizer):
-    """GS-JOBCD: per step, one pair of every matrix from the parameter's
-    :class:`~orthoplug.solvers.pairs.PairQueue` (uniform random pairs, drawn as the core solver
-    draws them: the same pairs for a single matrix).
+    """GS-JOBCD: per step, ``max(1, ⌊n/2⌋)`` pair updates (one iteration of the core
+    :class:`orthoplug.solvers.jobcd.GSJOBCD`: one pass over the rows in expectation; n the rows,
+    or columns with ``side="column"``, of the largest parameter), each taking one pair of every
+    matrix from the parameter's :class:`~orthoplug.solvers.pairs.PairQueue` (uniform random
+    pairs, drawn as the core solver draws them: the same pairs for a single matrix) and one
+    closure call at the point the previous update left (plus one per checked trial).
 
     Args:
         params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
-        sigma: fixed scalar curvature σ ≥ the Lipschitz constant; ``None``: backtracking.
+        sigma_rule: the σ rule: an object, ``"fit"`` (default), ``"backtracking"`` or a number
+            (a fixed σ); see the module docstring.
         theta: proximal weight θ > 0.
-        sigma0: initial σ of the backtracking.
-        max_backtracks: doublings of σ in a row before giving up.
         seed: seed of the pair draws (``None``: random, the same on every rank).
-        side: ``"row"`` or ``"column"`` (square matrices).
-        sigma_shrink: adaptive σ when < 1 (without a fixed ``sigma``).
-        sigma_rule: ``"backtracking"``, ``"fit"`` or ``"auto"``.
+        side: ``"row"`` (default) or ``"column"`` (square matrices).
         lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move).
         stabilize: ``projx`` every this many steps (``None``: never).
         process_group: the ``torch.distributed`` group (default: the world).
@@ -419,22 +461,40 @@ class GSJOBCD(_JOBCDOptimizer):
     """
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
-                 *,
-                 sigma: float | None = None, theta: float = 1e-6, sigma0: float = 1.0,
-                 max_backtracks: int = MAX_REJECTIONS, seed: int | None = None,
-                 side: str = "row", sigma_shrink: float = 1.0,
-                 sigma_rule: str = "backtracking", lr: float = 1.0,
+                 *, sigma_rule: SigmaRule = "fit", theta: float = 1e-6,
+                 seed: int | None = None, side: str = "row", lr: float = 1.0,
                  stabilize: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         self._queues: dict = {}
         self._saved_queues: dict = {}
-        super().__init__(params, sigma=sigma, theta=theta, sigma0=sigma0,
-                         max_backtracks=max_backtracks, seed=seed, side=side,
-                         sigma_shrink=sigma_shrink, sigma_rule=sigma_rule, lr=lr,
-                         stabilize=stabilize, process_group=process_group,
+        super().__init__(params, sigma_rule=sigma_rule, theta=theta, seed=seed, side=side,
+                         lr=lr, stabilize=stabilize, process_group=process_group,
                          replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One iteration: ⌊n/2⌋ pair updates; returns the loss before the first.
+
+        Raises:
+            ValueError, FloatingPointError: as the scaffold's ``step`` (on an error the
+                parameters are those before the step).
+        """
+        self._check_start()
+        params = [p for g in self.param_groups for p in g["params"]]
+        updates = max(jobcd.GSJOBCD.pairs_per_iteration(self._oriented(p).shape[-2])
+                      for p in params)
+        before = {p: p.detach().clone() for p in params}
+        try:
+            loss = self._update_once(closure)
+            for _ in range(updates - 1):
+                self._update_once(closure)
+        except (FloatingPointError, ValueError):
+            self._restore(before)
+            raise
+        self._end_step()
+        return loss
 
     def _queue_of(self, p) -> PairQueue:
         """The pair queue of ``p``, one pair per matrix per entry (made on first use, or from a
@@ -478,7 +538,7 @@ class VRJJOBCD(JJOBCD):
     ``step(closure)`` calls ``closure(indices)`` — it must zero the gradients, compute the mean
     loss over the components ``indices`` (a CPU LongTensor; it indexes CUDA data too), call
     ``backward()`` and return it — at the current point, and, for the variance-reduced update,
-    also at the previous point (the optimizer swaps the parameters in and out). ``sigma``
+    also at the previous point (the optimizer swaps the parameters in and out). ``sigma_rule``
     (≥ the Lipschitz constant) is required. The coins and minibatches are the core solver's
     (:class:`~orthoplug.solvers.jobcd_steps.PageSchedule`). The number of component gradients used
     is kept in ``component_gradients``.
@@ -497,7 +557,10 @@ class VRJJOBCD(JJOBCD):
     Args:
         params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
         num_components: N, the number of components of the loss.
-        sigma: scalar curvature σ ≥ the Lipschitz constant (required).
+        sigma_rule: the fixed σ ≥ the Lipschitz constant, a number or a
+            :class:`~orthoplug.solvers.sigma_rules.SigmaFixed` (required: ``None``, the core
+            solver's default, reads the oracle's declared Lipschitz constant, which a closure
+            lacks).
         theta: proximal weight θ > 0.
         batch_size: the large (reset) batch of PAGE (``None``: all N components).
         small_batch: the small batch of the variance-reduced update (``None``: PAGE's rule).
@@ -513,23 +576,31 @@ class VRJJOBCD(JJOBCD):
     """
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
-                 *, num_components: int, sigma: float, theta: float = 1e-6,
+                 *, num_components: int, sigma_rule: SigmaFixed | float | None = None,
+                 theta: float = 1e-6,
                  batch_size: int | None = None, small_batch: int | None = None,
                  reset_probability: float | None = None, seed: int | None = None,
                  shard: torch.Tensor | list[int] | None = None, lr: float = 1.0,
                  stabilize: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        if sigma is None:
-            raise ValueError("VRJJOBCD needs sigma (>= the Lipschitz constant of the loss)")
+        if sigma_rule is None:
+            raise ValueError("VRJJOBCD needs a fixed σ ≥ the Lipschitz constant of the loss: "
+                             "pass sigma_rule=σ (a closure declares no Lipschitz constant, "
+                             "which the core solver's default takes from its oracle)")
+        if as_sigma_rule(sigma_rule).checked:
+            raise ValueError(f"VRJJOBCD takes a fixed σ (a number or SigmaFixed), got "
+                             f"{sigma_rule!r}: checking a step needs full losses, which the "
+                             "estimator avoids")
         check_number("num_components", num_components, integer=True, minimum=1)
         for key, value in (("batch_size", batch_size), ("small_batch", small_batch)):
             if value is not None:
                 check_number(key, value, integer=True, minimum=1)
         self.page = PageSchedule(num_components, batch_size, small_batch, reset_probability)
         self.component_gradients = 0
-        super().__init__(params, sigma=sigma, theta=theta, seed=seed, lr=lr, stabilize=stabilize,
-                         process_group=process_group, replica_check_every=replica_check_every,
+        super().__init__(params, sigma_rule=sigma_rule, theta=theta, seed=seed, lr=lr,
+                         stabilize=stabilize, process_group=process_group,
+                         replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
         self.shard = None if shard is None else Shard(self.page.num_components, shard,
                                                       process_group)
@@ -611,6 +682,7 @@ class VRJJOBCD(JJOBCD):
                     p.copy_(c)
             g_est = {p: self.state[p]["g_est"] + g_new[p] - g_old[p] for p in params}
         current = {p: p.detach().clone() for p in params}
+        self._start_rules(closure, g_est)  # a fixed σ: no estimate, no closure call
         rules = self._rules()
         # σ is fixed (unchecked rules): one proposal, no loss at the new point
         self._majoriser_step(closure, math.nan, rules.values(),
@@ -636,8 +708,9 @@ class ColumnJJacobi(OrthoplugOptimizer):
     ``closure``, if given, is evaluated before the sweep and its loss returned. A sweep that
     raised the loss (rounding dominates) is undone, as in the core solver
     (:meth:`~orthoplug.solvers.jjacobi.ColumnJacobi.outcome`). With the same ``seed`` and
-    options the iterates equal those of ``GSJOBCD(side="column")`` run on
-    ``QuadraticOracle(C, scale=s)`` (pymanopt or orthoplug front-end).
+    options — the defaults included — the iterates equal those of ``ColumnJJacobi`` run on
+    ``QuadraticOracle(C, scale=s)`` (pymanopt or orthoplug front-end, one sweep per
+    iteration).
 
     Args:
         params: ``ManifoldParameter``\\ s on square orthoplug ``JOrthogonal`` manifolds (n×n).

@@ -138,7 +138,7 @@ class OBCD(OrthoplugOptimizer):
         """The parameter's σ rule (restored from its state)."""
         known = group["sigma"]
         rule = SigmaBacktracking(group["sigma0"] if known is None else known,
-                                 checked=known is None, max_rejections=self.max_backtracks,
+                                 checked=known is None, max_backtracks=self.max_backtracks,
                                  rtol=cost_rounding(p.dtype))
         if "sigma" in self.state[p]:
             rule.load_state_dict(self.state[p]["sigma"])

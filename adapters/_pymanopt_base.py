@@ -246,6 +246,7 @@ class SolverOptimizer(Optimizer):
         if self._log_verbosity >= 1:
             self._log["iterations"] = res.history
         if self._verbosity >= 1:
+            print(f"{solver.name}: {res.info}")  # the options and choices resolved at setup
             print(f"{solver.name}: {res.stop_reason} after {res.iterations} iterations, "
                   f"{res.time:.2f} s; cost {res.cost:.10g}, |grad| {res.gradient_norm:.3e}")
         result = OptimizerResult(point=_n(res.point), cost=res.cost, iterations=res.iterations,

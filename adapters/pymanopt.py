@@ -15,7 +15,8 @@ SteepestDescent, ConjugateGradient and TrustRegions run on them unchanged::
 Random points are drawn with a seed taken from numpy's global generator, so
 ``np.random.seed`` makes pymanopt runs reproducible as with pymanopt's own manifolds.
 
-The optimizers — orthoplug's solvers (``GSJOBCD``, ``JJOBCD``, ``VRJJOBCD``, ``OBCD``,
+The optimizers — orthoplug's solvers (``GSJOBCD``, ``JJOBCD``, ``VRJJOBCD``, ``ColumnJJacobi``,
+``OBCD``,
 ``SparseOBCD``, ``RSDM``, ``RSSM``) and the comparison methods of :mod:`orthoplug.baselines`
 (``ManPG``, ``RSubGrad``, ``Landing``, ``PCAL``, ``RCD``, ``LADMM``, ``RADMM``, ``PSM``, ``ADMM``,
 ``UMCM``, ``CSDM``) — are
@@ -44,14 +45,14 @@ from ._pymanopt_baselines import (
     ManPG,
     RSubGrad,
 )
-from ._pymanopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD
+from ._pymanopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD, ColumnJJacobi
 from ._pymanopt_obcd import OBCD, SparseOBCD
 from ._pymanopt_quadratic import HyperbolicEig
 from ._pymanopt_rsdm import RSDM
 from ._pymanopt_rssm import RSSM, StiefelBlock
 
 __all__ = ["JOrthogonal", "IndefiniteStiefel", "StiefelBlock", "SolverOptimizer", "geometry_of",
-           "GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "SparseOBCD", "RSDM", "RSSM",
+           "GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi", "OBCD", "SparseOBCD", "RSDM", "RSSM",
            "HyperbolicEig",
            "ManPG", "RSubGrad", "Landing", "PCAL", "RCD", "UMCM", "ADMM", "CSDM", "LADMM",
            "RADMM", "PSM"]

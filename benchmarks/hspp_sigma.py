@@ -28,19 +28,13 @@ def _variant_runner(fraction: float, optimism: float):
     from orthoplug.solvers.jobcd import JJOBCD
     from orthoplug.solvers.sigma_rules import SigmaFit
 
-    class Variant(JJOBCD):
-        def make_sigma_rule(self, sigma, *, checked=True, known=None):
-            rule = super().make_sigma_rule(sigma, checked=checked, known=known)
-            if not isinstance(rule, SigmaFit):
-                raise TypeError(f"J-JOBCD chose {type(rule).__name__}, not SigmaFit")
-            rule.fraction, rule.optimism, rule.boldness = fraction, optimism, optimism
-            return rule
+    rule = SigmaFit(fraction=fraction, optimism=optimism)
 
     def run(experiment, instance, *, seed, time_limit):
         x0 = torch.from_numpy(experiment.initial_point(instance, seed))
         oracle = experiment.oracle(instance, x0)
-        solver = Variant(**{**SOLVERS["J-JOBCD"][1], "max_time": time_limit,
-                            "max_iterations": 10**9, "seed": seed})
+        solver = JJOBCD(**{**SOLVERS["J-JOBCD"][1], "matchings": "all", "sigma_rule": rule,
+                           "max_time": time_limit, "max_iterations": 10**9, "seed": seed})
         result = solver.run(oracle, x0, instance.data.geometry)
         return result.point.detach().cpu().numpy(), result.iterations
 

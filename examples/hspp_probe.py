@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     batch = args.batch or max(1, args.m // 4)
     results = {
         "J-JOBCD": run(lambda x: JJOBCD([x], seed=args.seed), True),
-        "VR-J-JOBCD": run(lambda x: VRJJOBCD([x], num_components=args.m, sigma=sigma,
+        "VR-J-JOBCD": run(lambda x: VRJJOBCD([x], num_components=args.m, sigma_rule=sigma,
                                              batch_size=batch, seed=args.seed), True),
         "RiemannianAdam": run(lambda x: geoopt.optim.RiemannianAdam([x], lr=args.adam_lr), False),
     }

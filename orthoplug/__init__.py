@@ -4,6 +4,10 @@ The nonsmooth terms and the oracles are importable from the top level::
 
     from orthoplug import L1, QuadraticOracle, FunctionOracle
 
+The σ rules of the block methods (``SigmaBacktracking``, ``SigmaFit``, ``SigmaFixed`` of
+:mod:`orthoplug.solvers.sigma_rules`, the ``sigma_rule`` option) are importable from the top
+level too; they are loaded on first use, so ``import orthoplug`` stays light.
+
 :func:`warm_up` compiles every numba kernel once (solvers never count compilation against
 their ``max_time``; this moves it to a moment of your choosing).
 
@@ -32,6 +36,21 @@ from orthoplug.oracles import QuadraticOracle as QuadraticOracle
 from orthoplug.oracles import RowGradientOracle as RowGradientOracle
 from orthoplug.oracles import StochasticOracle as StochasticOracle
 from orthoplug.oracles import Tracker as Tracker
+
+#: names served from :mod:`orthoplug.solvers.sigma_rules` on first access (module ``__getattr__``)
+_SIGMA_RULES = ("SigmaBacktracking", "SigmaFit", "SigmaFixed")
+
+
+def __getattr__(name: str):
+    if name in _SIGMA_RULES:
+        from orthoplug.solvers import sigma_rules
+
+        return getattr(sigma_rules, name)
+    raise AttributeError(f"module 'orthoplug' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SIGMA_RULES])
 
 
 def warm_up() -> None:

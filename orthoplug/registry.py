@@ -141,8 +141,9 @@ register("JOrthogonal", "manifold", pymanopt=f"{_PM}:JOrthogonal", geoopt=f"{_GO
 register("IndefiniteStiefel", "manifold", pymanopt=f"{_PM}:IndefiniteStiefel",
          geoopt=f"{_GO}:IndefiniteStiefel", description="indefinite Stiefel set XᵀJ_nX = J_k")
 for _name, _desc in (("GSJOBCD", "Gauss–Seidel JOBCD: one exact 2×2 row- or column-pair step per "
-                                 "iteration; column J-Jacobi sweeps on square O(J) with a "
-                                 "QuadraticOracle"),
+                                 "iteration"),
+                     ("ColumnJJacobi", "column J-Jacobi: sweeps of exact column-pair steps for "
+                                       "tr(XᵀCX) on square O(J) (needs a QuadraticOracle)"),
                      ("JJOBCD", "Jacobi JOBCD: n/2 disjoint exact row-pair steps per iteration"),
                      ("VRJJOBCD", "variance-reduced (PAGE) Jacobi JOBCD for finite sums")):
     register(_name, "solver", pymanopt=f"{_PM}:{_name}", geoopt=f"{_GO}:{_name}",

@@ -29,6 +29,7 @@ def warm_up() -> None:
     from orthoplug.oracles import FunctionOracle, QuadraticOracle
     from orthoplug.problems.nonsmooth_problems import dpcp_instance
     from orthoplug.solvers.column_sweeps import column_rotations
+    from orthoplug.solvers.jjacobi import ColumnJJacobi
     from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
     from orthoplug.solvers.obcd import OBCD
     from orthoplug.solvers.row_partition import row_move_gains
@@ -38,17 +39,18 @@ def warm_up() -> None:
     c = torch.eye(4, dtype=torch.float64) + 0.1
     x = torch.eye(4, dtype=torch.float64)
     j_geo, st_geo = JOrthogonalGeometry(4, 2), StiefelGeometry(4, 2)
-    for options in ({"side": "column"}, {"side": "column", "pairs": "random"}, {"side": "row"},
-                    {"side": "row", "pairs": "greedy"}):
+    for pairs in ("cyclic", "random"):  # the column J-Jacobi sweeps
+        ColumnJJacobi(pairs=pairs, seed=0, max_iterations=2).run(QuadraticOracle(c), x, j_geo)
+    for options in ({}, {"pairs": "greedy"}):
         GSJOBCD(**options, seed=0, max_iterations=2).run(QuadraticOracle(c), x, j_geo)
     plain = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y))
     hessian = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y),
                              hessian=lambda y, u: 2.0 * (c @ u))
-    GSJOBCD(side="row", seed=0, max_iterations=2).run(  # float32: one exact 2×2 solve a step
+    GSJOBCD(seed=0, max_iterations=2).run(  # float32: one exact 2×2 solve a step
         QuadraticOracle(c.float()), x.float(), j_geo)
     for options in ({"matchings": 1}, {"matchings": "all"}):  # scalar model
         JJOBCD(**options, seed=0, max_iterations=2).run(plain, x, j_geo)
-    JJOBCD(seed=0, max_iterations=2).run(hessian, x, j_geo)  # Hessian model
+    JJOBCD(curvature="hessian", side="column", seed=0, max_iterations=2).run(hessian, x, j_geo)
     for working_set in ("random", "greedy"):
         OBCD(L1(0.1), working_set=working_set, seed=0, max_iterations=2).run(
             QuadraticOracle(-c), x[:, :2], st_geo)

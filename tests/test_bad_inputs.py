@@ -81,7 +81,7 @@ def _go_param(name, x=None):
 
 def _go_optimizer(name, params, **options):
     if name == "VRJJOBCD":
-        options = {"num_components": 2, "sigma": 100.0, **options}
+        options = {"num_components": 2, "sigma_rule": 100.0, **options}
     elif name == "ColumnJJacobi":
         options = {"c": C, **options}
     elif name == "RSDM":
@@ -136,9 +136,9 @@ def test_geoopt_options(name):
 
 
 BAD_SCALARS = {
-    "GSJOBCD": ["sigma", "theta", "sigma0", "max_backtracks", "sigma_shrink"],
-    "JJOBCD": ["sigma", "theta", "sigma0", "matchings", "betas"],
-    "VRJJOBCD": ["sigma", "theta", "num_components", "batch_size"],
+    "GSJOBCD": ["sigma_rule", "theta"],
+    "JJOBCD": ["sigma_rule", "theta", "matchings", "betas"],
+    "VRJJOBCD": ["sigma_rule", "theta", "num_components", "batch_size"],
     "ColumnJJacobi": ["scale", "tol", "max_boost", "candidates"],
     "OBCD": ["alpha", "sigma", "sigma0", "max_backtracks"],
     "RSDM": ["r", "momentum", "weight_decay", "decay_time", "contraction",
@@ -266,8 +266,8 @@ def test_pymanopt_non_finite_data_and_cost(name):
                          lambda x: torch.zeros_like(x), lipschitz=1.0)
     # SparseOBCD's data starts and column sweeps need a quadratic: without them it runs any cost
     plain = {"starts": (), "column_every": 0} if name == "SparseOBCD" else {}
-    if name in DIRECT:  # a direct solve needs the quadratic's data, not a cost function
-        _named(lambda: _pm_run(name, oracle=nan), "quadratic")
+    if name in DIRECT or name == "ColumnJJacobi":  # they need the quadratic's data (C), not
+        _named(lambda: _pm_run(name, oracle=nan), "quadratic")  # a cost function
     elif name != "VRJJOBCD":  # needs a finite sum
         _named(lambda: _pm_run(name, oracle=nan, **plain), "finite")
 

@@ -26,7 +26,7 @@ from orthoplug.kernels import runs_compiled
 from orthoplug.nonsmooth import L1, Zero
 from orthoplug.oracles import FunctionOracle, QuadraticOracle
 from orthoplug.problems.hevp import make_spd
-from orthoplug.solvers import jobcd, jobcd_steps, obcd
+from orthoplug.solvers import jjacobi, jobcd, jobcd_steps, obcd
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
 from orthoplug.solvers.obcd import OBCD
 from orthoplug.solvers.sparse_obcd import SparseOBCD
@@ -107,15 +107,15 @@ def test_gsjobcd_exact_pairs_take_the_torch_path_with_the_same_iterates(monkeypa
     torch.testing.assert_close(res.point, ref.point, rtol=0, atol=1e-10)
 
 
-def test_gsjobcd_column_jacobi_is_cpu_only(monkeypatch):
-    """side='auto' takes the compiled column J-Jacobi sweeps on the CPU and row pairs
-    elsewhere."""
+def test_column_jjacobi_is_cpu_only(monkeypatch):
+    """ColumnJJacobi's sweeps are compiled: they run on the CPU and, off it, the solver refuses
+    the point at setup (naming the device) instead of copying it to the host."""
     geo, x0 = _jorth_start()
-    assert "rotations" in GSJOBCD(seed=0, max_iterations=2).run(QuadraticOracle(C), x0,
-                                                                geo).info
-    _simulate_device(monkeypatch, jobcd)
-    res = GSJOBCD(seed=0, max_iterations=2).run(QuadraticOracle(C), x0, geo)
-    assert "rotations" not in res.info and res.info["side"] == "row"
+    solver = jjacobi.ColumnJJacobi(seed=0, max_iterations=2)
+    assert "rotations" in solver.run(QuadraticOracle(C), x0, geo).info
+    _simulate_device(monkeypatch, jjacobi)
+    with pytest.raises(ValueError, match="runs compiled CPU sweeps"):
+        solver.run(QuadraticOracle(C), x0, geo)
 
 
 def _hessian_oracle():
@@ -124,16 +124,17 @@ def _hessian_oracle():
 
 
 def test_jjobcd_hessian_model_is_cpu_only(monkeypatch):
-    """J-JOBCD's compiled Hessian-model sweep: 'auto' falls back to the scalar model off the
-    CPU; asking for it there is an error naming the device requirement."""
+    """J-JOBCD's compiled Hessian-model sweep runs on the CPU; asking for it elsewhere is an
+    error naming the device requirement (the default scalar model runs anywhere)."""
     geo, x0 = _jorth_start()
-    assert JJOBCD(seed=0, max_iterations=1).run(_hessian_oracle(), x0,
-                                                geo).info["curvature"] == "hessian"
+    hessian = dict(curvature="hessian", side="column")
+    assert JJOBCD(seed=0, max_iterations=1, **hessian).run(
+        _hessian_oracle(), x0, geo).info["curvature"] == "hessian"
     _simulate_device(monkeypatch, jobcd)
     res = JJOBCD(seed=0, max_iterations=1).run(_hessian_oracle(), x0, geo)
     assert res.info["curvature"] == "scalar"
     with pytest.raises(ValueError, match="CPU tensor \\(the model sweep is compiled\\)"):
-        JJOBCD(curvature="hessian", max_iterations=1).run(_hessian_oracle(), x0, geo)
+        JJOBCD(max_iterations=1, **hessian).run(_hessian_oracle(), x0, geo)
 
 
 def _stiefel_start():

@@ -171,8 +171,8 @@ def _vr_case(seed, steps=STEPS):
                                  manifold=manifold)
     shard = Shard.contiguous(N_SAMPLES)
     a, t = (v[shard.indices] for v in _vr_components())
-    opt = go.VRJJOBCD([x], num_components=N_SAMPLES, sigma=_LIPSCHITZ, batch_size=8, small_batch=3,
-                      reset_probability=0.3, seed=seed, shard=shard.indices,
+    opt = go.VRJJOBCD([x], num_components=N_SAMPLES, sigma_rule=_LIPSCHITZ, batch_size=8,
+                      small_batch=3, reset_probability=0.3, seed=seed, shard=shard.indices,
                       replica_check_every=1)
 
     def closure(idx):
@@ -236,7 +236,7 @@ CASES = {
     "GSJOBCD": lambda seed, steps=STEPS: _jorth_case("GSJOBCD", seed, True, steps,
                                                      average_gradients=False),
     "JJOBCD fixed sigma": lambda seed, steps=STEPS: _jorth_case("JJOBCD", seed, False, steps,
-                                                                sigma=50.0),
+                                                                sigma_rule=50.0),
     "VRJJOBCD": _vr_case,
     "OBCD": _obcd_case,
     "RSDM": _rsdm_case,

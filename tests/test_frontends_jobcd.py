@@ -1,9 +1,10 @@
-"""One JOBCD implementation behind both front-ends (issue #15).
+"""One JOBCD implementation behind both front-ends.
 
 The pymanopt optimizers run the core solvers; the geoopt optimizers take the same steps, draws
-and σ decisions through the torch scaffold. Checked here: equal iterates, a resumed optimizer
-continues bit-identically, a core solver object can be run twice, and a NaN stops a torch run
-with its cause while the parameters keep their last good values.
+and σ decisions through the torch scaffold. Checked here: equal iterates of the two doors built
+with their defaults (and with the same non-default options), a resumed optimizer continues
+bit-identically, a core solver object can be run twice, and a NaN stops a torch run with its
+cause while the parameters keep their last good values.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from orthoplug.adapters import pymanopt as pm
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.oracles import FiniteSumOracle, FunctionOracle, QuadraticOracle
 from orthoplug.problems.hevp import make_spd
-from orthoplug.solvers.jjacobi import ColumnJacobi
+from orthoplug.solvers.jjacobi import ColumnJacobi, ColumnJJacobi
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
+from orthoplug.solvers.sigma_rules import SigmaBacktracking, SigmaFit, SigmaFixed
 
 F64 = torch.float64
 N, P = 6, 3
@@ -100,7 +102,7 @@ VR_OPTIONS = dict(batch_size=20, small_batch=5, reset_probability=0.3)
 
 def _torch_opt(name, x, seed=SEED, **options):
     if name == "VRJJOBCD":
-        return go.VRJJOBCD([x], num_components=M, sigma=L_SUM, seed=seed, **VR_OPTIONS)
+        return go.VRJJOBCD([x], num_components=M, sigma_rule=L_SUM, seed=seed, **VR_OPTIONS)
     if name == "ColumnJJacobi":
         return go.ColumnJJacobi([x], c=C, pairs="random", seed=seed)
     return getattr(go, name)([x], seed=seed, **options)
@@ -115,55 +117,52 @@ def _torch_steps(opt, x, steps, name):
 
 # ---- equal iterates ---------------------------------------------------------------------------
 
-CASES = {  # (pymanopt options, geoopt options); σ fixed or backtracking from the same σ₀
-    "GS fixed sigma": ("GSJOBCD", dict(sigma=L_F, side="row", curvature="scalar"),
-                       dict(sigma=L_F)),
-    "GS backtracking": ("GSJOBCD", dict(sigma0=1.0, side="row", curvature="scalar",
-                                        sigma_rule="backtracking"),
-                        dict(sigma0=1.0)),
-    "GS column": ("GSJOBCD", dict(sigma0=1.0, side="column", sigma_rule="backtracking"),
-                  dict(sigma0=1.0, side="column")),
-    "J fixed sigma": ("JJOBCD", dict(sigma=L_F, curvature="scalar"), dict(sigma=L_F)),
-    "J backtracking": ("JJOBCD", dict(sigma0=0.5, sigma_rule="backtracking", matchings=1,
-                                      curvature="scalar"),
-                       dict(sigma0=0.5)),
-    "J adaptive column": ("JJOBCD", dict(sigma0=1.0, sigma_shrink=0.5, side="column",
-                                         matchings=1, curvature="scalar"),
-                          dict(sigma0=1.0, sigma_shrink=0.5, side="column")),
-    "J fit, all matchings": ("JJOBCD", dict(sigma0=1.0, sigma_rule="fit", matchings="all",
-                                            curvature="scalar"),
-                             dict(sigma0=1.0, sigma_rule="fit", matchings="all")),
-    "J defaults (auto)": ("JJOBCD", dict(sigma0=1.0, curvature="scalar"),
-                          dict(sigma0=1.0, sigma_rule="auto", matchings="auto")),
-    "J fit column, 3 matchings": ("JJOBCD", dict(sigma0=1.0, sigma_rule="fit", matchings=3,
-                                                 side="column", curvature="scalar"),
-                                  dict(sigma0=1.0, sigma_rule="fit", matchings=3,
-                                       side="column")),
+CASES = {  # (door, options given to both doors alike); "defaults": none at all
+    "GS defaults": ("GSJOBCD", {}),
+    "GS fixed sigma": ("GSJOBCD", dict(sigma_rule=L_F)),
+    "GS backtracking from sigma0": ("GSJOBCD", dict(sigma_rule=SigmaBacktracking(1.0))),
+    "GS backtracking, Lipschitz estimate": ("GSJOBCD", dict(sigma_rule="backtracking")),
+    "GS column": ("GSJOBCD", dict(side="column")),
+    "J defaults": ("JJOBCD", {}),
+    "J fixed sigma": ("JJOBCD", dict(sigma_rule=SigmaFixed(L_F))),
+    "J adaptive backtracking, column": ("JJOBCD", dict(
+        sigma_rule=SigmaBacktracking(1.0, shrink=0.5), side="column")),
+    "J all matchings": ("JJOBCD", dict(matchings="all")),
+    "J fit column, 3 matchings": ("JJOBCD", dict(sigma_rule=SigmaFit(1.0), matchings=3,
+                                                 side="column")),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_pymanopt_and_geoopt_take_the_same_steps_and_sigma_decisions(case):
-    name, core_options, torch_options = CASES[case]
+    name, options = CASES[case]
     steps = 40
     x0 = _x0()
-    res = _pymanopt_run(name, steps, x0, eval_every=7, **core_options)
+    res = _pymanopt_run(name, steps, x0, eval_every=7, **options)
     x = _param(x0)
-    opt = _torch_opt(name, x, **torch_options)
+    opt = _torch_opt(name, x, **options)
     out = _torch_steps(opt, x, steps, name)
     assert res.iterations == steps
     assert float(torch.linalg.norm(out - x0)) > 1e-3  # the iterates moved
     torch.testing.assert_close(res.point, out, rtol=0, atol=1e-10)
-    if "sigma" not in torch_options:  # the σ rule took the same decisions
-        assert res.info["backtracks"] == opt.state[x]["backtracks"] > 0
+    assert res.info["sigma_rule"] == opt.info()["sigma_rule"]
+    assert res.info["sigma_start"] == opt.state[x]["sigma_start"]
+    if opt.sigma_rule.checked:  # the same σ decisions
+        assert res.info["backtracks"] == opt.state[x]["backtracks"]
         assert res.info["final_sigma"] == pytest.approx(opt.state[x]["sigma"], rel=1e-12)
+        assert res.info["backtracks"] > 0 or options.get("sigma_rule") == "backtracking"
 
 
 def test_vr_j_jobcd_front_ends_draw_the_same_coins_and_batches():
+    """The geoopt door needs the σ that the core solver's default reads from the oracle's
+    declared Lipschitz constant (a closure declares none): the same σ in both."""
     steps = 30
     x0 = _x0()
-    oracle = FiniteSumOracle(M, _sum_value, _sum_grad, lipschitz=L_SUM)
-    res = _pymanopt_run("VRJJOBCD", steps, x0, oracle=oracle, eval_every=5, **VR_OPTIONS)
+    declared = FiniteSumOracle(M, _sum_value, _sum_grad, lipschitz=L_SUM)
+    res = _pymanopt_run("VRJJOBCD", steps, x0, oracle=declared, eval_every=5, **VR_OPTIONS)
+    given = _pymanopt_run("VRJJOBCD", steps, x0, oracle=FiniteSumOracle(M, _sum_value, _sum_grad),
+                          eval_every=5, sigma_rule=L_SUM, **VR_OPTIONS)
+    assert torch.equal(res.point, given.point)
     x = _param(x0)
     opt = _torch_opt("VRJJOBCD", x)
     out = _torch_steps(opt, x, steps, "VRJJOBCD")
@@ -173,17 +172,24 @@ def test_vr_j_jobcd_front_ends_draw_the_same_coins_and_batches():
     assert opt.component_gradients < M * steps  # the estimator skipped full gradients
 
 
-@pytest.mark.parametrize("pairs", ["random", "cyclic"])
-def test_column_jjacobi_equals_core_column_gs_jobcd(pairs):
-    c = torch.from_numpy(C)
+@pytest.mark.parametrize("options", [{}, {"pairs": "random"}], ids=["defaults", "random"])
+def test_column_jjacobi_doors_take_the_same_sweeps(options):
+    manifold = pm.JOrthogonal(N, P)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.trace(x.T @ C @ x)
+
     x0 = _x0(1)
-    res = GSJOBCD(side="column", pairs=pairs, seed=SEED, max_iterations=4,
-                  min_gradient_norm=0.0).run(QuadraticOracle(c), x0, JOrthogonalGeometry(N, P))
+    res = pm.ColumnJJacobi(seed=SEED, max_iterations=4, min_gradient_norm=0.0, **options).run(
+        pymanopt.Problem(manifold, cost), initial_point=x0.numpy(),
+        oracle=QuadraticOracle(torch.from_numpy(C))).solver_result
     x = _param(x0)
-    opt = go.ColumnJJacobi([x], c=C, pairs=pairs, seed=SEED)
+    opt = go.ColumnJJacobi([x], c=C, seed=SEED, **options)
     for _ in range(res.iterations):
         opt.step()
     assert res.iterations >= 2
+    assert res.info["pairs"] == options.get("pairs", "cyclic")
     torch.testing.assert_close(res.point, x.detach(), rtol=0, atol=1e-12)
 
 
@@ -203,7 +209,7 @@ def test_a_sweep_that_raises_f_is_undone_in_both_front_ends(monkeypatch):
     x0 = _x0(1)
     oracle = QuadraticOracle(c)
     assert float(oracle.value(x0 @ torch.from_numpy(boost))) > float(oracle.value(x0))
-    res = GSJOBCD(side="column", seed=SEED, max_iterations=5).run(oracle, x0, geo)
+    res = ColumnJJacobi(seed=SEED, max_iterations=5).run(oracle, x0, geo)
     assert "increased f" in res.stop_reason and res.iterations == 1
     torch.testing.assert_close(res.point, x0, rtol=0, atol=0)
     x = _param(x0)
@@ -244,8 +250,8 @@ SOLVERS = {
                     "quadratic"),
     "GS per pair": (lambda: GSJOBCD(side="row", curvature="scalar", seed=3, max_iterations=40,
                                     eval_every=10), "function"),
-    "GS column Jacobi": (lambda: GSJOBCD(side="column", pairs="random", seed=3,
-                                         max_iterations=3), "trace"),
+    "column J-Jacobi": (lambda: ColumnJJacobi(pairs="random", seed=3, max_iterations=3),
+                        "trace"),
     "J": (lambda: JJOBCD(seed=3, max_iterations=30, eval_every=5), "function"),
     "VR": (lambda: VRJJOBCD(seed=3, max_iterations=30, eval_every=5, **VR_OPTIONS), "sum"),
 }
@@ -303,7 +309,7 @@ def test_vr_nan_at_the_previous_point_restores_the_current_parameters():
     """The PAGE difference step evaluates the closure at the previous point too (the parameters
     swapped in): a NaN there leaves the parameters at the current point, not the previous."""
     x = _param(_x0(3))
-    opt = go.VRJJOBCD([x], num_components=M, sigma=L_SUM, seed=SEED, batch_size=20,
+    opt = go.VRJJOBCD([x], num_components=M, sigma_rule=L_SUM, seed=SEED, batch_size=20,
                       small_batch=5, reset_probability=0.0)  # every later step a difference
     calls = []
 
@@ -322,3 +328,22 @@ def test_vr_nan_at_the_previous_point_restores_the_current_parameters():
     with pytest.raises(FloatingPointError, match="non-finite loss.*at step 4"):
         opt.step(closure)
     assert calls.count(4) == 2 and torch.equal(x.detach(), good)
+
+
+def test_resolved_choices_are_reported_and_printed_at_verbosity_1(capsys):
+    """J-JOBCD's one default (scalar model, rows, one matching, SigmaFit from a local estimate)
+    is in ``result.info``, printed by the pymanopt door at verbosity 1, and in the geoopt
+    optimizer's ``info()`` with the same first σ."""
+    x0 = _x0()
+    res = _pymanopt_run("JJOBCD", 3, x0, verbosity=1)
+    printed = capsys.readouterr().out
+    for key, value in (("curvature", "scalar"), ("side", "row"), ("matchings", 1)):
+        assert res.info[key] == value and f"'{key}': {value!r}" in printed
+    assert res.info["sigma_rule"].startswith("SigmaFit(sigma0=None")
+    x = _param(x0)
+    opt = _torch_opt("JJOBCD", x)
+    _torch_steps(opt, x, 1, "JJOBCD")
+    info = opt.info()
+    assert (info["curvature"], info["side"], info["matchings"]) == ("scalar", "row", 1)
+    assert info["sigma_rule"] == res.info["sigma_rule"]
+    assert info["sigma_start"] == res.info["sigma_start"] > 0

@@ -47,7 +47,7 @@ def _violation(x) -> float:
 @pytest.mark.parametrize("name", list(OPTIONS))
 def test_feasible_and_decreasing(name):
     x = _point()
-    opt = go.JJOBCD([x], sigma=5.0, seed=0, **OPTIONS[name])
+    opt = go.JJOBCD([x], sigma_rule=5.0, seed=0, **OPTIONS[name])
     closure = _closure(opt, x)
     first = float(closure().detach())
     for _ in range(100):
@@ -59,20 +59,20 @@ def test_feasible_and_decreasing(name):
 @pytest.mark.parametrize("name", list(OPTIONS))
 def test_resume_continues_the_same_iterates(name):
     x = _point()
-    opt = go.JJOBCD([x], sigma=20.0, seed=4, **OPTIONS[name])
+    opt = go.JJOBCD([x], sigma_rule=20.0, seed=4, **OPTIONS[name])
     for _ in range(3):
         opt.step(_closure(opt, x))
     saved, at = copy.deepcopy(opt.state_dict()), x.detach().clone()
     for _ in range(3):
         opt.step(_closure(opt, x))
     y = geoopt.ManifoldParameter(at, manifold=go.JOrthogonal(N, P))
-    resumed = go.JJOBCD([y], sigma=20.0, seed=99, **OPTIONS[name])
+    resumed = go.JJOBCD([y], sigma_rule=20.0, seed=99, **OPTIONS[name])
     resumed.load_state_dict(saved)
     assert resumed.state[y]["precondition_step"] == 3
     for _ in range(3):
         resumed.step(_closure(resumed, y))
     assert torch.equal(y.detach(), x.detach())
-    fresh = go.JJOBCD([_point()], sigma=20.0, seed=4, **OPTIONS[name])
+    fresh = go.JJOBCD([_point()], sigma_rule=20.0, seed=4, **OPTIONS[name])
     assert not fresh.state  # nothing kept before the first step
 
 
@@ -91,8 +91,8 @@ def test_adam_direction_is_torch_adams_step():
         adam.step()
         directions.append(before - y.detach())
     x, z = _point(), _point()
-    pre = go.JJOBCD([x], sigma=5.0, seed=2, precondition="adam", betas=(0.8, 0.99), eps=1e-6)
-    plain = go.JJOBCD([z], sigma=5.0, seed=2)
+    pre = go.JJOBCD([x], sigma_rule=5.0, seed=2, precondition="adam", betas=(0.8, 0.99), eps=1e-6)
+    plain = go.JJOBCD([z], sigma_rule=5.0, seed=2)
     for c, d in zip(cs, directions, strict=True):
         for opt, p, lin in ((pre, x, c), (plain, z, d)):
             def closure(opt=opt, p=p, lin=lin):
@@ -112,7 +112,7 @@ def test_steps_do_not_depend_on_each_matrix_gradient_scale(name):
     runs = {}
     for weights in ((1.0, 1.0, 1.0), (1.0, 1e3, 1e-2)):
         x = _point()
-        opt = go.JJOBCD([x], sigma=20.0, seed=3, precondition=name, eps=1e-12)
+        opt = go.JJOBCD([x], sigma_rule=20.0, seed=3, precondition=name, eps=1e-12)
         for _ in range(5):
             opt.step(_closure(opt, x, weights))
         runs[weights] = x.detach()
@@ -121,7 +121,7 @@ def test_steps_do_not_depend_on_each_matrix_gradient_scale(name):
     plain = {}
     for weights in ((1.0, 1.0, 1.0), (1.0, 1e3, 1e-2)):
         x = _point()
-        opt = go.JJOBCD([x], sigma=2e4, seed=3)
+        opt = go.JJOBCD([x], sigma_rule=2e4, seed=3)
         opt.step(_closure(opt, x, weights))
         plain[weights] = x.detach()
     assert not torch.allclose(*plain.values(), atol=1e-6)
@@ -129,7 +129,7 @@ def test_steps_do_not_depend_on_each_matrix_gradient_scale(name):
 
 def test_nonfinite_gradient_stops_and_keeps_the_point():
     x = _point()
-    opt = go.JJOBCD([x], sigma=20.0, seed=0, precondition="adam")
+    opt = go.JJOBCD([x], sigma_rule=20.0, seed=0, precondition="adam")
     for _ in range(2):
         opt.step(_closure(opt, x))
     at, moments = x.detach().clone(), opt.state[x]["exp_avg_sq"].clone()
@@ -152,11 +152,11 @@ def test_option_errors():
     with pytest.raises(ValueError, match="needs a fixed sigma"):
         go.JJOBCD([x], precondition="adam")
     with pytest.raises(ValueError, match="precondition must be"):
-        go.JJOBCD([x], sigma=1.0, precondition="adagrad")
+        go.JJOBCD([x], sigma_rule=1.0, precondition="adagrad")
     with pytest.raises(ValueError, match="betas"):
-        go.JJOBCD([x], sigma=1.0, precondition="adam", betas=(1.0, 0.999))
+        go.JJOBCD([x], sigma_rule=1.0, precondition="adam", betas=(1.0, 0.999))
     with pytest.raises(ValueError, match="matchings > 1 needs checked steps"):
-        go.JJOBCD([x], sigma=1.0, matchings=2)
+        go.JJOBCD([x], sigma_rule=1.0, matchings=2)
 
 
 def test_weight_decay_pulls_towards_the_compact_subgroup():
@@ -173,11 +173,11 @@ def test_weight_decay_pulls_towards_the_compact_subgroup():
 
     x = _point(cond=3.0)
     start = x.detach().clone()
-    still = go.JJOBCD([x], sigma=5.0, seed=0, precondition="adam")
+    still = go.JJOBCD([x], sigma_rule=5.0, seed=0, precondition="adam")
     for _ in range(3):
         still.step(zero_closure(still, x))
     assert torch.equal(x.detach(), start)
-    opt = go.JJOBCD([x], sigma=5.0, seed=0, precondition="adam", weight_decay=1.0,
+    opt = go.JJOBCD([x], sigma_rule=5.0, seed=0, precondition="adam", weight_decay=1.0,
                     matchings="all")
     norms = [float((x.detach() ** 2).sum(dim=(-2, -1)).max())]
     for _ in range(60):
@@ -192,6 +192,6 @@ def test_weight_decay_pulls_towards_the_compact_subgroup():
 def test_weight_decay_errors():
     x = _point()
     with pytest.raises(ValueError, match="weight_decay"):
-        go.JJOBCD([x], sigma=1.0, weight_decay=0.1)
+        go.JJOBCD([x], sigma_rule=1.0, weight_decay=0.1)
     with pytest.raises(ValueError, match="weight_decay"):
-        go.JJOBCD([x], sigma=1.0, precondition="adam", weight_decay=-1.0)
+        go.JJOBCD([x], sigma_rule=1.0, precondition="adam", weight_decay=-1.0)

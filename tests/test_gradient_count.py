@@ -34,6 +34,7 @@ from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
 from orthoplug.solvers.obcd import OBCD
 from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
 from orthoplug.solvers.rssm import RSSM
+from orthoplug.solvers.sigma_rules import SigmaBacktracking
 
 N, P = 8, 3
 F64 = torch.float64
@@ -69,13 +70,14 @@ def _j():
 
 @pytest.mark.parametrize("solver, case", [
     (GSJOBCD(curvature="scalar", side="row"), _j), (JJOBCD(), _j),
-    (JJOBCD(sigma_shrink=0.5), _j), (OBCD(), _stiefel), (OBCD(L1(0.01)), _stiefel),
+    (JJOBCD(sigma_rule=SigmaBacktracking(shrink=0.5)), _j), (OBCD(), _stiefel),
+    (OBCD(L1(0.01)), _stiefel),
     (RSDM(3), _stiefel), (RSDM(3, step_size=0.1), _stiefel), (RSSM(), _stiefel),
     (RSubGrad(), _stiefel), (ManPG(L1(0.01)), _stiefel), (LADMM(L1(0.01)), _stiefel),
     (PSM(L1(0.01)), _stiefel), (Landing(), _stiefel), (PCAL(), _stiefel), (RCD(), _stiefel),
     (ADMM(beta=10.0), _j), (UMCM(hvp="finite-difference"), _j), (CSDM(), _j),
-], ids=lambda v: getattr(v, "name", "") + ("-shrink" if getattr(v, "sigma_shrink", 1) < 1
-                                          else ""))
+], ids=lambda v: getattr(v, "name", "") + ("-shrink" if getattr(
+    getattr(v, "sigma_rule", None), "shrink", 1) < 1 else ""))
 def test_every_full_gradient_the_oracle_computes_is_counted(solver, case):
     oracle, x0, geometry = case()
     solver.stopping.max_iterations = 12
@@ -118,7 +120,8 @@ def test_finite_sum_solvers_count_component_means():
         return 2 * cs[idx].mean(0) @ x
 
     oracle = FiniteSumOracle(4, value, gradient)
-    res = VRJJOBCD(sigma=50.0, batch_size=2, max_iterations=10, seed=0).run(oracle, x0, geometry)
+    res = VRJJOBCD(sigma_rule=50.0, batch_size=2, max_iterations=10, seed=0).run(oracle, x0,
+                                                                                  geometry)
     comps = res.info["component_gradients"]  # (the first full gradient counts N of them)
     # the PAGE component means count |idx|/N each; the rest are whole full gradients (the
     # first estimate and the evaluations)

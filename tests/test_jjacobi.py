@@ -21,8 +21,9 @@ from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalG
 from orthoplug.kernels.jjacobi import pair_rotation
 from orthoplug.oracles import FunctionOracle, QuadraticOracle
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
-from orthoplug.solvers.jjacobi import ColumnJacobi, factor_quadratic
+from orthoplug.solvers.jjacobi import ColumnJacobi, ColumnJJacobi, factor_quadratic
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
+from orthoplug.solvers.sigma_rules import SigmaBacktracking
 
 
 def _signature(n: int, kind: str) -> list[float]:
@@ -99,7 +100,7 @@ def test_factor_reproduces_c(indefinite):
 @pytest.mark.parametrize("n", [50, 200])
 @pytest.mark.parametrize("kind", ["sorted", "unsorted"])
 def test_column_sweeps_reach_the_certificate(n, kind):
-    """GS-JOBCD's default on square O(J) with a quadratic oracle: column J-Jacobi sweeps reach
+    """Column J-Jacobi (cyclic by default) on square O(J) with a quadratic oracle: the sweeps reach
     Σ|λ(JC)| to 1e-10 relative, feasible to 1e-10 relative, f non-increasing per sweep, and
     stop by themselves once a cyclic sweep rotates nothing."""
     j = _signature(n, kind)
@@ -107,8 +108,8 @@ def test_column_sweeps_reach_the_certificate(n, kind):
     c = torch.from_numpy(make_spd(n, seed=n))
     cert = trace_min_certificate(c.numpy(), geo.j)
     x0 = geo.random_point(generator=torch.Generator().manual_seed(0))
-    res = GSJOBCD(seed=0, max_iterations=60).run(QuadraticOracle(c), x0, geo)
-    assert res.info["side"] == "column" and res.info["pairs"] == "cyclic"
+    res = ColumnJJacobi(seed=0, max_iterations=60).run(QuadraticOracle(c), x0, geo)
+    assert res.info["pairs"] == "cyclic"
     assert res.stop_reason.startswith("converged"), res.stop_reason
     assert abs(res.cost - cert) <= 1e-10 * cert
     assert geo.relative_violation(res.point) <= 1e-10
@@ -123,7 +124,8 @@ def test_random_and_greedy_orders_reach_the_certificate(pairs):
     geo = JOrthogonalGeometry(n, signature=_signature(n, "unsorted"))
     c = torch.from_numpy(make_spd(n, seed=5))
     cert = trace_min_certificate(c.numpy(), geo.j)
-    res = GSJOBCD(pairs=pairs, seed=1, max_iterations=200, target_cost=cert * (1 + 1e-11)).run(
+    res = ColumnJJacobi(pairs=pairs, seed=1, max_iterations=200,
+                        target_cost=cert * (1 + 1e-11)).run(
         QuadraticOracle(c), torch.eye(n, dtype=torch.float64), geo)
     assert abs(res.cost - cert) <= 1e-10 * cert, res.stop_reason
     assert geo.relative_violation(res.point) <= 1e-10
@@ -135,9 +137,9 @@ def test_negative_scale_is_a_maximisation_of_the_trace_that_moves_monotonically(
     n = 8
     geo = JOrthogonalGeometry(n, 4)
     c = torch.from_numpy(make_spd(n, seed=1))
-    res = GSJOBCD(seed=0, max_iterations=3, max_boost=1.0).run(
+    res = ColumnJJacobi(seed=0, max_iterations=3, max_boost=1.0).run(
         QuadraticOracle(c, scale=-1.0), torch.eye(n, dtype=torch.float64), geo)
-    assert res.info["side"] == "column"
+    assert res.info["max_boost"] == 1.0 and res.iterations == 3
     assert np.all(np.diff(res.history["cost"]) < 0)
     assert geo.relative_violation(res.point) <= 1e-12
 
@@ -179,8 +181,7 @@ def test_same_seed_same_iterates_in_both_front_ends(pairs):
         return anp.trace(x.T @ c @ x)
 
     problem = pymanopt.Problem(manifold_pm, cost)
-    res = pm.GSJOBCD(max_iterations=2, seed=7, pairs=pairs, side="column",
-                     min_gradient_norm=0.0).run(
+    res = pm.ColumnJJacobi(max_iterations=2, seed=7, pairs=pairs, min_gradient_norm=0.0).run(
         problem, initial_point=x0.numpy(), oracle=QuadraticOracle(torch.from_numpy(c)))
     manifold_go = go.JOrthogonal(n, signature=_signature(n, "unsorted"))
     x = geoopt.ManifoldParameter(x0.clone(), manifold=manifold_go)
@@ -200,10 +201,10 @@ def test_generic_column_steps_same_iterates_in_both_front_ends():
     x0 = geo.random_point(generator=torch.Generator().manual_seed(3))
     sigma = QuadraticOracle(c).lipschitz
     oracle = FunctionOracle(lambda x: (x * (c @ x)).sum(), lambda x: 2.0 * (c @ x))
-    res = JJOBCD(side="column", sigma=sigma, seed=5, max_iterations=20).run(oracle, x0, geo)
+    res = JJOBCD(side="column", sigma_rule=sigma, seed=5, max_iterations=20).run(oracle, x0, geo)
     manifold = go.JOrthogonal(n, 4)
     x = geoopt.ManifoldParameter(x0.clone(), manifold=manifold)
-    opt = go.JJOBCD([x], sigma=sigma, seed=5, side="column")
+    opt = go.JJOBCD([x], sigma_rule=sigma, seed=5, side="column")
 
     def closure():
         opt.zero_grad()
@@ -249,7 +250,7 @@ def test_column_side_errors():
         JJOBCD(side="diagonal")
     with pytest.raises(ValueError, match="J has 3 entries"):
         ColumnJacobi(make_spd(4), 1.0, [1, -1, 1])
-    with pytest.raises(ValueError, match="order must be"):
+    with pytest.raises(ValueError, match="pairs .the sweep order. must be"):
         ColumnJacobi(make_spd(4), 1.0, [1, -1, 1, -1], order="sweep")
     with pytest.raises(ValueError, match="square matrices"):
         go.JJOBCD([geoopt.ManifoldParameter(x0, manifold=go.IndefiniteStiefel(6, 3, 3, 2))],
@@ -285,7 +286,8 @@ def test_adaptive_sigma_keeps_the_cost_non_increasing_at_every_evaluation(solver
     fd = (oracle.value(x0 + 1e-6 * e) - oracle.value(x0 - 1e-6 * e)) / 2e-6
     assert abs(float(fd) - float((oracle.gradient(x0) * e).sum())) <= 1e-6 * abs(float(fd))
     make = GSJOBCD if solver == "GS" else JJOBCD
-    res = make(side=side, sigma_shrink=0.5, seed=0, max_iterations=400, eval_every=1).run(
+    res = make(side=side, sigma_rule=SigmaBacktracking(shrink=0.5), seed=0, max_iterations=400,
+               eval_every=1).run(
         oracle, x0, geo)
     costs = np.asarray(res.history["cost"])
     assert np.all(np.diff(costs) <= 1e-12 * abs(costs[0]))
@@ -300,7 +302,7 @@ def test_adaptive_sigma_in_the_geoopt_optimizer_is_monotone():
     x = geoopt.ManifoldParameter(manifold.random(n, n, dtype=torch.float64,
                                                  generator=torch.Generator().manual_seed(0)),
                                  manifold=manifold)
-    opt = go.JJOBCD([x], seed=0, sigma_shrink=0.5, side="column")
+    opt = go.JJOBCD([x], seed=0, sigma_rule=SigmaBacktracking(shrink=0.5), side="column")
 
     def closure():
         opt.zero_grad()
@@ -311,10 +313,10 @@ def test_adaptive_sigma_in_the_geoopt_optimizer_is_monotone():
     losses = [float(opt.step(closure).detach()) for _ in range(300)]
     assert all(b <= a + 1e-12 * abs(a) for a, b in zip(losses[:-1], losses[1:], strict=True))
     assert losses[-1] < 0.9 * losses[0]
-    with pytest.raises(ValueError, match="sigma_shrink"):
-        go.JJOBCD([x], sigma=1.0, sigma_shrink=0.5)
-    with pytest.raises(ValueError, match="sigma_shrink"):
-        JJOBCD(sigma_shrink=0.0)
+    with pytest.raises(ValueError, match="shrink must be in"):
+        go.JJOBCD([x], sigma_rule=SigmaBacktracking(shrink=1.5))
+    with pytest.raises(ValueError, match="shrink must be in"):
+        JJOBCD(sigma_rule=SigmaBacktracking(shrink=0.0))
 
 
 def test_float32_sweeps_converge_and_stop():
@@ -324,7 +326,7 @@ def test_float32_sweeps_converge_and_stop():
     geo = JOrthogonalGeometry(n, signature=_signature(n, "unsorted"))
     c = make_spd(n, seed=7)
     cert = trace_min_certificate(c, geo.j)
-    res = GSJOBCD(seed=0, max_iterations=100).run(
+    res = ColumnJJacobi(seed=0, max_iterations=100).run(
         QuadraticOracle(torch.from_numpy(c).float()), torch.eye(n), geo)
     assert res.stop_reason.startswith("converged") and res.iterations < 20
     assert abs(res.cost - cert) <= 1e-5 * cert
@@ -336,7 +338,7 @@ def test_singular_psd_c_stays_monotone_and_stops():
     n = 6
     geo = JOrthogonalGeometry(n, 3)
     d = np.random.default_rng(0).standard_normal((3, n))
-    res = GSJOBCD(seed=0, max_iterations=200).run(
+    res = ColumnJJacobi(seed=0, max_iterations=200).run(
         QuadraticOracle(torch.from_numpy(d.T @ d)), torch.eye(n, dtype=torch.float64), geo)
     costs = np.asarray(res.history["cost"])
     assert np.all(np.diff(costs) <= 1e-11 * costs[0]) and costs[-1] < costs[0]

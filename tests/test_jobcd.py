@@ -260,7 +260,7 @@ def test_nan_stops_and_keeps_last_good_point():
         return g * float("nan") if calls["n"] > 20 else g
 
     x0 = geo.random_point(generator=torch.Generator().manual_seed(0))
-    res = JJOBCD(seed=0, max_iterations=100, sigma=10.0, eval_every=1).run(
+    res = JJOBCD(seed=0, max_iterations=100, sigma_rule=10.0, eval_every=1).run(
         FunctionOracle(lambda x: (x * (c @ x)).sum(), grad), x0, geo)
     assert "non-finite gradient" in res.stop_reason
     assert torch.isfinite(res.point).all() and res.violation < 1e-12
@@ -297,7 +297,7 @@ def test_infeasible_start_and_bad_options_raise():
     with pytest.raises(ValueError, match="pairs must be"):
         GSJOBCD(pairs="sweep")
     with pytest.raises(ValueError, match="needs a FiniteSumOracle"):
-        VRJJOBCD(sigma=1.0).run(oracle, torch.eye(4, dtype=torch.float64), geo)
+        VRJJOBCD(sigma_rule=1.0).run(oracle, torch.eye(4, dtype=torch.float64), geo)
 
 
 def test_cyclic_pairs_visit_every_pair():
@@ -419,7 +419,7 @@ def test_geoopt_vr_optimizer_on_finite_sum():
     x = geoopt.ManifoldParameter(manifold.random(8, 8, dtype=torch.float64,
                                                  generator=torch.Generator().manual_seed(0)),
                                  manifold=manifold)
-    opt = go.VRJJOBCD([x], num_components=200, sigma=oracle.lipschitz, seed=0)
+    opt = go.VRJJOBCD([x], num_components=200, sigma_rule=oracle.lipschitz, seed=0)
 
     def closure(idx):
         opt.zero_grad()

@@ -12,6 +12,7 @@ from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.oracles import FunctionOracle
 from orthoplug.problems.hspp import HSPP, make_hspp_data
 from orthoplug.solvers.jobcd import JJOBCD
+from orthoplug.solvers.sigma_rules import SigmaFit
 
 
 class Counted:
@@ -250,7 +251,7 @@ def test_j_jobcd_front_ends_take_the_same_steps_on_hspp(monkeypatch):
         (g,) = torch.autograd.grad(prob.value(xr), xr)
         return g
 
-    steps, options = 40, dict(sigma0=1.0, sigma_rule="fit", matchings="all")
+    steps, options = 40, dict(sigma_rule=SigmaFit(1.0), matchings="all")
     res = JJOBCD(max_iterations=steps, eval_every=steps, seed=3, **options).run(
         FunctionOracle(prob.value, gradient), x0, geo)
     assert any(not s[0] and s[3] == s[2] > 1.0 for s in seen)  # a mild failure kept it

@@ -141,8 +141,9 @@ def test_hessian_vector_ability_of_function_oracles_and_pymanopt_problems():
 @pytest.mark.parametrize("kind", ["sorted", "unsorted"])
 @pytest.mark.parametrize("n", [12, 13])
 def test_autodiff_trace_min_reaches_the_certificate(kind, n):
-    """From a pymanopt autodiff Problem alone (no structure given), J-JOBCD's default on square
-    O(J) is the Hessian column model: it reaches Σ|λ(JC)| to 1e-10 relative in a few sweeps,
+    """From a pymanopt autodiff Problem alone (no structure given), J-JOBCD's Hessian column
+    model (``curvature="hessian", side="column"``) reaches Σ|λ(JC)| to 1e-10 relative in a few
+    sweeps,
     with f non-increasing at every round and XᵀJX = J to 1e-10."""
     j = _signature(n, kind)
     c = _tracemin_c(n)
@@ -153,7 +154,8 @@ def test_autodiff_trace_min_reaches_the_certificate(kind, n):
         return anp.sum(x * (c @ x))
 
     cert = trace_min_certificate(c, JOrthogonalGeometry(n, signature=j).j)
-    opt = pm.JJOBCD(max_iterations=20, min_gradient_norm=0.0, seed=0, log_verbosity=1,
+    opt = pm.JJOBCD(curvature="hessian", side="column", max_iterations=20,
+                    min_gradient_norm=0.0, seed=0, log_verbosity=1,
                     target_cost=cert * (1 + 1e-10))
     res = opt.run(pymanopt.Problem(manifold, cost), initial_point=np.eye(n)).solver_result
     assert res.info["curvature"] == "hessian" and res.info["side"] == "column"
@@ -186,8 +188,8 @@ def test_non_quadratic_cost_is_safeguarded_monotone_and_converges():
     geo = JOrthogonalGeometry(n, n // 2)
     oracle = _logcosh_oracle(torch.from_numpy(_tracemin_c(n, seed=1)))
     x0 = geo.random_point(cond=3.0, generator=torch.Generator().manual_seed(0))
-    res = JJOBCD(seed=0, max_iterations=40, min_gradient_norm=0.0, log_verbosity=1).run(
-        oracle, x0, geo)
+    res = JJOBCD(curvature="hessian", side="column", seed=0, max_iterations=40,
+                 min_gradient_norm=0.0, log_verbosity=1).run(oracle, x0, geo)
     assert res.info["curvature"] == "hessian" and res.info["rejections"] >= 1
     costs = np.asarray(res.history["cost"])
     assert np.all(np.diff(costs) <= 1e-13 * costs[0])
@@ -200,17 +202,19 @@ def test_curvature_options_and_errors():
     c = torch.from_numpy(make_spd(6, seed=0))
     geo = JOrthogonalGeometry(6, 3)
     x0 = geo.random_point(generator=torch.Generator().manual_seed(0))
+    # the defaults are the scalar model on rows, whether or not the oracle has Hessian products
     scalar = JJOBCD(max_iterations=2, seed=0).run(_trace_oracle(c, hessian=False), x0, geo)
     assert scalar.info["curvature"] == "scalar" and scalar.info["side"] == "row"
-    rows = JJOBCD(side="row", max_iterations=2, seed=0).run(_trace_oracle(c), x0, geo)
+    rows = JJOBCD(max_iterations=2, seed=0).run(_trace_oracle(c), x0, geo)
     assert rows.info["curvature"] == "scalar" and rows.info["side"] == "row"
+    assert torch.equal(rows.point, scalar.point)
     with pytest.raises(ValueError, match="Hessian-vector"):
-        JJOBCD(curvature="hessian").run(_trace_oracle(c, hessian=False), x0, geo)
-    with pytest.raises(ValueError, match="side 'auto' or 'column'"):
-        JJOBCD(curvature="hessian", side="row").run(_trace_oracle(c), x0, geo)
+        JJOBCD(curvature="hessian", side="column").run(_trace_oracle(c, hessian=False), x0, geo)
+    with pytest.raises(ValueError, match="pass side='column'"):
+        JJOBCD(curvature="hessian", side="row")
     ist = IndefiniteStiefelGeometry(6, 3, 3, 2)
     with pytest.raises(ValueError, match="square X"):
-        JJOBCD(curvature="hessian").run(_trace_oracle(c), ist.random_point(
+        JJOBCD(curvature="hessian", side="column").run(_trace_oracle(c), ist.random_point(
             generator=torch.Generator().manual_seed(0)), ist)
     with pytest.raises(ValueError, match="curvature must be"):
         JJOBCD(curvature="exact")

@@ -129,23 +129,25 @@ def test_matchings_and_sigma_rule_are_validated():
     known = FiniteSumOracle(problem.m, problem.component_value, problem.component_gradient,
                             lipschitz=10.0)
     with pytest.raises(ValueError, match="matchings > 1 needs checked steps"):
-        JJOBCD(matchings=2, max_iterations=1).run(known, x0, geo)
+        JJOBCD(matchings=2, sigma_rule=10.0)
+    with pytest.raises(ValueError, match="matchings > 1 needs checked steps"):  # L fixes σ
+        JJOBCD(matchings=2, sigma_rule="backtracking", max_iterations=1).run(known, x0, geo)
     JJOBCD(matchings=2, sigma_rule="fit", max_iterations=1).run(known, x0, geo)  # checked
     with pytest.raises(ValueError, match="exceeds"):
         JJOBCD(matchings=6, sigma_rule="fit", max_iterations=1).run(problem.oracle(), x0, geo)
-    for bad in (0, 1.5, "some"):
+    for bad in (0, 1.5, "some", "auto"):
         with pytest.raises(ValueError, match="matchings must be"):
             JJOBCD(matchings=bad)
     with pytest.raises(ValueError, match="sigma_rule must be"):
         JJOBCD(sigma_rule="armijo")
-    with pytest.raises(ValueError, match="cannot adapt"):
-        VRJJOBCD(sigma_rule="fit", max_iterations=1).run(known, x0, geo)
+    with pytest.raises(ValueError, match="takes a fixed σ"):
+        VRJJOBCD(sigma_rule="fit")
     param = geoopt.ManifoldParameter(x0.clone(), manifold=go.JOrthogonal(6, 3))
     with pytest.raises(ValueError, match="matchings > 1 needs checked steps"):
-        go.JJOBCD([param], matchings=2, sigma=1.0)
+        go.JJOBCD([param], matchings=2, sigma_rule=1.0)
     with pytest.raises(ValueError, match="sigma_rule must be"):
-        go.JJOBCD([param], sigma_rule="fit", sigma=1.0)
+        go.JJOBCD([param], sigma_rule="armijo")
     oracle = FunctionOracle(lambda x: (x * x).sum(), lambda x: 2 * x)
-    for matchings in ("all", "auto"):  # auto: all pairs, since the steps are checked
+    for matchings in ("all",):
         assert JJOBCD(matchings=matchings, max_iterations=2).run(
             oracle, x0, geo).info["matchings"] == max_matchings(6)

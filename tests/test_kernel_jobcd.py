@@ -99,13 +99,14 @@ def _run_pairs(solver_pairs, steps, n, seed):
 @pytest.mark.parametrize("name", ["square-sorted", "square-unsorted", "rect", "rect-indefinite"])
 def test_compiled_gs_jobcd_matches_reference(order, name):
     c, d, scale, geo, x0 = _case(name)
-    steps = 250
+    iterations = 250 // GSJOBCD.pairs_per_iteration(x0.shape[0])  # about 250 pair updates
     oracle = QuadraticOracle(torch.from_numpy(c), None if d is None else torch.from_numpy(d),
                              scale=scale)
     assert oracle.curvature_is_psd == (name != "rect-indefinite")
-    solver = GSJOBCD(side="row", pairs=order, seed=5, max_iterations=steps, eval_every=60)
+    solver = GSJOBCD(side="row", pairs=order, seed=5, max_iterations=iterations, eval_every=20)
     res = solver.run(oracle, x0, geo)
-    assert res.info["compiled"] and res.iterations == steps
+    assert res.info["compiled"] and res.iterations == iterations
+    steps = iterations * GSJOBCD.pairs_per_iteration(x0.shape[0])
     x_ref, f_ref = _reference_gs(c, d, scale, np.array(geo.j.values, float), x0.numpy(),
                                  _run_pairs(order, steps, x0.shape[0], 5))
     assert np.abs(res.point.numpy() - x_ref).max() <= 1e-12 * max(1.0, np.abs(x_ref).max())
@@ -387,9 +388,10 @@ def test_feasibility_after_a_million_compiled_pair_steps():
     geo = JOrthogonalGeometry(n, signature=list(_unsorted(n, 3)))
     x0 = geo.random_point(cond=1e3, generator=torch.Generator().manual_seed(4))
     cert = trace_min_certificate(c, geo.j)
-    res = GSJOBCD(side="row", seed=0, max_iterations=10**6, eval_every=10**5).run(
+    iterations = 10**6 // GSJOBCD.pairs_per_iteration(n)  # 10⁶ pair updates
+    res = GSJOBCD(side="row", seed=0, max_iterations=iterations, eval_every=iterations // 10).run(
         QuadraticOracle(torch.from_numpy(0.5 * (c + c.T))), x0, geo)
-    assert res.iterations == 10**6
+    assert res.iterations == iterations
     gap = (res.cost - cert) / cert
     print(f"violation after 1e6 pairs: {res.violation:.3e} (relative "
           f"{float(geo.relative_violation(res.point)):.3e}, start {float(geo.violation(x0)):.3e});"

@@ -59,6 +59,18 @@ def test_top_level_names_are_the_package_classes():
             assert getattr(orthoplug, name) is getattr(home, name)
 
 
+def test_sigma_rules_are_exported_from_the_top_level_and_the_solvers_package():
+    from orthoplug import solvers
+    from orthoplug.solvers import sigma_rules
+
+    for name in ("SigmaBacktracking", "SigmaFit", "SigmaFixed"):
+        assert getattr(orthoplug, name) is getattr(sigma_rules, name)
+        assert getattr(solvers, name) is getattr(sigma_rules, name)
+        assert name in dir(orthoplug)
+    with pytest.raises(AttributeError, match="no attribute 'SigmaArmijo'"):
+        orthoplug.SigmaArmijo  # noqa: B018
+
+
 def test_import_orthoplug_loads_neither_front_end_nor_solvers():
     code = ("import sys, orthoplug; print(sorted(m for m in ('pymanopt', 'geoopt', 'numba', "
             "'orthoplug.adapters', 'orthoplug.solvers', 'orthoplug.kernels') if m in sys.modules))")

@@ -1,15 +1,12 @@
 """The optimizers of both front-ends list their options explicitly, and the defaults agree.
 
-Walks every solver of :mod:`orthoplug.registry` (pymanopt and geoopt) and
-``orthoplug.adapters.geoopt.ColumnJJacobi``:
+Walks every solver of :mod:`orthoplug.registry` (pymanopt and geoopt):
 
 * no ``*args`` / ``**kwargs`` (an unknown option is Python's own ``TypeError``), every parameter
   annotated, every option named in the class docstring;
 * a door's default for an option equals the core solver class's default for that name (the door
   passes it through);
-* the pymanopt and geoopt classes of one algorithm give a shared option the same default, except
-  the differences listed in ``KNOWN_DIFFERENCES`` (a new difference fails, and so does a listed
-  one that is gone).
+* the pymanopt and geoopt classes of one algorithm give a shared option the same default.
 """
 
 from __future__ import annotations
@@ -21,31 +18,10 @@ import pytest
 
 from orthoplug import registry
 from orthoplug.adapters._pymanopt_base import SolverOptimizer
-from orthoplug.adapters.geoopt import ColumnJJacobi
-from orthoplug.solvers import jjacobi, rsdm
+from orthoplug.solvers import rsdm
 from orthoplug.solvers.base import IterativeSolver
 
 EMPTY = inspect.Parameter.empty
-
-# (algorithm, option) -> (pymanopt default, geoopt default). The geoopt optimizers are step
-# methods inside a user's training loop, whose closure may compute a minibatch loss: they keep one
-# matching per step, the plain backtracking σ rule from sigma0 = 1, and row pairs unless told;
-# the pymanopt doors run the core solvers with their defaults (adaptive σ from a local estimate,
-# the automatic side, matchings and curvature). ColumnJJacobi's pymanopt counterpart is GSJOBCD
-# on a QuadraticOracle (column sweeps), whose pair order is the solver's choice there and cyclic
-# sweeps here.
-KNOWN_DIFFERENCES = {
-    ("GSJOBCD", "sigma0"): (None, 1.0),
-    ("GSJOBCD", "side"): ("auto", "row"),
-    ("GSJOBCD", "sigma_rule"): ("auto", "backtracking"),
-    ("JJOBCD", "matchings"): ("auto", 1),
-    ("JJOBCD", "sigma0"): (None, 1.0),
-    ("JJOBCD", "side"): ("auto", "row"),
-    ("JJOBCD", "sigma_rule"): ("auto", "backtracking"),
-    ("ColumnJJacobi", "pairs"): (None, "cyclic"),
-    # the torch VR-J-JOBCD has no backtracking on a minibatch difference: σ is required there
-    ("VRJJOBCD", "sigma"): (None, EMPTY),
-}
 
 # the door's default differs from the core class's on purpose: pymanopt's optimizers keep no log
 # by default (log_verbosity 0; the core solvers record one), and the pymanopt RSDM's
@@ -60,9 +36,8 @@ COMMON = ("max_time", "max_iterations", "min_gradient_norm", "verbosity", "log_v
 
 def _doors():
     """(label, algorithm, front-end, class) of every public optimizer class."""
-    out = [(f"{f}:{e.name}", e.name, f, e.load(f))
-           for e in registry.entries("solver") for f in e.frontends]
-    return out + [("geoopt:ColumnJJacobi", "ColumnJJacobi", "geoopt", ColumnJJacobi)]
+    return [(f"{f}:{e.name}", e.name, f, e.load(f))
+            for e in registry.entries("solver") for f in e.frontends]
 
 
 DOORS = _doors()
@@ -93,23 +68,16 @@ def _core_options(cls) -> dict:
 
 def _core_of(name: str, frontend: str) -> dict:
     """The core options behind a door: the pymanopt door's ``solver_class`` (both RSDM classes
-    for RSDM; the column sweep of :class:`~orthoplug.solvers.jjacobi.ColumnJacobi` for
-    ColumnJJacobi)."""
-    if name == "ColumnJJacobi":  # its required c, scale and signature are the sweep's data
-        return {k: v for k, v in _core_options(jjacobi.ColumnJacobi).items() if v is not EMPTY}
+    for RSDM)."""
     if name == "RSDM":
         return {**_core_options(rsdm.StochasticRSDM), **_core_options(rsdm.RSDM)}
     return _core_options(registry.get(name, "pymanopt").solver_class)
 
 
-def _pymanopt_of(name: str):
-    return registry.get("GSJOBCD" if name == "ColumnJJacobi" else name, "pymanopt")
-
-
 def test_walk_covers_both_front_ends():
     frontends = {d[2] for d in DOORS}
     assert frontends == {"pymanopt", "geoopt"}
-    assert len(DOORS) >= len(registry.names("solver")) + 1
+    assert len(DOORS) >= len(registry.names("solver"))
 
 
 @pytest.mark.parametrize("label,name,frontend,cls", DOORS, ids=IDS)
@@ -142,10 +110,6 @@ def test_door_defaults_equal_core_defaults(label, name, frontend, cls):
         if ({("*", option), (name, option)} & DOOR_CORE_DIFFERENCES) and frontend == "pymanopt":
             assert door[option] != core[option], f"{label}.{option}: listed difference gone"
             continue
-        if frontend == "geoopt" and (name, option) in KNOWN_DIFFERENCES and name != "ColumnJJacobi":
-            pm_default, go_default = KNOWN_DIFFERENCES[name, option]
-            assert (core[option], door[option]) == (pm_default, go_default), (label, option)
-            continue
         assert door[option] == core[option], \
             f"{label}.{option}: door default {door[option]!r} != core {core[option]!r}"
 
@@ -174,12 +138,11 @@ def test_pymanopt_geoopt_shared_defaults():
     for _, name, frontend, cls in DOORS:
         if frontend != "geoopt":
             continue
-        pm, go = _options(_pymanopt_of(name)), _options(cls)
+        pm, go = _options(registry.get(name, "pymanopt")), _options(cls)
         for option in set(pm) & set(go):
             if pm[option] != go[option]:
                 found[name, option] = (pm[option], go[option])
-    # every difference is listed, and every listed one is still there
-    assert found == KNOWN_DIFFERENCES
+    assert found == {}
 
 
 @pytest.mark.parametrize("label,name,frontend,cls", DOORS, ids=IDS)

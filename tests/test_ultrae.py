@@ -293,14 +293,15 @@ def test_cosine_schedule_scales_the_relation_step(synth, name):
 def test_schedule_sets_lr_and_sigma():
     model = UltraE(10, 3, 8, 4, generator=torch.Generator().manual_seed(0))
     floor = ultrae.SCHEDULE_FLOOR
-    for name, key, lr in (("RiemannianAdam", "lr", 0.1), ("JJOBCD", "sigma", 0.01)):
+    for name, lr in (("RiemannianAdam", 0.1), ("JJOBCD", 0.01)):
         opt = ultrae._relation_optimizer(name, model, lr, None, 0.1, 0, None, "adam", 4)
         scale = ultrae._schedule(opt, "cosine")
+        # the step size: geoopt's lr; a fixed-σ JOBCD's lr/σ (σ_eff = σ/lr, σ = 1/relation_lr)
+        sigma = opt.sigma_rule.sigma0 if name == "JJOBCD" else 1.0
         for progress, factor in ((0.0, 1.0), (0.5, (1 + floor) / 2), (1.0, floor),
                                  (2.0, floor)):
             scale(progress)
-            step = opt.param_groups[0][key]
-            assert (step if key == "lr" else 1 / step) == pytest.approx(lr * factor)
+            assert opt.param_groups[0]["lr"] / sigma == pytest.approx(lr * factor)
     backtracking = ultrae._relation_optimizer("JJOBCD", model, None, None, 0.1, 0, None, None, 1)
     with pytest.raises(ValueError, match="fixed step"):
         ultrae._schedule(backtracking, "cosine")

@@ -75,6 +75,8 @@ class Method:
 
     ``grid`` lists alternative option sets (a paper's step-size or β grid); with tuning on,
     every setting runs and the table keeps the best final objective per instance and seed.
+    ``applies`` (``None``: every instance) names the instances the solver is defined on (a
+    square-only solver in an experiment with rectangular instances); the others are not run.
     """
 
     name: str
@@ -82,6 +84,11 @@ class Method:
     runner: Callable[..., Outcome]
     options: dict[str, Any] = field(default_factory=dict)
     grid: list[dict[str, Any]] = field(default_factory=list)
+    applies: Callable[[Instance], bool] | None = None
+
+    def runs_on(self, instance: Instance) -> bool:
+        """Whether this method is defined on ``instance``."""
+        return self.applies is None or self.applies(instance)
 
     def settings(self, tune: bool) -> list[dict[str, Any]]:
         """The option settings to run: the grid merged into the defaults when ``tune``, else the
@@ -343,9 +350,10 @@ def torch_method(name: str, family: str, optimizer_factory: Callable,
 
 
 def custom_method(name: str, family: str, fn: Callable[..., Outcome],
-                  options: dict | None = None, grid: Iterable[dict] = ()) -> Method:
+                  options: dict | None = None, grid: Iterable[dict] = (),
+                  applies: Callable[[Instance], bool] | None = None) -> Method:
     """A function ``fn(experiment, instance, *, seed, time_limit, **options) -> Outcome``."""
-    return Method(name, family, fn, dict(options or {}), list(grid))
+    return Method(name, family, fn, dict(options or {}), list(grid), applies)
 
 
 def _resolve(ref):

@@ -68,8 +68,9 @@ class Plan:
 
     def runs(self) -> int:
         """Number of runs in the plan (instances × option settings × seeds)."""
-        return sum(len(insts) * sum(len(m.settings(self.tune)) for m in meths) * len(self.seeds)
-                   for _, insts, meths in self.items)
+        return sum(len(m.settings(self.tune)) * len(self.seeds)
+                   for _, insts, meths in self.items for inst in insts for m in meths
+                   if m.runs_on(inst))
 
 
 def plan(suite: str = "quick", *, problems: Iterable[str] | None = None,
@@ -155,7 +156,7 @@ def run_plan(p: Plan, out: str | Path, *, progress: bool = True, argv=None) -> l
         for exp, instances, methods in p.items:
             limit = p.time_limit or exp.time_limits[p.scale]
             for inst in instances:
-                for method in methods:
+                for method in (m for m in methods if m.runs_on(inst)):
                     for options in method.settings(p.tune):
                         for seed in p.seeds:
                             bar.set_description(f"{exp.name}/{inst.dataset}/{method.name}")

@@ -24,7 +24,13 @@ from orthoplug.distributed import all_reduce_any, check_replicas, check_seed, sh
 from orthoplug.oracles import NonFiniteError, Oracle, Tracker
 
 from .clock import RunClock
-from .sigma_rules import MAX_REJECTIONS, SigmaBacktracking, SigmaFit, resolve_sigma_rule, sigma_rule
+from .sigma_rules import (
+    SigmaBacktracking,
+    SigmaFit,
+    estimate_bb,
+    estimate_lipschitz,
+    start_sigma_rule,
+)
 
 __all__ = ["StoppingCriteria", "SolverResult", "Run", "IterativeSolver", "ScalarCurvature"]
 
@@ -266,6 +272,8 @@ class IterativeSolver:
             self.setup(run)
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
+        if self.verbosity >= 1:  # the choices resolved at setup (side, σ rule, first σ, ...)
+            _log.info("%s: %s", self.name, self.info(run))
         return run
 
     def run(self, oracle: Oracle, x0: torch.Tensor, geometry) -> SolverResult:
@@ -373,71 +381,37 @@ class IterativeSolver:
 class ScalarCurvature:
     """σ of the block methods' scalar majoriser ``f(X⁺) ≤ f(X) + ⟨W, M⟩ + σ‖Z‖₂²/2 ‖W‖²``.
 
-    Mixed into JOBCD and OBCD; the run's σ and its acceptance test are a
-    :class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking` in ``run.curvature`` (the torch
-    optimizers use the same rule). σ is the user's, else the known Lipschitz constant, else a
-    local estimate that :meth:`accept_step` doubles until the majorisation holds at the proposed
-    point (so no accepted step increases f).
-
-    **Adaptive σ** (``sigma_shrink < 1``): every step is checked as above (also with a known
-    σ), σ is multiplied by ``sigma_shrink`` after each accepted step and doubled on each
-    rejection, never below ``1e-12`` times its start. Accepted steps satisfy
-    ``f(X⁺) ≤ f(X) + predicted ≤ f(X)``, so the method stays monotone. Without a known σ it
-    starts from the Barzilai–Borwein curvature of one secant pair, ``|⟨S, Y⟩| / ‖S‖²`` with
-    ``S = −ε∇f(X)``, ``Y = ∇f(X + S) − ∇f(X)`` (:meth:`estimate_bb`), which is ≤ the Lipschitz
-    estimate and so starts with longer steps.
+    Mixed into JOBCD and OBCD; the solver's σ rule (:attr:`sigma_rule`, a
+    :class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking`,
+    :class:`~orthoplug.solvers.sigma_rules.SigmaFit` or
+    :class:`~orthoplug.solvers.sigma_rules.SigmaFixed`) is started for each run in
+    ``run.curvature`` (:func:`~orthoplug.solvers.sigma_rules.start_sigma_rule`: σ₀ of the rule,
+    else a known Lipschitz constant, else a local estimate at the start point), and the torch
+    optimizers start the same rule the same way, so both take the same decisions from the same
+    numbers. A checked rule's :meth:`accept_step` raises σ until the majorisation holds at the
+    proposed point (so no accepted step increases f).
     """
 
-    max_backtracks = MAX_REJECTIONS
-    sigma_shrink = 1.0
-    #: ``"backtracking"`` (:class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking`, adaptive
-    #: with ``sigma_shrink < 1``), ``"fit"`` (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`: σ
-    #: refitted from every step's actual-to-predicted decrease, always checked and adaptive) or
-    #: ``"auto"``: ``"fit"`` when no σ is known and ``sigma_shrink == 1``, else
-    #: ``"backtracking"`` (a known σ stays fixed and unchecked)
-    sigma_rule = "backtracking"
-
-    def make_sigma_rule(self, sigma: float, *, checked: bool = True,
-                        known: float | None = None) -> SigmaBacktracking:
-        """The run's σ rule (:func:`~orthoplug.solvers.sigma_rules.sigma_rule` of :attr:`sigma_rule`
-        for ``known``) starting from ``sigma``."""
-        return sigma_rule(self.sigma_rule, sigma, shrink=self.sigma_shrink, known=known,
-                          checked=checked, max_rejections=self.max_backtracks)
+    #: the σ rule of the solver (a rule object; its copy in ``run.curvature`` holds the state)
+    sigma_rule: SigmaBacktracking = SigmaBacktracking()
 
     def init_sigma(self, run: Run, known: float | None) -> SigmaBacktracking:
-        """Set ``run.curvature`` from ``known`` σ (or an estimate) and return it."""
-        adaptive = self.sigma_shrink < 1.0 or resolve_sigma_rule(
-            self.sigma_rule, known=known, shrink=self.sigma_shrink) == "fit"
-        sigma = known
-        if known is None:
-            sigma = (self.estimate_bb(run.tracker) if adaptive
-                     else self.estimate_lipschitz(run.tracker, run.generator))
-        run.curvature = self.make_sigma_rule(sigma, checked=known is None or adaptive,
-                                             known=known)
+        """Set ``run.curvature`` to :attr:`sigma_rule` started for this run (``known``: a
+        Lipschitz constant of ∇f, if one is known) and return it."""
+        tracker = run.tracker
+
+        def gradient_at(points):
+            return [tracker.gradient_at(points[0])]
+
+        def estimate(adaptive: bool) -> float:
+            x, g = [tracker.x], [tracker.gradient()]
+            if adaptive:
+                return estimate_bb(x, g, gradient_at)
+            return estimate_lipschitz(x, g, gradient_at, [run.generator])
+
+        run.curvature = start_sigma_rule(self.sigma_rule, known, estimate, tracker.x.dtype)
+        run.curvature_start = run.curvature.sigma
         return run.curvature
-
-    @staticmethod
-    def estimate_lipschitz(tracker: Tracker, generator: torch.Generator) -> float:
-        """A local estimate ``‖∇f(X + εE) − ∇f(X)‖ / ‖εE‖`` (backtracking corrects it upward)."""
-        x = tracker.x
-        e = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
-        eps = 1e-4 * float(torch.linalg.norm(x)) / float(torch.linalg.norm(e))
-        g1 = tracker.gradient_at(x + eps * e)
-        est = float(torch.linalg.norm(g1 - tracker.gradient())) / (eps * float(
-            torch.linalg.norm(e)))
-        return max(est, 1e-12)
-
-    @staticmethod
-    def estimate_bb(tracker: Tracker) -> float:
-        """Barzilai–Borwein curvature ``|⟨S, Y⟩| / ‖S‖²`` along ``S = −ε∇f(X)``,
-        ``ε = 1e-4‖X‖/‖∇f(X)‖`` (the secant pair of a short gradient step; one extra gradient)."""
-        x, g = tracker.x, tracker.gradient()
-        gnorm = float(torch.linalg.norm(g))
-        if not gnorm > 0:
-            return 1.0
-        step = -(1e-4 * float(torch.linalg.norm(x)) / gnorm) * g
-        y = tracker.gradient_at(x + step) - g
-        return max(abs(float((step * y).sum())) / float((step * step).sum()), 1e-12)
 
     @staticmethod
     def accept_step(run: Run, x_new: torch.Tensor, predicted: float, *,

@@ -1,6 +1,6 @@
-r"""Column J-Jacobi sweeps for ``f = s·tr(XᵀCX)`` over square O(J): the engine behind
-``GSJOBCD(side="column")`` (and its ``"auto"`` default on such problems) and the geoopt
-:class:`~orthoplug.adapters.geoopt.ColumnJJacobi` optimizer.
+r"""Column J-Jacobi sweeps for ``f = s·tr(XᵀCX)`` over square O(J): the engine
+(:class:`ColumnJacobi`) behind the solver :class:`ColumnJJacobi` (pymanopt door of that name)
+and the geoopt :class:`~orthoplug.adapters.geoopt.ColumnJJacobi` optimizer.
 
 One *sweep* is ``n(n−1)/2`` pair rotations (:mod:`orthoplug.kernels.jjacobi`), in one of three
 orders:
@@ -19,7 +19,8 @@ is followed by such a cyclic check.
 ``D ≠ None`` (``f = s·tr(XᵀCXD)``) is not supported here: after ``X ← X V̂`` the cost
 ``s·tr(V̂ᵀAV̂D)`` depends on ``A_BB``, ``D_BB`` and on the rows ``(AD)_B·`` (a general 2×2
 quadratic in V, not a function of ``A_BB`` alone), which would need ``A`` itself; such costs take
-the generic column step of GS-JOBCD (scalar majoriser on the columns of ``Xᵀ∇f``).
+GS-JOBCD (row pairs with the exact curvature, or ``side="column"``: scalar majoriser on the
+columns of ``Xᵀ∇f``).
 
 **Second-order column model** (:class:`ColumnModel`, J-JOBCD's ``curvature="hessian"``). For a
 general f given only by value, gradient and Hessian-vector products, ``V ↦ f(X V)`` is modelled
@@ -34,13 +35,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from orthoplug.geometry.manifolds import JOrthogonalGeometry
+from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.jjacobi import rotate_pairs, sweep_cyclic
 from orthoplug.kernels.jmodel import model_sweep
 from orthoplug.oracles import NonFiniteError
+from orthoplug.oracles.abilities import QuadraticArrays
 
+from .base import IterativeSolver
 from .pairs import random_pairs
 
-__all__ = ["ColumnJacobi", "ColumnModel", "ORDERS", "factor_quadratic"]
+__all__ = ["ColumnJacobi", "ColumnJJacobi", "ColumnModel", "ORDERS", "factor_quadratic"]
 
 ORDERS = ("cyclic", "random", "greedy")
 
@@ -84,13 +89,9 @@ class ColumnJacobi:
         jv = np.asarray(jvec, dtype=c.dtype).reshape(-1)
         if jv.size != c.shape[0]:
             raise ValueError(f"J has {jv.size} entries but C is {c.shape[0]}×{c.shape[0]}")
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+        self.check_options(order, candidates, tol, max_boost)
         if tol is None:
             tol = max(1e-12, 100 * float(np.finfo(c.dtype).eps))
-        if candidates < 1 or not tol >= 0 or not max_boost > 0:
-            raise ValueError(f"need candidates >= 1, tol >= 0, max_boost > 0; got "
-                             f"{candidates}, {tol}, {max_boost}")
         self.g, sig = factor_quadratic(c)
         self.g = self.g.astype(c.dtype, copy=False)
         self.weighted = sig is not None
@@ -104,6 +105,17 @@ class ColumnJacobi:
         self.converged = False
         self.rotations = 0
         self._check = False
+
+    @staticmethod
+    def check_options(order: str, candidates: int, tol: float | None, max_boost: float) -> None:
+        """Raise ``ValueError`` naming a bad option (``order``, ``candidates``, ``tol``,
+        ``max_boost``) before any work."""
+        if order not in ORDERS:
+            raise ValueError(f"pairs (the sweep order) must be one of {ORDERS}, got {order!r}")
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1 \
+                or not (tol is None or tol >= 0) or not max_boost > 0:
+            raise ValueError(f"need candidates an int >= 1, tol >= 0, max_boost > 0; got "
+                             f"{candidates!r}, {tol}, {max_boost}")
 
     def _pairs(self, generator: torch.Generator) -> np.ndarray:
         """(G, m, 2) int64 pair groups of one random (m = 1) or greedy sweep."""
@@ -164,6 +176,85 @@ class ColumnJacobi:
         """Restore :meth:`state_dict`."""
         self.converged, self.rotations = bool(state["converged"]), int(state["rotations"])
         self._check = bool(state["check"])
+
+
+class ColumnJJacobi(IterativeSolver):
+    """Column J-Jacobi: sweeps of exact column-pair steps for ``f = s·tr(XᵀCX)`` over square
+    O(J) (``XᵀJX = J``), the hyperbolic eigenvalue problem's trace minimisation.
+
+    One iteration is one sweep of ``n(n−1)/2`` pair steps ``X ← X V̂`` (``V ∈ O(J_BB)``), each
+    minimising f exactly (:class:`ColumnJacobi`: rotations, hyperbolic boosts capped by
+    ``max_boost``); ``W = G X`` is rebuilt before every sweep from a factor of C. A sweep costs
+    ``O(n³)`` — about one gradient ``2sCX`` — and no gradient is used. The run stops by itself,
+    "converged", once a cyclic sweep rotates no pair; a sweep that raised f (rounding
+    dominates) is undone and stops the run. Pick it for ``s·tr(XᵀCX)`` given as a
+    :class:`~orthoplug.oracles.core.QuadraticOracle` without D on square O(J): it converges in
+    a handful of sweeps where the pair methods of :mod:`orthoplug.solvers.jobcd` take many;
+    other costs (a D, iSt, a general f) take :class:`~orthoplug.solvers.jobcd.GSJOBCD` or
+    :class:`~orthoplug.solvers.jobcd.JJOBCD`.
+
+    Args:
+        pairs: the sweep order, ``"cyclic"`` (default), ``"random"`` or ``"greedy"``
+            (:class:`ColumnJacobi`; ``"greedy"`` takes the best of ``candidates`` random
+            pairs).
+        tol: relative threshold below which a pair counts as diagonal (``None``: the dtype's).
+        max_boost: largest hyperbolic boost of one pair step.
+        same_sign: also rotate the same-sign pairs (Jacobi rotations that keep f).
+        candidates: pairs compared per greedy choice.
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (default
+            ``eval_every``: 1 sweep).
+
+    Raises:
+        ValueError: (before any work) bad options, a geometry other than square O(J), or an
+            oracle that is not a quadratic ``s·tr(XᵀCX)`` without D.
+    """
+
+    name = "ColumnJJacobi"
+
+    def __init__(self, *, pairs: str = "cyclic", tol: float | None = None,
+                 max_boost: float = 4.0, same_sign: bool = True, candidates: int = 8,
+                 **kwargs):
+        super().__init__(**kwargs)
+        ColumnJacobi.check_options(pairs, candidates, tol, max_boost)
+        self.options = dict(order=pairs, tol=tol, max_boost=max_boost, same_sign=same_sign,
+                            candidates=candidates)
+
+    def prepare(self, oracle, x0, geometry):
+        n, k = x0.shape[-2:]
+        if not isinstance(geometry, JOrthogonalGeometry) or n != k or x0.ndim != 2:
+            raise ValueError(f"{self.name} needs a single square point on O(J) (a "
+                             f"JOrthogonal manifold), got X of shape {tuple(x0.shape)} on "
+                             f"{type(geometry).__name__}")
+        if not runs_compiled(x0):
+            raise ValueError(f"{self.name} runs compiled CPU sweeps (float32 or float64); got "
+                             f"X as {x0.dtype} on {x0.device}: move it to the CPU, or use "
+                             "GSJOBCD, whose row steps run on any device")
+        return oracle
+
+    def setup(self, run):
+        tracker = run.tracker
+        if not (isinstance(tracker, QuadraticArrays) and tracker.da is None):
+            raise ValueError(f"{self.name} needs f = s·tr(XᵀCX): pass "
+                             "oracle=QuadraticOracle(C) (without D); got "
+                             f"{type(tracker.oracle).__name__}")
+        run.jacobi = ColumnJacobi(tracker.ca, tracker.s, run.geometry.jk.values,
+                                  **self.options)
+
+    def step(self, run):
+        tracker = run.tracker
+        x, f0 = tracker.x, float(tracker.value())
+        new = run.jacobi.sweep(x.detach().numpy(), run.generator)
+        tracker.set_point(torch.from_numpy(new))
+        undo, run.finished = run.jacobi.outcome(f0, float(tracker.value()))
+        if undo:
+            tracker.set_point(x)
+
+    def info(self, run=None):
+        out = {"pairs": self.options["order"], **{k: v for k, v in self.options.items()
+                                                  if k != "order"}}
+        if run is not None:
+            out["rotations"] = run.jacobi.rotations
+        return out
 
 
 #: a same-sign pair's model counts as constant on O(2) when ``‖M_BB − S_BB‖ ≤ FLAT·‖S_BB‖``

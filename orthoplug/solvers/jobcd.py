@@ -12,8 +12,8 @@ plus the proximal term ``θ/2 ‖W‖²`` (``θ > 0`` makes the subproblem coerc
 * **GS-JOBCD** (:class:`GSJOBCD`): one pair per iteration (uniform with replacement, or cyclic).
   ``Q`` is the exact block curvature ``Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` for quadratic costs
   ``s·tr(XᵀCXD)`` — then only two gradient rows are read and ``CX`` is updated in ``O(nk)``
-  (the fast path) — and ``ς I`` otherwise, ``ς = σ ‖X[B]‖₂²`` with σ the Lipschitz constant if
-  known, else estimated and doubled until the majorisation holds (so no step increases f).
+  (the fast path) — and ``ς I`` otherwise, ``ς = σ ‖X[B]‖₂²`` with σ from the solver's σ rule
+  (:mod:`orthoplug.solvers.sigma_rules`: checked steps, so no step increases f, or a fixed σ).
 * **J-JOBCD** (:class:`JJOBCD`): a uniformly random perfect matching of the rows per iteration
   (for odd n one random row idles), all ``⌊n/2⌋`` pairs solved in one batched call. Scalar
   ``Q_i = ς_i I`` with ``ς_i = σ ‖X[B_i]‖₂²`` is required: per-block exact curvatures are not a
@@ -25,10 +25,10 @@ plus the proximal term ``θ/2 ‖W‖²`` (``θ > 0`` makes the subproblem coerc
 pair keeps ``XᵀJX = J`` as well. Its linear term is ``⟨Xᵀ∇f, V̂ − I⟩ = ⟨(Xᵀ∇f)_BB, W⟩`` and
 ``‖X(V̂ − I)‖_F ≤ ‖X[:, B]‖₂ ‖W‖_F``, so a column step is exactly a row step on ``Xᵀ`` with the
 gradient ``∇fᵀ`` (and ``Vᵀ ∈ O(J_BB)`` iff ``V`` is): the generic steps run on transposed views.
-For ``f = s·tr(XᵀCX)`` (a :class:`~orthoplug.oracles.core.QuadraticOracle` without D) GS-JOBCD
-instead runs column J-Jacobi sweeps (:mod:`orthoplug.solvers.jjacobi`): each pair minimises f
-exactly, and one iteration is one sweep of ``n(n−1)/2`` pairs. Column steps keep the column space
-of X, so they cannot solve problems on iSt(n, k < n); ``side="column"`` needs a square X.
+For ``f = s·tr(XᵀCX)`` the column J-Jacobi sweeps, where each pair minimises f exactly, are a
+solver of their own (:class:`~orthoplug.solvers.jjacobi.ColumnJJacobi`). Column steps keep the
+column space of X, so they cannot solve problems on iSt(n, k < n); ``side="column"`` needs a
+square X.
 
 The step rules (2×2 solves, the batched pair update, the Jacobi step, the PAGE schedule) live in
 :mod:`orthoplug.solvers.jobcd_steps`. This module is over 500 lines because it holds the three
@@ -52,10 +52,17 @@ from orthoplug.oracles import NonFiniteError, host_array
 from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel, QuadraticArrays
 
 from .base import IterativeSolver, ScalarCurvature
-from .jjacobi import ColumnJacobi, ColumnModel
+from .jjacobi import ColumnModel
 from .jobcd_steps import PageSchedule, jacobi_step, solve_blocks, solve_pair, update_pairs
-from .pairs import PAIR_BATCH, PairQueue, max_matchings, resolve_matchings, round_robin
-from .sigma_rules import ModelDamping, SigmaFit
+from .pairs import (
+    PAIR_BATCH,
+    PairQueue,
+    check_matchings,
+    max_matchings,
+    resolve_matchings,
+    round_robin,
+)
+from .sigma_rules import ModelDamping, SigmaFixed, SigmaRule, as_sigma_rule
 
 __all__ = ["GSJOBCD", "JJOBCD", "VRJJOBCD"]
 
@@ -63,32 +70,20 @@ _EYE2 = ((1.0, 0.0), (0.0, 1.0))
 
 
 SIDES = ("row", "column")
-#: σ rules of the scalar majoriser (:attr:`~orthoplug.solvers.base.ScalarCurvature.sigma_rule`)
-SIGMA_RULES = ("auto", "backtracking", "fit")
 
 
 class _JOBCDBase(ScalarCurvature, IterativeSolver):
     sides = SIDES
 
-    def __init__(self, *, theta: float = 1e-6, sigma: float | None = None,
-                 sigma0: float | None = None, side: str = "row", sigma_shrink: float = 1.0,
-                 sigma_rule: str = "auto", **kwargs):
+    def __init__(self, *, theta: float = 1e-6, sigma_rule: SigmaRule = "fit", side: str = "row",
+                 **kwargs):
         super().__init__(**kwargs)
         if side not in self.sides:
             raise ValueError(f"side must be one of {self.sides}, got {side!r}")
-        if not 0 < sigma_shrink <= 1:
-            raise ValueError(f"sigma_shrink must be in (0, 1], got {sigma_shrink}")
-        if sigma_rule not in SIGMA_RULES:
-            raise ValueError(f"sigma_rule must be one of {SIGMA_RULES}, got {sigma_rule!r}")
-        self.side, self.sigma_shrink, self.sigma_rule = side, float(sigma_shrink), sigma_rule
         if not theta > 0:
             raise ValueError(f"theta must be > 0 (it makes the subproblem coercive), got {theta}")
-        if sigma is not None and not sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {sigma}")
-        if sigma0 is not None and not sigma0 > 0:
-            raise ValueError(f"sigma0 must be > 0, got {sigma0}")
-        self.theta = float(theta)
-        self.sigma_user, self.sigma0 = sigma, sigma0
+        self.side, self.theta = side, float(theta)
+        self.sigma_rule = as_sigma_rule(sigma_rule)
 
     def prepare(self, oracle, x0, geometry):
         if not isinstance(geometry, (JOrthogonalGeometry, IndefiniteStiefelGeometry)):
@@ -98,11 +93,7 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
     def setup(self, run):
         run.column = self.resolve_side(run) == "column"
         run.jvec = (run.geometry.jk if run.column else run.geometry.j).like(run.tracker.x)
-        known = self.sigma_user or run.tracker.oracle.lipschitz
-        if known is None and self.sigma0 is not None:  # backtracking from the user's start
-            run.curvature = self.make_sigma_rule(self.sigma0)
-        else:
-            self.init_sigma(run, known)
+        self.init_sigma(run, run.tracker.oracle.lipschitz)
 
     def resolve_side(self, run) -> str:
         """The side used in this run (``"row"`` or ``"column"``, checked against X's shape)."""
@@ -138,17 +129,32 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
                 return
 
     def info(self, run=None):
-        return {"theta": self.theta, "sigma": self.sigma_user, "sigma0": self.sigma0,
+        """The options and, given a run, the resolved side and σ rule (the rule started at
+        the run's first σ) and the σ counters."""
+        rule = self.sigma_rule if run is None else run.curvature
+        return {"theta": self.theta, "side": self.side if run is None else
+                ("column" if run.column else "row"),
+                "sigma_rule": repr(rule), "sigma_start": None if run is None else
+                run.curvature_start,
                 "backtracks": run.curvature.backtracks if run is not None else 0,
-                "final_sigma": run.curvature.sigma if run is not None else None,
-                "side": "column" if run is not None and run.column else "row",
-                "sigma_shrink": self.sigma_shrink,
-                "sigma_rule": self.sigma_rule if run is None else
-                ("fit" if isinstance(run.curvature, SigmaFit) else "backtracking")}
+                "final_sigma": run.curvature.sigma if run is not None else None}
 
 
 class GSJOBCD(_JOBCDBase):
-    """Gauss–Seidel JOBCD: one row (or column) pair per iteration, solved exactly.
+    """Gauss–Seidel JOBCD: ⌊n/2⌋ pair updates per iteration, one pair at a time, each solved
+    exactly.
+
+    Problem: ``min f(X)`` over O(J) or iSt(n, k) (``XᵀJX = J_k``) for a smooth f. A pair update
+    changes one pair ``B`` of rows (``side="row"``, the default, any shape) or of columns
+    (``side="column"``, square X) by the exact minimiser over ``O(J_BB)`` of a majoriser of f
+    (module docstring), at the point the previous update left. One iteration is
+    ``max(1, ⌊n/2⌋)`` pair updates (n rows, or columns): one pass over the rows in expectation,
+    as one matching is J-JOBCD's. Pick it for quadratic costs ``s·tr(XᵀCXD)`` given as a
+    :class:`~orthoplug.oracles.core.QuadraticOracle`: there one iteration costs ``O(nk)`` (the
+    fast path), so it does many cheap exact steps per gradient's worth of work. For
+    ``s·tr(XᵀCX)`` on square O(J), :class:`~orthoplug.solvers.jjacobi.ColumnJJacobi` (column
+    J-Jacobi sweeps) converges much faster; for a general f, :class:`JJOBCD` moves ⌊n/2⌋ pairs
+    per gradient.
 
     On the quadratic fast path with float64 CPU tensors the pair loop runs compiled
     (:func:`orthoplug.kernels.jobcd.gs_pairs`): Python enters it once per chunk of iterations (up
@@ -174,57 +180,42 @@ class GSJOBCD(_JOBCDBase):
 
     Args:
         theta: proximal weight θ > 0 (default 1e-6).
-        sigma: scalar curvature constant (``Q = σ‖X[B]‖₂² I``) for non-quadratic costs;
-            default: the oracle's Lipschitz constant, else estimated with backtracking.
-        sigma0: without a known σ, start the backtracking from this σ instead of a local
-            estimate (which draws from the run's generator); the torch optimizers' ``sigma0``.
-        side: ``"auto"`` (default), ``"row"`` or ``"column"``. ``"auto"`` takes the column
-            J-Jacobi sweeps when they apply — square X, ``QuadraticOracle`` without D,
-            ``curvature="exact"`` — (measured fastest: ``benchmarks/jobcd_hevp.py``), else rows.
-        pairs: ``"random"``, ``"cyclic"`` or ``"greedy"`` (above; for column J-Jacobi, greedy
-            takes the best of ``candidates`` random pairs). Default ``None``: cyclic for column
-            J-Jacobi, random otherwise.
+        sigma_rule: the σ rule of the scalar curvature ``Q = σ‖X[B]‖₂² I`` (non-quadratic
+            costs, ``curvature="scalar"`` and the column side): a
+            :class:`~orthoplug.solvers.sigma_rules.SigmaFit` (default ``"fit"``: every step
+            checked, σ refitted from the ratio of actual to predicted decrease; monotone),
+            :class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking` (``"backtracking"``: σ
+            doubled until the majorisation holds, optionally shrunk after acceptances) or
+            :class:`~orthoplug.solvers.sigma_rules.SigmaFixed` (a number σ: no checks). Without
+            a ``sigma0`` in the rule σ starts at the oracle's Lipschitz constant if it declares
+            one, else at a local estimate (:func:`~orthoplug.solvers.sigma_rules.start_sigma_rule`).
+        side: ``"row"`` (default) or ``"column"`` (square X only: the same step on Xᵀ with
+            ∇fᵀ, scalar curvature).
+        pairs: ``"random"`` (default), ``"cyclic"`` or ``"greedy"`` (above).
         candidates: pairs compared per greedy iteration (default 8).
-        curvature: ``"exact"`` (default; uses Q̲ when the cost is quadratic) or ``"scalar"``.
-        refresh_every: recompute the row fast path's cached ``CX`` every this many iterations.
-        sigma_shrink: adaptive σ for the scalar majoriser when < 1 (default 1: σ only doubles
-            on rejection): every step is checked, σ shrinks by this factor after accepted steps
-            and doubles on rejections; starts from a Barzilai–Borwein curvature when no σ is
-            known (:class:`~orthoplug.solvers.base.ScalarCurvature`). Also for J-JOBCD.
-        sigma_rule: ``"auto"`` (default), ``"backtracking"`` (σ as above) or ``"fit"``
-            (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`: every step checked, accepted when it
-            achieves half the predicted decrease, σ refitted from the ratio of actual to
-            predicted decrease; monotone; Barzilai–Borwein start without a known σ).
-            ``"auto"`` is ``"fit"`` when no σ is known (``sigma=`` or the oracle's Lipschitz
-            constant) and ``sigma_shrink == 1``, else ``"backtracking"``: a known σ stays fixed
-            and unchecked. Also for J-JOBCD.
-        jacobi_tol, max_boost, same_sign, candidates: options of the column J-Jacobi sweeps
-            (:class:`~orthoplug.solvers.jjacobi.ColumnJacobi`: ``tol``, ``max_boost``,
-            ``same_sign``, ``candidates``).
+        curvature: ``"exact"`` (default; uses Q̲ when the cost is quadratic and the side is
+            rows) or ``"scalar"``.
+        refresh_every: recompute the row fast path's cached ``CX`` every this many pair
+            updates.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
-            ``seed``, ``eval_every`` — default one sweep of ``n(n−1)/2`` pairs capped at 1000;
-            1 for column J-Jacobi, whose iteration is already a sweep).
+            ``seed``, ``eval_every`` — default about one sweep of ``n(n−1)/2`` pairs, at most
+            1000 pair updates).
 
-    Iterations: one pair, except with column J-Jacobi, where one iteration is one sweep of
-    ``n(n−1)/2`` pair rotations (which then stops by itself, with the reason "converged", once
-    a cyclic sweep rotates no pair).
-
-    Per-iteration cost: with a :class:`~orthoplug.oracles.core.QuadraticOracle` (the fast
-    path) two rows of ``∇f`` read from the cached ``CX``, an ``O(nk)`` update of ``CX`` and one
-    exact 2×2 subproblem; column J-Jacobi ``O(n)`` per pair rotation, ``O(n³)`` per sweep; with
-    any other oracle one full gradient (the point changed), plus cost evaluations while σ is
-    being estimated.
+    Per-iteration cost (⌊n/2⌋ pair updates): with a
+    :class:`~orthoplug.oracles.core.QuadraticOracle` (the fast path) per pair two rows of
+    ``∇f`` read from the cached ``CX``, an ``O(nk)`` update of ``CX`` and one exact 2×2
+    subproblem — ``O(n²k)`` per iteration, about one gradient ``CX``; with any other oracle (or
+    the column side) one full gradient per pair (the point changed), plus one cost evaluation
+    per checked step — ⌊n/2⌋ gradients per iteration, so pick :class:`JJOBCD` there unless
+    gradients are cheap.
     """
 
     name = "GS-JOBCD"
-    sides = ("auto", *SIDES)
 
-    def __init__(self, *, pairs: str | None = None, curvature: str = "exact",
-                 refresh_every: int = 10_000, side: str = "auto", jacobi_tol: float | None = None,
-                 max_boost: float = 4.0, same_sign: bool = True, candidates: int = 8,
-                 **kwargs):
-        super().__init__(side=side, **kwargs)
-        if pairs not in (None, "random", "cyclic", "greedy"):
+    def __init__(self, *, pairs: str = "random", curvature: str = "exact",
+                 refresh_every: int = 10_000, candidates: int = 8, **kwargs):
+        super().__init__(**kwargs)
+        if pairs not in ("random", "cyclic", "greedy"):
             raise ValueError(f"pairs must be 'random', 'cyclic' or 'greedy', got {pairs!r}")
         if curvature not in ("exact", "scalar"):
             raise ValueError(f"curvature must be 'exact' or 'scalar', got {curvature!r}")
@@ -234,27 +225,17 @@ class GSJOBCD(_JOBCDBase):
             raise ValueError(f"refresh_every must be an int >= 1, got {refresh_every!r}")
         self.pairs, self.curvature, self.refresh_every = pairs, curvature, refresh_every
         self.candidates = candidates if pairs == "greedy" else 1
-        self.jacobi_options = dict(tol=jacobi_tol, max_boost=max_boost, same_sign=same_sign,
-                                   candidates=candidates)
 
-    def _column_jacobi_applies(self, tracker) -> bool:
-        n, k = tracker.x.shape[-2:]
-        return (n == k and tracker.x.ndim == 2 and isinstance(tracker, QuadraticArrays)
-                and tracker.da is None and self.curvature == "exact" and runs_compiled(tracker.x))
-
-    def resolve_side(self, run):
-        """``"auto"`` resolves to the column side when column J-Jacobi applies, else rows."""
-        if self.side == "auto":
-            return "column" if self._column_jacobi_applies(run.tracker) else "row"
-        return super().resolve_side(run)
+    @staticmethod
+    def pairs_per_iteration(n: int) -> int:
+        """Pair updates per iteration for ``n`` rows (or columns): ``max(1, ⌊n/2⌋)``, one pass
+        over the rows in expectation — the family's iteration (a matching of J-JOBCD)."""
+        return max(1, n // 2)
 
     def default_eval_every(self, run):
-        """One sweep of the ``n(n − 1)/2`` pairs capped at 1000 iterations (1 for column
-        J-Jacobi, whose iteration is a sweep)."""
-        if run.jacobi is not None:
-            return 1
-        n = run.tracker.x.shape[-2]
-        return max(1, min(1000, n * (n - 1) // 2))
+        """About one sweep of the ``n(n − 1)/2`` pairs (capped at 1000 pairs), in iterations."""
+        n = run.tracker.x.shape[-1 if run.column else -2]
+        return max(1, min(1000, n * (n - 1) // 2) // run.pairs_per_iteration)
 
     def setup(self, run):
         super().setup(run)
@@ -262,22 +243,16 @@ class GSJOBCD(_JOBCDBase):
         n = tracker.x.shape[-1 if run.column else -2]
         if n < 2:
             raise ValueError("JOBCD needs n >= 2 rows (or columns on the column side)")
-        run.jacobi = None
-        if run.column and self._column_jacobi_applies(tracker):
-            run.jacobi = ColumnJacobi(tracker.ca, tracker.s, host_array(run.jvec),
-                                      order=self.pairs or "cyclic", **self.jacobi_options)
-            return
         run.exact = (not run.column and self.curvature == "exact"
                      and isinstance(tracker, PairModel))
         run.compiled = (run.exact and isinstance(tracker, QuadraticArrays)
                         and runs_compiled(tracker.x) and tracker.xa.dtype == np.float64)
         if self.pairs == "greedy" and not run.compiled:
-            raise ValueError("pairs='greedy' runs in a compiled kernel only: column J-Jacobi "
-                             "(square X, QuadraticOracle without D) or row pairs with a "
+            raise ValueError("pairs='greedy' runs in a compiled kernel only: row pairs with a "
                              "QuadraticOracle cost, curvature='exact' and float64 CPU tensors "
                              f"(got {tracker.oracle.__class__.__name__}, "
-                             f"curvature={self.curvature!r}, {tracker.x.dtype} on "
-                             f"{tracker.x.device})")
+                             f"curvature={self.curvature!r}, side={self.side!r}, "
+                             f"{tracker.x.dtype} on {tracker.x.device})")
         if run.compiled:
             run.jarr = host_array(run.jvec).astype(np.float64)
             run.d = tracker.da if tracker.da is not None else np.empty((0, 0))
@@ -291,28 +266,37 @@ class GSJOBCD(_JOBCDBase):
                            else partial(torch.tensor, dtype=like.dtype, device=like.device))
         run.jlist = run.jvec.tolist()
         run.count = 0
-        run.queue = PairQueue(self.pairs or "random", n, tracker.x.device, self.candidates)
+        run.pairs_per_iteration = self.pairs_per_iteration(n)
+        run.queue = PairQueue(self.pairs, n, tracker.x.device, self.candidates)
 
     def steps(self, run, count):
-        if run.jacobi is not None or not run.compiled:
+        if not run.compiled:
             return super().steps(run, count)
-        run.queue.ensure(run.generator)
-        return self._compiled_steps(run, count)
+        m = run.pairs_per_iteration
+        target, done = count * m, 0
+        while done < target:
+            run.queue.ensure(run.generator)
+            try:
+                done += self._compiled_steps(run, target - done)
+            except NonFiniteError as err:
+                err.iterations = (done + err.iterations) // m
+                raise
+            if done % m == 0 and done >= PAIR_BATCH:  # back to the run loop (its clock)
+                break
+        return done // m
 
     def step(self, run):
-        tracker = run.tracker
-        if run.jacobi is not None:  # column J-Jacobi: one sweep
-            x, f0 = tracker.x, float(tracker.value())
-            new = run.jacobi.sweep(x.detach().numpy(), run.generator)
-            tracker.set_point(torch.from_numpy(new))
-            undo, run.finished = run.jacobi.outcome(f0, float(tracker.value()))
-            if undo:
-                tracker.set_point(x)
-            return
-        run.queue.ensure(run.generator)
+        """One iteration: :attr:`pairs_per_iteration` pair updates."""
         if run.compiled:
-            self._compiled_steps(run, 1)
+            self.steps(run, 1)
             return
+        for _ in range(run.pairs_per_iteration):
+            self._pair_step(run)
+
+    def _pair_step(self, run) -> None:
+        """One pair update outside the kernel (the exact or the scalar model)."""
+        tracker = run.tracker
+        run.queue.ensure(run.generator)
         rows, i, j = run.queue.take()
         if run.exact:
             self._exact_step(run, rows, i, j)
@@ -346,7 +330,7 @@ class GSJOBCD(_JOBCDBase):
             run.tracker.refresh()
 
     def _compiled_steps(self, run, count: int) -> int:
-        """Up to ``count`` iterations in the kernel, stopping at the end of the queued
+        """Up to ``count`` pair updates in the kernel, stopping at the end of the queued
         pairs, at the next refresh and after :data:`~orthoplug.solvers.pairs.PAIR_BATCH` (so
         the run's clock is read at least that often); returns how many it took."""
         tracker, queue, cand = run.tracker, run.queue, self.candidates
@@ -370,10 +354,7 @@ class GSJOBCD(_JOBCDBase):
     def info(self, run=None):
         out = {**super().info(run), "pairs": self.pairs, "curvature": self.curvature,
                "candidates": self.candidates}
-        if run is not None and run.jacobi is not None:
-            out.update(pairs=run.jacobi.order, rotations=run.jacobi.rotations,
-                       **self.jacobi_options)
-        elif run is not None:
+        if run is not None:
             out["compiled"] = bool(run.compiled)
         return out
 
@@ -381,12 +362,20 @@ class GSJOBCD(_JOBCDBase):
 class JJOBCD(_JOBCDBase):
     """Jacobi JOBCD: ⌊n/2⌋ disjoint pairs per iteration in one batched exact solve.
 
+    Problem: ``min f(X)`` over O(J) or iSt(n, k) for a smooth f given by value and gradient.
+    One iteration takes one full gradient and moves every row (or column) once: a uniformly
+    random perfect matching of the rows (for odd n one random row idles), each pair by the
+    exact minimiser over ``O(J_BB)`` of the scalar majoriser (σ from ``sigma_rule``). Pick it
+    for a general smooth f over O(J) or iSt (GS-JOBCD would need a gradient per pair); for
+    ``s·tr(XᵀCX)`` on square O(J) pick :class:`~orthoplug.solvers.jjacobi.ColumnJJacobi`, for
+    a finite sum with a known Lipschitz constant :class:`VRJJOBCD`.
+
     Two pair models (``curvature=``):
 
-    * ``"scalar"``: random matchings of the rows (or columns) with the scalar curvature
-      ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change of one matching when σ ≥ L_f
-      (per-block exact curvatures are not a joint majoriser in general: cross terms).
-    * ``"hessian"`` (square O(J) with an oracle that has the
+    * ``"scalar"`` (default): random matchings of the rows (or columns) with the scalar
+      curvature ``Q_i = σ‖X[B_i]‖₂² I``, which majorises the joint change of one matching when
+      σ ≥ L_f (per-block exact curvatures are not a joint majoriser in general: cross terms).
+    * ``"hessian"`` (``side="column"``, square O(J), an oracle that has the
       :class:`~orthoplug.oracles.abilities.HessianVector` ability, e.g. a pymanopt autodiff
       ``Problem``): column steps ``X ← X V`` from the second-order model of
       :class:`~orthoplug.solvers.jjacobi.ColumnModel` (one gradient and one Hessian-vector
@@ -401,86 +390,86 @@ class JJOBCD(_JOBCDBase):
       1e-8 at n ≤ 30). Core solver and pymanopt front-end only (the geoopt optimizer has no
       Hessian products).
 
+    The defaults are the paper's J-JOBCD — scalar model, rows, one matching — in both
+    front-ends: the one configuration that applies to every problem, σ rule and host (a
+    minibatch closure, a fixed σ); the resolved side, σ rule and matchings are in
+    ``result.info``.
+
     Args:
-        curvature: ``"auto"`` (default: ``"hessian"`` when it applies — square X, an oracle
-            with Hessian-vector products, ``side`` not ``"row"`` — else ``"scalar"``),
-            ``"scalar"`` or ``"hessian"`` (an error where it does not apply).
-        side: ``"auto"`` (default: columns with the Hessian model, else rows), ``"row"`` or
-            ``"column"`` (a matching of the columns, square X only).
-        matchings: scalar model only — matchings per gradient evaluation: 1 (the paper's
-            J-JOBCD), an int, ``"all"`` or ``"auto"`` (default: ``"all"`` when the steps are
-            checked — no known σ, or adaptive σ —, else 1). With more than one, each iteration
+        curvature: ``"scalar"`` (default) or ``"hessian"`` (an error where it does not apply).
+        side: ``"row"`` (default) or ``"column"`` (a matching of the columns, square X only).
+        matchings: scalar model only — matchings per gradient evaluation: 1 (default, the
+            paper's J-JOBCD), an int, or ``"all"``. With more than one, each iteration
             applies that many rounds of a random round robin of the rows (or columns), pair after
             pair, each pair minimising the scalar model of f linearised at the iteration's point
             (:func:`~orthoplug.kernels.jobcd.linear_sweep`); ``"all"`` takes every pair once
             (:func:`~orthoplug.solvers.pairs.max_matchings` rounds). One gradient then moves all
             ``n(n − 1)/2`` pairs instead of ``⌊n/2⌋``, which pays off when the gradient
-            dominates the cost (HSPP: see ``docs/results.md``). The steps must be checked
-            (``sigma_rule="fit"``, ``sigma_shrink < 1``, or no known σ): the predicted change
-            bounds the true one only for σ ≥ matchings·L_f. Compiled on float64 host copies of
-            X and ∇f (any device).
-        theta, sigma, sigma0, sigma_shrink, sigma_rule: as :class:`GSJOBCD` (σ options concern
-            the scalar model; θ is the proximal weight of both).
+            dominates the cost (HSPP: see ``docs/results.md``). The steps must be checked (a
+            σ rule other than :class:`~orthoplug.solvers.sigma_rules.SigmaFixed`): the
+            predicted change bounds the true one only for σ ≥ matchings·L_f. Compiled on
+            float64 host copies of X and ∇f (any device).
+        theta, sigma_rule: as :class:`GSJOBCD` (the σ rule concerns the scalar model; θ is
+            the proximal weight of both).
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (default
             ``eval_every``: 1).
 
+    Iterations: one matching (⌊n/2⌋ pair updates: every row once), or one sweep of the
+    Hessian model; either way one full gradient.
+
     Per-iteration cost: scalar — one full gradient, ⌊n/2⌋ exact 2×2 subproblems (compiled on
     CPU float64, one batched call elsewhere) and ``O(nk)`` for the row updates (with more
-    matchings: ``O(k)`` per pair, compiled, and two host copies), plus cost evaluations of the
-    checked steps; Hessian model — one gradient, one Hessian-vector product, one cost
+    matchings: ``O(k)`` per pair, compiled, and two host copies), plus one cost evaluation per
+    checked step; Hessian model — one gradient, one Hessian-vector product, one cost
     evaluation (the test; one more per rejection), ``O(n³)`` for the model and the sweep's
     ``n(n−1)/2`` compiled pair steps.
     """
 
     name = "J-JOBCD"
-    sides = ("auto", *SIDES)
-    curvatures = ("auto", "scalar", "hessian")
+    curvatures = ("scalar", "hessian")
 
-    def __init__(self, *, curvature: str = "auto", side: str = "auto",
-                 matchings: int | str = "auto", **kwargs):
+    def __init__(self, *, curvature: str = "scalar", side: str = "row",
+                 matchings: int | str = 1, **kwargs):
         super().__init__(side=side, **kwargs)
         if curvature not in self.curvatures:
             raise ValueError(f"curvature must be one of {self.curvatures}, got {curvature!r}")
-        if not (matchings in ("all", "auto") or (isinstance(matchings, int) and matchings >= 1)):
-            raise ValueError(f"matchings must be an int >= 1, 'all' or 'auto', got {matchings!r}")
+        check_matchings(matchings)
+        if curvature == "hessian" and side != "column":
+            raise ValueError("curvature='hessian' takes column steps X ← X V: pass "
+                             "side='column' with it")
+        if matchings != 1 and not self.sigma_rule.checked:
+            raise ValueError(f"{self.name}: matchings > 1 needs checked steps (a σ rule other "
+                             "than a fixed σ): a σ ≥ L_f majorises one matching on a stale "
+                             "gradient, not several")
         self.curvature, self.matchings = curvature, matchings
 
     def _uses_hessian(self, run) -> bool:
         """Whether this run takes the Hessian model (an error if it was asked for and cannot)."""
-        x, oracle = run.tracker.x, run.tracker.oracle
-        if self.curvature == "scalar" or (self.curvature == "auto" and self.side == "row"):
+        if self.curvature == "scalar":
             return False
+        x, oracle = run.tracker.x, run.tracker.oracle
         square = x.ndim == 2 and x.shape[0] == x.shape[1]
-        applies = (square and isinstance(oracle, HessianVector) and self.side != "row"
-                   and runs_compiled(x))
-        if self.curvature == "hessian" and not applies:
+        if not (square and isinstance(oracle, HessianVector) and runs_compiled(x)):
             raise ValueError(f"{self.name}: curvature='hessian' needs a single square X (O(J)), "
                              "an oracle with Hessian-vector products (HessianVector: "
-                             "hessian_vector(x, u)), side 'auto' or 'column' and a float32 or "
-                             "float64 CPU tensor (the model sweep is compiled); got "
-                             f"X of shape {tuple(x.shape)} ({x.dtype} on {x.device}), "
-                             f"{type(oracle).__name__}, side={self.side!r}")
-        return applies
-
-    def resolve_side(self, run):
-        """``"auto"``: columns with the Hessian model, else rows."""
-        if self.side == "auto":
-            return "column" if run.hessian else "row"
-        return super().resolve_side(run)
+                             "hessian_vector(x, u)) and a float32 or float64 CPU tensor (the "
+                             f"model sweep is compiled); got X of shape {tuple(x.shape)} "
+                             f"({x.dtype} on {x.device}), {type(oracle).__name__}")
+        return True
 
     def setup(self, run):
         run.hessian = self._uses_hessian(run)
         if not run.hessian:
             super().setup(run)
             n = run.tracker.x.shape[-1 if run.column else -2]
-            run.matchings = resolve_matchings(self.matchings, n, run.curvature.checked)
+            run.matchings = resolve_matchings(self.matchings, n)
             if run.matchings > max_matchings(n):
                 raise ValueError(f"{self.name}: matchings={run.matchings} exceeds the "
                                  f"{max_matchings(n)} rounds of a round robin of n = {n}")
             if run.matchings > 1 and not run.curvature.checked:
-                raise ValueError(f"{self.name}: matchings > 1 needs checked steps (sigma_rule="
-                                 "'fit' or sigma_shrink < 1, or no known σ): a known σ ≥ L_f "
-                                 "majorises one matching on a stale gradient, not several")
+                raise ValueError(f"{self.name}: matchings > 1 needs checked steps, but the "
+                                 f"oracle's Lipschitz constant fixed σ ({run.curvature!r}): "
+                                 "pass sigma_rule='fit'")
             return
         run.column = True
         run.jarr = np.asarray(run.geometry.jk.values, dtype=np.float64)
@@ -526,7 +515,7 @@ class JJOBCD(_JOBCDBase):
                     "hessian_vector_products": run.hessian_products,
                     "skipped_pairs": run.skipped,
                     "rejections": run.damping.rejected, "final_damping": run.damping.weight}
-        return {**super().info(run), "curvature": "scalar" if run is not None else self.curvature,
+        return {**super().info(run), "curvature": "scalar",
                 "matchings": self.matchings if run is None else run.matchings}
 
 
@@ -538,10 +527,23 @@ class VRJJOBCD(_JOBCDBase):
     ``b = N``), otherwise updated as ``G̃ += mean_{i∈S'} (∇f_i(X) − ∇f_i(X_prev))`` with a fresh
     minibatch ``S'`` of size ``b'`` (without replacement;
     :class:`~orthoplug.solvers.jobcd_steps.PageSchedule`). Defaults: ``b = N``, ``b' = ⌈√b⌉``,
-    ``p = b'/(b + b')``. σ must be known (``sigma=`` or the oracle's
-    Lipschitz constant): the estimator gives no cost values to backtrack with.
+    ``p = b'/(b + b')``. One iteration: one gradient estimate and one J-JOBCD matching step
+    (⌊n/2⌋ pairs: every row once). Pick it for a finite sum whose full gradient is expensive
+    and whose Lipschitz constant is known; otherwise :class:`JJOBCD`.
+
+    σ is fixed (the estimator gives no cost values to test a step on): ``sigma_rule`` is a
+    number σ or a :class:`~orthoplug.solvers.sigma_rules.SigmaFixed`; ``None`` (default) takes
+    the Lipschitz constant the oracle declares (an error before any work if it declares none).
 
     ``component_gradients`` in the result's ``info`` counts ∇f_i evaluations.
+
+    Args:
+        sigma_rule: the fixed σ (above).
+        batch_size: b, the reset minibatch (``None``: all N components).
+        small_batch: b', the difference minibatch (``None``: ``⌈√b⌉``).
+        reset_probability: p (``None``: ``b'/(b + b')``).
+        theta, side: as :class:`JJOBCD`.
+        **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options.
 
     Per-iteration cost: ``2b'`` component gradients (``∇f_i`` at X and at the previous point),
     or with probability ``p`` a minibatch of ``b`` (``N``: a full gradient), plus the J-JOBCD
@@ -550,25 +552,34 @@ class VRJJOBCD(_JOBCDBase):
 
     name = "VR-J-JOBCD"
 
-    def __init__(self, *, batch_size: int | None = None, small_batch: int | None = None,
+    def __init__(self, *, sigma_rule: SigmaFixed | float | None = None,
+                 batch_size: int | None = None, small_batch: int | None = None,
                  reset_probability: float | None = None, **kwargs):
         super().__init__(**kwargs)
+        self.sigma_rule = None if sigma_rule is None else as_sigma_rule(sigma_rule)
+        if self.sigma_rule is not None and self.sigma_rule.checked:
+            raise ValueError(f"VR-J-JOBCD takes a fixed σ (a number or SigmaFixed), got "
+                             f"{self.sigma_rule!r}: checking a step needs full cost values, "
+                             "which the estimator avoids")
         self.b, self.b_small, self.p = batch_size, small_batch, reset_probability
 
     def prepare(self, oracle, x0, geometry):
         if not isinstance(oracle, FiniteSum):
             raise ValueError("VR-J-JOBCD needs a FiniteSumOracle (f = (1/N) Σ f_i)")
-        if self.sigma_shrink < 1 or self.sigma_rule == "fit":
-            raise ValueError("VR-J-JOBCD cannot adapt σ (sigma_shrink < 1 or sigma_rule="
-                             "'fit'): checking a step needs full cost values, which the "
-                             "estimator avoids")
+        if self.sigma_rule is None and oracle.lipschitz is None:
+            raise ValueError("VR-J-JOBCD needs a fixed σ: pass sigma_rule=σ (≥ the Lipschitz "
+                             "constant) or an oracle that declares its Lipschitz constant (it "
+                             "cannot backtrack on estimated gradients)")
         return super().prepare(oracle, x0, geometry)
+
+    def init_sigma(self, run, known):
+        """The fixed σ: the rule's, else the oracle's Lipschitz constant ``known``."""
+        run.curvature = SigmaFixed(self.sigma_rule.sigma0 if self.sigma_rule else known)
+        run.curvature_start = run.curvature.sigma
+        return run.curvature
 
     def setup(self, run):
         super().setup(run)
-        if run.curvature.checked:
-            raise ValueError("VR-J-JOBCD needs sigma= or an oracle with a known Lipschitz "
-                             "constant (it cannot backtrack on estimated gradients)")
         n_comp = run.tracker.oracle.num_components
         run.page = PageSchedule(n_comp, self.b, self.b_small, self.p)
         run.g_est = run.tracker.gradient()

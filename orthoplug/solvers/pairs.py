@@ -25,7 +25,7 @@ from orthoplug.oracles import host_array
 
 __all__ = ["PAIR_BATCH", "random_pairs", "random_matching", "matching_pairs", "draw_block_pair",
            "draw_random_pairs", "cyclic_pairs", "round_robin", "round_robin_pairs",
-           "max_matchings", "resolve_matchings", "PairQueue"]
+           "max_matchings", "check_matchings", "resolve_matchings", "PairQueue"]
 
 #: Random pairs are drawn this many iterations at a time (one generator call per batch).
 PAIR_BATCH = 1024
@@ -112,12 +112,18 @@ def max_matchings(n: int) -> int:
     return n - 1 + n % 2
 
 
-def resolve_matchings(matchings: int | str, n: int, checked: bool) -> int:
-    """J-JOBCD's matchings per gradient for ``n`` rows: ``"all"`` is :func:`max_matchings`,
-    ``"auto"`` that when the steps are ``checked`` (else 1), an int itself."""
-    if matchings == "all" or (matchings == "auto" and checked):
-        return max_matchings(n)
-    return 1 if matchings == "auto" else int(matchings)
+def check_matchings(matchings: int | str) -> None:
+    """Raise ``ValueError`` unless ``matchings`` is an int >= 1 or ``"all"`` (J-JOBCD's
+    option, both front-ends)."""
+    if not (matchings == "all" or (isinstance(matchings, int) and not isinstance(matchings, bool)
+                                   and matchings >= 1)):
+        raise ValueError(f"matchings must be an int >= 1 or 'all', got {matchings!r}")
+
+
+def resolve_matchings(matchings: int | str, n: int) -> int:
+    """J-JOBCD's matchings per gradient for ``n`` rows: ``"all"`` is :func:`max_matchings`, an
+    int itself."""
+    return max_matchings(n) if matchings == "all" else int(matchings)
 
 
 def round_robin_pairs(perm: np.ndarray, matchings: int) -> np.ndarray:

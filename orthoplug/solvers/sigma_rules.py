@@ -3,13 +3,16 @@ solvers and their torch optimizers.
 
 * :class:`SigmaBacktracking` — σ of ``ς = σ‖Z‖₂²``, doubled on a failed sufficient-decrease test
   (and optionally shrunk on success); :class:`SigmaFit` — σ refitted from each step's ratio of
-  actual to predicted decrease; :func:`sigma_rule` picks one by name
-  (:func:`resolve_sigma_rule`); :func:`cost_rounding` is the rounding level their tests allow;
+  actual to predicted decrease; :class:`SigmaFixed` — a fixed σ, never checked;
+  :func:`as_sigma_rule` reads a solver's ``sigma_rule`` option (an object or a shorthand),
+  :func:`start_sigma_rule` starts it for one run (the first σ: :func:`estimate_lipschitz`,
+  :func:`estimate_bb`); :func:`cost_rounding` is the rounding level their tests allow;
 * :class:`ModelDamping` — Levenberg–Marquardt damping of steps from a model that need not
   majorise f.
 
-Each rule gives up after :data:`MAX_REJECTIONS` consecutive rejections. A rule is a small object
-with its own state (``state_dict`` / ``load_state_dict``), so the pymanopt/orthoplug front-end
+Each rule gives up after ``max_backtracks`` (default :data:`MAX_REJECTIONS`) consecutive
+rejections. A rule is a small object, the solver's option, and a started copy of it has its own
+state (``state_dict`` / ``load_state_dict``), so the pymanopt/orthoplug front-end
 keeps one in its :class:`~orthoplug.solvers.base.Run` and a torch optimizer one per parameter,
 and both take the same decisions from the same numbers. The step-size rules of the
 subgradient and Riemannian gradient methods are in :mod:`orthoplug.solvers.steps`.
@@ -17,14 +20,17 @@ subgradient and Riemannian gradient methods are in :mod:`orthoplug.solvers.steps
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 
 import torch
 
 from orthoplug.oracles import NonFiniteError
 
-__all__ = ["MAX_REJECTIONS", "cost_rounding", "SigmaBacktracking", "SigmaFit",
-           "resolve_sigma_rule", "sigma_rule", "ModelDamping"]
+__all__ = ["MAX_REJECTIONS", "SIGMA_RULES", "cost_rounding", "SigmaBacktracking", "SigmaFit",
+           "SigmaFixed", "as_sigma_rule", "estimate_bb", "estimate_lipschitz", "start_sigma_rule",
+           "ModelDamping"]
 
 #: Consecutive rejections after which a σ or damping rule gives up (raises): σ has grown by at
 #: least 2⁶⁰ ≈ 1e18 by then. The default of every such rule in both front-ends.
@@ -53,32 +59,81 @@ class SigmaBacktracking:
     acceptance σ is multiplied by ``shrink`` (adaptive σ when ``< 1``,
     never below ``1e-12`` times its start); on rejection σ doubles. A non-finite trial value is a
     rejection (a step may overshoot into a region where f is undefined); after more than
-    ``max_rejections`` rejections in a row the rule raises
+    ``max_backtracks`` rejections in a row the rule raises
     :class:`~orthoplug.oracles.core.NonFiniteError` naming the last trial value.
 
+    A rule object is both the option a solver takes (``sigma_rule=SigmaBacktracking(...)``)
+    and, once started (:meth:`start`: a copy at a given σ), the state of one run or one
+    parameter. The first σ of a run is ``sigma0`` if given, else — the solver's choice, the same
+    in both front-ends — a declared Lipschitz constant L of the cost (then, with
+    ``shrink == 1``, σ = L is a majoriser and the steps are not checked at all), else a local
+    estimate at the start point: :func:`estimate_lipschitz` (``shrink == 1``), the
+    Barzilai–Borwein :func:`estimate_bb` (adaptive rules).
+
     Args:
-        sigma: the initial σ (> 0; 0 allowed when not ``checked``, e.g. a concave f).
-        checked: whether steps are tested at all (``False``: a known σ ≥ the Lipschitz constant
-            and no adaptation; :meth:`accepts` is then never needed).
+        sigma0: the first σ (> 0; 0 allowed when not ``checked``, e.g. a concave f); ``None``:
+            chosen at the start of a run (above).
         shrink: factor applied to σ after an accepted step, in (0, 1].
-        max_rejections: consecutive rejections before giving up.
-        rtol: the relative rounding level of f (default that of float64).
+        max_backtracks: consecutive rejections (doublings of σ) before giving up.
+        checked: whether steps are tested at all (``False``: a known σ ≥ the Lipschitz constant
+            and no adaptation, :class:`SigmaFixed`; :meth:`accepts` is then never needed).
+        rtol: the relative rounding level of f (default that of float64; a run sets that of
+            its dtype).
     """
 
-    def __init__(self, sigma: float, *, checked: bool = True, shrink: float = 1.0,
-                 max_rejections: int = MAX_REJECTIONS, rtol: float = 1e-12):
-        if not (math.isfinite(sigma) and (sigma > 0 or (sigma == 0 and not checked))):
-            raise ValueError(f"sigma must be finite and > 0 (or 0 when not checked), got {sigma}")
+    def __init__(self, sigma0: float | None = None, *, shrink: float = 1.0,
+                 max_backtracks: int = MAX_REJECTIONS, checked: bool = True,
+                 rtol: float = 1e-12):
         if not 0 < shrink <= 1:
             raise ValueError(f"shrink must be in (0, 1], got {shrink}")
-        self.sigma = float(sigma)
-        self.floor = 1e-12 * self.sigma
+        if isinstance(max_backtracks, bool) or not isinstance(max_backtracks, int) \
+                or max_backtracks < 0:
+            raise ValueError(f"max_backtracks must be an int >= 0, got {max_backtracks!r}")
         self.checked = bool(checked)
         self.shrink = float(shrink)
-        self.max_rejections = int(max_rejections)
+        self.max_backtracks = max_backtracks
+        self.sigma0 = None if sigma0 is None else self._checked_sigma(sigma0)
+        self._begin(self.sigma0, rtol)
+
+    def _checked_sigma(self, sigma: float) -> float:
+        if not (math.isfinite(sigma) and (sigma > 0 or (sigma == 0 and not self.checked))):
+            raise ValueError(f"sigma must be finite and > 0 (or 0 when not checked), got {sigma}")
+        return float(sigma)
+
+    def _begin(self, sigma: float | None, rtol: float) -> None:
+        """Reset the state to σ = ``sigma`` (``None``: not started)."""
+        self.sigma = sigma
+        self.floor = None if sigma is None else 1e-12 * sigma
         self.rtol = float(rtol)
         self.backtracks = 0
         self.rejections = 0
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether σ may decrease (so a known Lipschitz constant does not make the test moot)."""
+        return self.shrink < 1.0
+
+    def start(self, sigma: float, *, rtol: float = 1e-12) -> SigmaBacktracking:
+        """A fresh copy of this rule (its state reset) at σ = ``sigma``, testing with ``rtol``
+        (:func:`cost_rounding` of the run's dtype); this object is left unchanged."""
+        rule = copy.copy(self)
+        rule._begin(self._checked_sigma(sigma), rtol)
+        return rule
+
+    def options(self) -> dict:
+        """The rule's options (what ``repr`` shows and ``result.info`` reports)."""
+        return {"sigma0": self.sigma0, "shrink": self.shrink,
+                "max_backtracks": self.max_backtracks}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self.options() == other.options()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *self.options().values()))
 
     def accepts(self, f0: float, f1: float, predicted: float) -> bool:
         """Test ``f(X⁺) = f1`` against ``f(X) = f0`` and the model's change; update σ."""
@@ -91,7 +146,7 @@ class SigmaBacktracking:
         self.backtracks += 1
         # (adaptive σ rejects routinely: only an unbroken run of rejections means divergence)
         self.rejections += 1
-        if self.rejections > self.max_rejections:
+        if self.rejections > self.max_backtracks:
             cause = ("the loss at every trial point was not finite (last: "
                      f"{f1})" if not math.isfinite(f1) else
                      f"the curvature estimate diverged (σ = {self.sigma:.3g})")
@@ -110,6 +165,23 @@ class SigmaBacktracking:
         self.backtracks, self.rejections = int(state["backtracks"]), int(state["rejections"])
 
 
+class SigmaFixed(SigmaBacktracking):
+    """A fixed σ: no step is checked and σ never changes. Every step then decreases f when σ is
+    at least the Lipschitz constant of ∇f (the majoriser holds); with a smaller σ nothing is
+    guaranteed. The rule VR-J-JOBCD needs (its gradient estimates give no cost values to test a
+    step on).
+
+    Args:
+        sigma: the σ (finite, ≥ 0).
+    """
+
+    def __init__(self, sigma: float):
+        super().__init__(sigma, checked=False)
+
+    def options(self) -> dict:
+        return {"sigma": self.sigma0}
+
+
 class SigmaFit(SigmaBacktracking):
     """Adaptive σ of a scalar majoriser, refitted from each step's ratio of actual to predicted
     decrease (a trust-region-type rule that stays monotone).
@@ -124,7 +196,7 @@ class SigmaFit(SigmaBacktracking):
     rejection (×2 when ``f(X⁺)`` is not finite), and rounded to a power
     of ``2^(1/4)`` (so rounding noise in f does not reach σ). σ never falls below
     ``1e-12`` times its start, and as σ grows the steps shrink until ``ρ → 2``, so a rejection
-    streak ends unless f is not finite near X (then, after ``max_rejections``, the error of
+    streak ends unless f is not finite near X (then, after ``max_backtracks``, the error of
     :class:`SigmaBacktracking`). The boldness starts at ``optimism``, doubles (up to
     ``optimism``) when the trial after an acceptance is accepted and halves (down to 1) when
     it is rejected with ``ρ ≤ 2 − boldness/2``: a failure the optimism explains (a quadratic
@@ -155,12 +227,13 @@ class SigmaFit(SigmaBacktracking):
     by 2.4 points on digits 1 (117 iterations against 149).
 
     Args:
-        sigma: the initial σ (> 0).
+        sigma0: the first σ (> 0; ``None``: chosen at the start of a run, as for
+            :class:`SigmaBacktracking`).
         fraction: the share of the predicted decrease a step must achieve, in (0, 1].
         min_factor: the largest shrink of σ by the fit after one step, in (0, 1].
         optimism: the largest boldness (the divisor of the fitted σ after an acceptance),
             ``>= 1`` (1: no optimism).
-        max_rejections: consecutive rejections before giving up.
+        max_backtracks: consecutive rejections before giving up.
         rtol: the relative rounding level of f (:func:`cost_rounding`).
 
     Attributes:
@@ -174,10 +247,9 @@ class SigmaFit(SigmaBacktracking):
     #: a next trial counts as likely accepted above this rate (:meth:`likely_accepted`)
     likely = 0.7
 
-    def __init__(self, sigma: float, *, fraction: float = 1e-4, min_factor: float = 0.1,
-                 optimism: float = 8.0, max_rejections: int = MAX_REJECTIONS,
-                 rtol: float = 1e-12):
-        super().__init__(sigma, max_rejections=max_rejections, rtol=rtol)
+    def __init__(self, sigma0: float | None = None, *, fraction: float = 1e-4,
+                 min_factor: float = 0.1, optimism: float = 8.0,
+                 max_backtracks: int = MAX_REJECTIONS, rtol: float = 1e-12):
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")
         if not 0 < min_factor <= 1:
@@ -185,9 +257,24 @@ class SigmaFit(SigmaBacktracking):
         if not optimism >= 1:
             raise ValueError(f"optimism must be >= 1, got {optimism}")
         self.fraction, self.min_factor = float(fraction), float(min_factor)
-        self.optimism = self.boldness = float(optimism)
+        self.optimism = float(optimism)
+        super().__init__(sigma0, max_backtracks=max_backtracks, rtol=rtol)
+
+    def _begin(self, sigma: float | None, rtol: float) -> None:
+        super()._begin(sigma, rtol)
+        self.boldness = self.optimism
         self.acceptance = [0.5, 0.5]
         self._last = 1  # outcome of the previous trial (1: accepted; a run starts accepted)
+
+    @property
+    def adaptive(self) -> bool:
+        """Always: σ is refitted after every step."""
+        return True
+
+    def options(self) -> dict:
+        return {"sigma0": self.sigma0, "fraction": self.fraction,
+                "min_factor": self.min_factor, "optimism": self.optimism,
+                "max_backtracks": self.max_backtracks}
 
     def likely_accepted(self) -> bool:
         """Whether the next trial is likely to be accepted: the running acceptance rate after
@@ -249,24 +336,90 @@ class SigmaFit(SigmaBacktracking):
         return 2.0 ** (round(4.0 * math.log2(factor)) / 4.0)
 
 
-def resolve_sigma_rule(rule: str, *, known: float | None, shrink: float = 1.0) -> str:
-    """``rule`` with ``"auto"`` resolved: ``"fit"`` when no σ is ``known`` and σ does not shrink
-    (``shrink == 1``), else ``"backtracking"``."""
-    if rule == "auto":
-        return "fit" if known is None and shrink == 1.0 else "backtracking"
-    return rule
+#: the string shorthands of :func:`as_sigma_rule`
+SIGMA_RULES = ("backtracking", "fit")
+
+SigmaRule = SigmaBacktracking | str | float
 
 
-def sigma_rule(rule: str, sigma: float, *, shrink: float = 1.0, known: float | None = None,
-               checked: bool = True, max_rejections: int = MAX_REJECTIONS,
-               rtol: float = 1e-12) -> SigmaBacktracking:
-    """The σ rule of a scalar majoriser named ``rule`` (:func:`resolve_sigma_rule`),
-    starting from ``sigma``: :class:`SigmaFit` or :class:`SigmaBacktracking` (``checked`` and
-    ``shrink`` concern backtracking only; ``rtol``: :func:`cost_rounding` of the dtype)."""
-    if resolve_sigma_rule(rule, known=known, shrink=shrink) == "fit":
-        return SigmaFit(sigma, max_rejections=max_rejections, rtol=rtol)
-    return SigmaBacktracking(sigma, checked=checked, shrink=shrink, max_rejections=max_rejections,
-                             rtol=rtol)
+def as_sigma_rule(rule: SigmaRule) -> SigmaBacktracking:
+    """The σ rule named by a solver's ``sigma_rule`` option: a rule object as it is,
+    ``"backtracking"`` → ``SigmaBacktracking()``, ``"fit"`` → ``SigmaFit()`` (σ₀ chosen at the
+    start of a run), a number σ → ``SigmaFixed(σ)``.
+
+    Raises:
+        ValueError: another string, or a number that is not a finite σ ≥ 0.
+        TypeError: anything else.
+    """
+    if isinstance(rule, SigmaBacktracking):
+        return rule
+    if isinstance(rule, str):
+        if rule not in SIGMA_RULES:
+            raise ValueError(f"sigma_rule must be a σ rule object, a number (a fixed σ) or one "
+                             f"of {SIGMA_RULES}, got {rule!r}")
+        return SigmaFit() if rule == "fit" else SigmaBacktracking()
+    if isinstance(rule, (int, float)) and not isinstance(rule, bool):
+        if not (math.isfinite(rule) and rule >= 0):
+            raise ValueError(f"sigma_rule: a fixed σ must be a finite number >= 0, got {rule}")
+        return SigmaFixed(float(rule))
+    raise TypeError(f"sigma_rule must be a SigmaBacktracking / SigmaFit / SigmaFixed, a number "
+                    f"or one of {SIGMA_RULES}, got {type(rule).__name__}")
+
+
+def _joint_norm(tensors: list[torch.Tensor]) -> float:
+    """``(Σ ‖T‖_F²)^{1/2}`` over a list of tensors (one point split into parameters)."""
+    return math.sqrt(sum(float(torch.linalg.norm(t)) ** 2 for t in tensors))
+
+
+def estimate_lipschitz(x: list[torch.Tensor], g: list[torch.Tensor],
+                       gradient_at: Callable[[list[torch.Tensor]], list[torch.Tensor]],
+                       generators: list[torch.Generator]) -> float:
+    """A local estimate ``‖∇f(X + εE) − ∇f(X)‖ / ‖εE‖`` of the Lipschitz constant along a
+    Gaussian direction E (drawn from ``generators``, one per tensor), ``ε = 1e-4‖X‖/‖E‖``; one
+    extra gradient. ``x`` and ``g`` are the point and gradient as lists of tensors (the
+    parameters of a torch optimizer; one tensor in the core solvers). Backtracking corrects it
+    upward."""
+    e = [torch.randn(t.shape, dtype=t.dtype, device=t.device, generator=gen)
+         for t, gen in zip(x, generators, strict=True)]
+    eps = 1e-4 * _joint_norm(x) / _joint_norm(e)
+    g1 = gradient_at([t + eps * d for t, d in zip(x, e, strict=True)])
+    change = _joint_norm([a - b for a, b in zip(g1, g, strict=True)])
+    return max(change / (eps * _joint_norm(e)), 1e-12)
+
+
+def estimate_bb(x: list[torch.Tensor], g: list[torch.Tensor],
+                gradient_at: Callable[[list[torch.Tensor]], list[torch.Tensor]]) -> float:
+    """Barzilai–Borwein curvature ``|⟨S, Y⟩| / ‖S‖²`` along ``S = −ε∇f(X)``,
+    ``ε = 1e-4‖X‖/‖∇f(X)‖`` (the secant pair of a short gradient step; one extra gradient), with
+    ``x`` and ``g`` as in :func:`estimate_lipschitz`; 1 when ∇f(X) = 0."""
+    gnorm = _joint_norm(g)
+    if not gnorm > 0:
+        return 1.0
+    eps = 1e-4 * _joint_norm(x) / gnorm
+    step = [-eps * t for t in g]
+    g1 = gradient_at([t + s for t, s in zip(x, step, strict=True)])
+    sy = sum(float((s * (a - b)).sum()) for s, a, b in zip(step, g1, g, strict=True))
+    ss = sum(float((s * s).sum()) for s in step)
+    return max(abs(sy) / ss, 1e-12)
+
+
+def start_sigma_rule(rule: SigmaBacktracking, known: float | None,
+                     estimate: Callable[[bool], float], dtype: torch.dtype) -> SigmaBacktracking:
+    """``rule`` started for one run (:meth:`SigmaBacktracking.start`) by the rule of its class
+    docstring: a fixed rule at its σ, else at ``sigma0``, else at a ``known`` Lipschitz constant
+    (unchecked unless the rule is adaptive), else at ``estimate(adaptive)`` (the caller's
+    :func:`estimate_bb` when ``adaptive``, else :func:`estimate_lipschitz`); tested with the
+    rounding level :func:`cost_rounding` of ``dtype``. Both front-ends start their rules here."""
+    rtol = cost_rounding(dtype)
+    if not rule.checked:
+        return rule.start(rule.sigma0, rtol=rtol)
+    if rule.sigma0 is not None:
+        return rule.start(rule.sigma0, rtol=rtol)
+    if known is not None:
+        if not rule.adaptive:
+            return SigmaFixed(known)
+        return rule.start(known, rtol=rtol)
+    return rule.start(estimate(rule.adaptive), rtol=rtol)
 
 
 # ---- second-order model steps (J-JOBCD with curvature="hessian") ----------------------------

@@ -94,6 +94,7 @@ from orthoplug.distributed import (
 from orthoplug.problems.hspp import phi, ultrahyperbolic_distance
 from orthoplug.problems.kg import KGData, evaluate_ranking
 from orthoplug.solvers.pairs import max_matchings
+from orthoplug.solvers.sigma_rules import SigmaBacktracking
 
 __all__ = ["UltraE", "UltraEResult", "train_ultrae", "corrupt", "draw_negatives", "rank_share",
            "RELATION_OPTIMIZERS", "NEGATIVE_CHUNK", "LOSS_CHUNK_ENTRIES", "DEFAULT_SIGMA0",
@@ -358,22 +359,23 @@ class UltraEResult:
 
 
 def _schedule(optimizer, schedule: str | None) -> Callable[[float], None]:
-    """``scale(progress)``: sets the step size of every group of ``optimizer`` (``lr`` of geoopt,
-    ``1/sigma`` of a fixed-σ JOBCD) to its initial value times the schedule's factor at
+    """``scale(progress)``: sets the step size ``lr`` of every group of ``optimizer`` (geoopt's,
+    or a fixed-σ JOBCD's: ``σ_eff = σ/lr``) to its initial value times the schedule's factor at
     ``progress`` ∈ [0, 1] (the fraction of the run done)."""
     if schedule is None:
         return lambda progress: None
-    key = "sigma" if "sigma" in optimizer.param_groups[0] else "lr"
-    if key == "sigma" and any(g["sigma"] is None for g in optimizer.param_groups):
+    rule = getattr(optimizer, "sigma_rule", None)
+    if rule is not None and rule.checked:
         raise ValueError(f"relation_schedule={schedule!r} needs a fixed step: a relation_lr "
                          "(geoopt, preconditioned J-JOBCD) or a fixed sigma (JOBCD)")
+    key = "lr"
     initial = [g[key] for g in optimizer.param_groups]
 
     def scale(progress: float) -> None:
         factor = SCHEDULE_FLOOR + (1.0 - SCHEDULE_FLOOR) * 0.5 * (
             1.0 + math.cos(math.pi * min(max(progress, 0.0), 1.0)))
         for group, value in zip(optimizer.param_groups, initial, strict=True):
-            group[key] = value * factor if key == "lr" else value / factor
+            group[key] = value * factor
 
     return scale
 
@@ -383,11 +385,11 @@ def _relation_optimizer(name: str, model: UltraE, lr: float | None, sigma: float
                         precondition: str | None, matchings: int | str,
                         weight_decay: float = 0.0):
     # under DDP the gradients arrive averaged: the optimizer need not average them again
-    options = dict(sigma=sigma, sigma0=sigma0, seed=seed,
+    options = dict(sigma_rule=SigmaBacktracking(sigma0) if sigma is None else sigma, seed=seed,
                    replica_check_every=replica_check_every, average_gradients=False)
     if name == "JJOBCD":
         if precondition is not None and sigma is None:
-            options["sigma"] = 1.0 / lr
+            options["sigma_rule"] = 1.0 / lr
         if precondition is None:
             matchings = 1
         elif isinstance(matchings, int):  # at most a whole round robin (small dims)

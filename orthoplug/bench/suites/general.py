@@ -13,8 +13,8 @@ Experiments (``EXPERIMENTS``):
   (:func:`~orthoplug.problems.hevp.make_spd`). Certified optimum: the hyperbolic eigenvalue
   certificate (:func:`~orthoplug.linalg.trace_min_certificate`). Quick: O(J) n = 40, iSt
   n = 120, k = 12; paper: O(J) n = 200, iSt n = 400, k = 40. Methods: ``HyperbolicEig`` (the
-  direct pencil solve), GS-JOBCD (on square O(J) with ``D = I`` its default is the column
-  J-Jacobi sweep, the engine of the geoopt ``ColumnJJacobi``), pymanopt CG and TR.
+  direct pencil solve), GS-JOBCD (row pairs), ``ColumnJJacobi`` (square O(J) instances only),
+  pymanopt CG and TR.
 * ``quadratic-sparse`` — the same cost with a banded sparse ``C``
   (:func:`~orthoplug.problems.hevp.make_banded_spd`, bandwidth 2) over iSt(n, 20),
   ``k₊ = k₋ = 10``, J half +1 half −1 (shuffled): ``HyperbolicEig``'s Lanczos path
@@ -127,6 +127,11 @@ def _run_hyperbolic(experiment, instance: Instance, *, seed: int, time_limit: fl
                    history=[(result.time, result.cost)], message=result.stop_reason)
 
 
+def _square_oj(instance: Instance) -> bool:
+    """Whether the instance lives on square O(J) (where column J-Jacobi is defined)."""
+    return isinstance(instance.data.geometry, JOrthogonalGeometry)
+
+
 def hyperbolic_method() -> Method:
     """``HyperbolicEig`` (dense pencil solve) on the experiment's quadratic oracle."""
     return custom_method("HyperbolicEig", "orthoplug", _run_hyperbolic)
@@ -171,7 +176,8 @@ class QuadraticOJ(_JOrthogonalExperiment):
                         optimum, note)
 
     def methods(self, scale: str) -> list[Method]:
-        return [hyperbolic_method(), solver_method("GS-JOBCD"), pymanopt_builtin("CG"),
+        return [hyperbolic_method(), solver_method("GS-JOBCD"),
+                solver_method("ColumnJJacobi", applies=_square_oj), pymanopt_builtin("CG"),
                 pymanopt_builtin("TR")]
 
     def oracle(self, instance: Instance, x0, *, finite_sum: bool = False,

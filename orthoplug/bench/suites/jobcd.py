@@ -31,15 +31,16 @@ Experiments (``EXPERIMENTS``):
   several seconds per full gradient on one CPU core, so the setup of a run alone would eat much
   of the 90 s) and all 1797 digit rows at n = 50; quick scale 150 rows at n = 10.
   VR-J-JOBCD's σ is :meth:`~orthoplug.problems.hspp.HSPP.estimate_lipschitz` at ``X₀`` (a local
-  estimate, 5 power iterations, inside the timed run). GS-/J-JOBCD run their defaults: no σ is
-  known, so σ starts from a Barzilai–Borwein estimate and is refitted after every checked step
-  (``sigma_rule="auto"`` → :class:`~orthoplug.solvers.sigma_rules.SigmaFit`), and J-JOBCD moves
-  every pair once per gradient (``matchings="auto"`` → ``"all"``, a compiled round-robin sweep on
-  the stale gradient): one full gradient costs ``O(m²k)``, so taking ``n(n−1)/2`` pairs per
-  gradient instead of ``⌊n/2⌋`` is what lets JOBCD keep up (``docs/results.md``, issue #17).
+  estimate, 5 power iterations, inside the timed run). GS-/J-JOBCD run their default σ rule: no
+  σ is known, so σ starts from a Barzilai–Borwein estimate and is refitted after every checked
+  step (:class:`~orthoplug.solvers.sigma_rules.SigmaFit`), and J-JOBCD moves every pair once per
+  gradient (``matchings="all"``, a compiled round-robin sweep on the stale gradient): one full
+  gradient costs ``O(m²k)``, so taking ``n(n−1)/2`` pairs per gradient instead of ``⌊n/2⌋`` is
+  what lets JOBCD keep up (``docs/results.md``).
 
 Methods: GS-JOBCD (with the ``QuadraticOracle`` fast path on HEVP: two gradient rows and an
-O(nk) update per iteration), J-JOBCD, VR-J-JOBCD (PAGE estimator on a
+O(nk) update per pair), column J-Jacobi on ``hevp-tracemin`` (``ColumnJJacobi``: sweeps of exact
+column-pair steps), J-JOBCD, VR-J-JOBCD (PAGE estimator on a
 :class:`~orthoplug.oracles.core.FiniteSumOracle`; on HEVP the finite sum is over the rows of
 ``D``: ``f_i(X) = ‖D_i X‖² + ε‖X‖²_F``, σ = L_f = 2λ_max(C)), pymanopt's SteepestDescent /
 ConjugateGradient (/ TrustRegions on HEVP) on :class:`orthoplug.adapters.pymanopt.JOrthogonal`,
@@ -54,6 +55,7 @@ Time limits: 90 s per run at paper scale (the paper's main tables), 1–1.5 s at
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from itertools import product
@@ -81,6 +83,7 @@ from orthoplug.problems import spca
 from orthoplug.problems.hevp import trace_min_certificate
 from orthoplug.problems.hspp import HSPP, make_hspp_data
 from orthoplug.solvers.base import IterativeSolver
+from orthoplug.solvers.jjacobi import ColumnJJacobi
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
 
 __all__ = ["EXPERIMENTS", "HEVPTraceMin", "HEVPPaper", "HSPPExperiment", "HEVP_SIZES",
@@ -145,6 +148,7 @@ def make_c(dataset: str, scale: str, seed: int,
 #: default 5 as in the paper; 0 keeps β fixed) instead of a schedule object.
 SOLVERS: dict[str, tuple[type[IterativeSolver], dict]] = {
     "GS-JOBCD": (GSJOBCD, {}),
+    "ColumnJJacobi": (ColumnJJacobi, {}),
     "J-JOBCD": (JJOBCD, {"eval_every": 10}),
     "VR-J-JOBCD": (VRJJOBCD, {"eval_every": 10}),
     "UMCM": (UMCM, {"lr": 5e-3, "beta0": 1e2, "eval_every": 50}),
@@ -152,7 +156,7 @@ SOLVERS: dict[str, tuple[type[IterativeSolver], dict]] = {
     "ADMM-fixed": (ADMM, {"beta0": "lipschitz", "beta_every": 0, "eval_every": 10}),
     "CSDM": (CSDM, {"lr": 5e-3, "eval_every": 50}),
 }
-_JOBCD_NAMES = ("GS-JOBCD", "J-JOBCD", "VR-J-JOBCD")
+_JOBCD_NAMES = ("GS-JOBCD", "ColumnJJacobi", "J-JOBCD", "VR-J-JOBCD")
 
 
 def build_solver(name: str, oracle: Oracle, **options) -> IterativeSolver:
@@ -170,7 +174,7 @@ def build_solver(name: str, oracle: Oracle, **options) -> IterativeSolver:
 
 
 def solver_method(name: str, *, grid: list[dict] | tuple[dict, ...] = (),
-                  **overrides) -> Method:
+                  applies: Callable[[Instance], bool] | None = None, **overrides) -> Method:
     """A :data:`SOLVERS` entry as a benchmark method on the experiment's structured oracle.
 
     VR-J-JOBCD gets the finite-sum oracle with a Lipschitz constant (its σ).
@@ -186,15 +190,19 @@ def solver_method(name: str, *, grid: list[dict] | tuple[dict, ...] = (),
                        history=solver_history(result), message=result.stop_reason)
 
     family = "orthoplug" if name in _JOBCD_NAMES else "baseline"
-    return custom_method(name, family, run, {**SOLVERS[name][1], **overrides}, grid)
+    return custom_method(name, family, run, {**SOLVERS[name][1], **overrides}, grid, applies)
 
 
 def _common_methods(*, trust_regions: bool, vr: bool, admm_fixed: bool,
-                    gs_options: dict | None = None) -> list[Method]:
+                    gs_options: dict | None = None, j_options: dict | None = None,
+                    column_jacobi: bool = False) -> list[Method]:
     """The methods shared by the experiments (flags add the ones that apply)."""
     lr_grid = [{"lr": lr} for lr in ADAGRAD_LR_GRID]
     geo_grid = [{"lr": lr} for lr in GEOOPT_LR_GRID]
-    methods = [solver_method("GS-JOBCD", **(gs_options or {})), solver_method("J-JOBCD")]
+    methods = [solver_method("GS-JOBCD", **(gs_options or {})),
+               solver_method("J-JOBCD", **(j_options or {}))]
+    if column_jacobi:
+        methods.insert(1, solver_method("ColumnJJacobi"))
     if vr:
         methods.append(solver_method("VR-J-JOBCD"))
     pymanopt = [("SD", "SteepestDescent"), ("CG", "ConjugateGradient")]
@@ -337,7 +345,7 @@ class HEVPTraceMin(_JOrthogonalExperiment):
         return trace_min_certificate(c, geometry.j)
 
     def methods(self, scale: str) -> list[Method]:
-        return _common_methods(trust_regions=True, vr=True, admm_fixed=True)
+        return _common_methods(trust_regions=True, vr=True, admm_fixed=True, column_jacobi=True)
 
     def cost(self, instance: Instance, x: torch.Tensor) -> torch.Tensor:
         return self.sign * (x * (instance.data.c.to(x) @ x)).sum()
@@ -386,8 +394,11 @@ class HEVPPaper(HEVPTraceMin):
     def methods(self, scale: str) -> list[Method]:
         # exact curvature of −tr(XᵀCX) is negative, its PSD part zero: GS-JOBCD would take
         # θ-proximal (unbounded) steps and overflow at once; σ = L_f gives a valid majoriser
+        # (the backtracking rule with the oracle's L_f: fixed, unchecked; J-JOBCD too, whose
+        # refitted σ would shrink below L_f and overflow within a dozen iterations)
+        fixed = {"sigma_rule": "backtracking"}
         return _common_methods(trust_regions=False, vr=False, admm_fixed=False,
-                               gs_options={"curvature": "scalar"})
+                               gs_options={"curvature": "scalar", **fixed}, j_options=fixed)
 
     def extra_metrics(self, x: torch.Tensor) -> dict[str, float]:
         return {"norm": float(torch.linalg.norm(x))}
@@ -422,7 +433,9 @@ class HSPPExperiment(_JOrthogonalExperiment):
         return out
 
     def methods(self, scale: str) -> list[Method]:
-        return _common_methods(trust_regions=False, vr=True, admm_fixed=False)
+        # one gradient costs O(m²k): every pair per gradient (matchings="all", module docstring)
+        return _common_methods(trust_regions=False, vr=True, admm_fixed=False,
+                               j_options={"matchings": "all"})
 
     def cost(self, instance: Instance, x: torch.Tensor) -> torch.Tensor:
         return instance.data.problem.value(x)
