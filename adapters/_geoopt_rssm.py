@@ -13,9 +13,11 @@ columns frozen — so that e.g. ``RiemannianAdam`` optimises one block::
 ``RSSM`` optimises ``ManifoldParameter``\\ s on ``geoopt.Stiefel`` (Euclidean or canonical)::
 
     X = geoopt.ManifoldParameter(geoopt.Stiefel().random(n, p), manifold=geoopt.Stiefel())
-    opt = RSSM([X], num_blocks=8, schedule="geometric")
+    opt = RSSM([X], num_blocks=8)              # the Polyak rule: reads the loss
+    def closure():
+        opt.zero_grad(); value = loss(X); value.backward(); return value
     for _ in range(5000):
-        opt.zero_grad(); loss(X).backward(); opt.step()
+        opt.step(closure)
 
 Each ``step`` draws one uniformly random pair of column blocks per parameter (the same pair for
 all matrices of a batched parameter; :func:`orthoplug.solvers.rssm.draw_block_pair` from the
@@ -25,10 +27,9 @@ optimizer's generator, parameters in order) and updates those columns by
 autograd gradient, a valid subgradient of piecewise-smooth losses). The other columns are not
 written. With the same seed, start and options, N ``step(closure)`` calls on one parameter give
 the iterates of N iterations of :class:`orthoplug.solvers.rssm.RSSM`.
-``step(closure)`` is supported (the closure returns the loss after ``backward``); the
-adaptive step rules ``schedule="polyak"`` and ``"geometric-restart"`` need it (they read the
-loss at the current point; the latter calls the closure once more at the end of each epoch, to
-compare the new point with the best).
+``step(closure)`` is supported (the closure returns the loss after ``backward``); the step
+rules that read the loss need it: ``Polyak`` (the default) and ``GeometricOnStall`` (which calls
+the closure once more at the end of each epoch, to compare the new point with the best).
 A non-finite loss or gradient raises ``FloatingPointError`` naming it before anything is
 written.
 
@@ -41,7 +42,7 @@ blocks and take the same step; ``replica_check_every=N`` compares the replicas e
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import geoopt
 import torch
@@ -50,7 +51,13 @@ from geoopt.utils import size2shape
 from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel_block import StiefelBlockGeometry, partition_columns
 from orthoplug.solvers.rssm import auto_step_size, block_step, column_pair, draw_block_pair
-from orthoplug.solvers.steps import SubgradientSteps
+from orthoplug.solvers.step_rules import (
+    RULE_NAMES,
+    Diminishing,
+    StepRule,
+    SubgradientSteps,
+    step_rule,
+)
 
 from ._geoopt_base import _GeometryManifold
 from ._torch import OrthoplugOptimizer
@@ -108,24 +115,16 @@ class RSSM(OrthoplugOptimizer):
 
     Args:
         params: iterable of ``ManifoldParameter``\ s on ``geoopt.Stiefel`` (or param groups).
-        lr: ``γ₀ > 0``, or ``"auto"`` (default): ``γ₀ = 0.5/‖grad f(X₀)‖_F`` at the first step
-            (RMS over the matrices of a batched parameter), as in the pymanopt front-end; the
-            group then holds ``lr = 1.0``, a factor on that automatic ``γ₀``. ``lr`` is read at
-            every step (torch's schedulers work): the schedules ``"constant"``,
-            ``"diminishing"`` and ``"geometric"`` take ``γ₀ = lr`` (times the automatic value),
-            so ``γ_k = lr·s(k)``; a callable schedule and the adaptive ones own their steps and
-            read ``lr`` once, at the first step. ``lr = 0`` skips the group (no move).
+        lr: the step rule and its factor. A rule object of :mod:`orthoplug.solvers.step_rules`
+            (``Polyak``, ``Diminishing``, ``Constant``, ``Geometric``, ``GeometricOnStall``) or
+            a rule name (default ``"polyak"``) sets the group's ``lr`` to 1.0; a number ``η``
+            is ``Diminishing(1.0)`` with ``lr = η``. The step is ``lr · γ_k`` with ``γ_k`` the
+            rule's (as in the pymanopt front-end); ``lr`` is read at every step, so torch's
+            schedulers scale any rule; ``lr = 0`` skips the group. The rules that read the
+            loss (``Polyak``, ``GeometricOnStall``) need ``step(closure)``; an epoch is
+            ``⌈ℓ/2⌉`` steps. ``step="auto"`` in a fixed schedule is ``0.5/‖grad f(X₀)‖_F`` at
+            the first step (RMS over the matrices of a batched parameter).
         num_blocks: ℓ ∈ [2, p] (default ``min(4, p)``); or ``blocks``: an explicit partition.
-        schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``), ``"geometric"``
-            (``γ₀βᵏ``), a callable ``k -> γ_k``, or the adaptive ``"polyak"``
-            (:class:`~orthoplug.solvers.steps.PolyakStep`; ``lr`` unused) and
-            ``"geometric-restart"`` (:class:`~orthoplug.solvers.steps.RestartedGeometric`),
-            which need ``step(closure)``; an epoch is ``⌈ℓ/2⌉`` steps.
-        decay: β of the geometric schedules per step (default ``0.98^(2/ℓ)``).
-        level: ``"polyak"``'s ``δ₀/|f(X₀)|``.
-        patience: epochs without progress before ``"polyak"`` halves δ or
-            ``"geometric-restart"`` restarts.
-        shrink: ``"geometric-restart"``'s step factor at a restart.
         reorthogonalize: project the step off the fixed columns before the polar factor.
         stabilize: ``projx`` every this many steps (``None``: never).
         seed: seed of the pair draws (saved in ``state_dict``; ``None``: random, the same on
@@ -136,33 +135,27 @@ class RSSM(OrthoplugOptimizer):
     """
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
-                 lr: float | str = "auto", *, num_blocks: int | None = None,
+                 lr: StepRule | float | str = "polyak", *, num_blocks: int | None = None,
                  blocks: Sequence[Sequence[int]] | None = None,
-                 schedule: str | Callable[[int], float] = "diminishing", decay: float | None = None,
-                 level: float = 0.5, patience: int = 3, shrink: float = 0.5,
                  reorthogonalize: bool = True, stabilize: int | None = None,
                  seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        defaults = dict(lr=lr, auto_lr=False, num_blocks=num_blocks, blocks=blocks,
-                        schedule=schedule, decay=decay, level=level, patience=patience,
-                        shrink=shrink, reorthogonalize=reorthogonalize, stabilize=stabilize)
+        defaults = dict(lr=lr, rule=None, num_blocks=num_blocks, blocks=blocks,
+                        reorthogonalize=reorthogonalize, stabilize=stabilize)
         super().__init__(params, defaults, seed=seed, process_group=process_group,
                          replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
         self._initial_replica_check()
 
     def _check_group(self, group):
-        if isinstance(group["lr"], str):
-            if group["lr"] != "auto":
-                raise ValueError(f"lr must be a number >= 0 or 'auto', got {group['lr']!r}")
-            group["lr"], group["auto_lr"] = 1.0, True
+        if group["rule"] is None:
+            lr = group["lr"]
+            if isinstance(lr, StepRule | str):
+                group["rule"], group["lr"] = step_rule(lr, "lr"), 1.0
+            else:
+                group["rule"] = Diminishing(1.0)
         super()._check_group(group)
-        decay = group["decay"]
-        for schedule in (group["schedule"], "polyak", "geometric-restart"):  # every option
-            SubgradientSteps.make_rule(group["lr"] or 1.0, schedule,
-                                       0.5 if decay is None else decay, level=group["level"],
-                                       patience=group["patience"], shrink=group["shrink"])
         num_blocks = group["num_blocks"]
         if num_blocks is not None and (isinstance(num_blocks, bool)
                                        or not isinstance(num_blocks, int) or num_blocks < 2):
@@ -180,6 +173,30 @@ class RSSM(OrthoplugOptimizer):
                 raise ValueError(f"RSSM needs at least 2 columns, got shape {tuple(p.shape)}")
             self._partition(group, p)  # validate the partition now
 
+    def state_dict(self) -> dict:
+        """The optimizer's state; a group's rule of :data:`~orthoplug.solvers.step_rules.RULE_NAMES`
+        is saved as plain data (its name and options), so ``torch.load(weights_only=True)``
+        reads the checkpoint."""
+        out = super().state_dict()
+        for group in out["param_groups"]:
+            rule = group["rule"]
+            if RULE_NAMES.get(rule.name) is type(rule):
+                group["rule"] = {"name": rule.name, **rule.options()}
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a state from :meth:`state_dict` (rules saved as plain data rebuilt)."""
+        state_dict = dict(state_dict)
+        groups = []
+        for group in state_dict["param_groups"]:
+            rule = group["rule"]
+            if isinstance(rule, dict):
+                options = dict(rule)
+                group = {**group, "rule": RULE_NAMES[options.pop("name")](**options)}
+            groups.append(group)
+        state_dict["param_groups"] = groups
+        super().load_state_dict(state_dict)
+
     @staticmethod
     def _partition(group, p):
         ncols = p.shape[-1]
@@ -188,24 +205,20 @@ class RSSM(OrthoplugOptimizer):
         return partition_columns(ncols, group["num_blocks"] or min(4, ncols))
 
     def _steps(self, group, p, g, value) -> SubgradientSteps:
-        """The parameter's step sizes: built at its first step (as the core solver's at X₀),
-        then restored from ``state``."""
+        """The parameter's step sizes: started at its first step (as the core solver's at X₀),
+        then restored from ``state``; their factor is the group's current ``lr``."""
         state = self.state[p]
         ell = len(self._partition(group, p))
-        decay = group["decay"] if group["decay"] is not None else 0.98 ** (2.0 / ell)
-        if "lr0" not in state:
-            state["step"] = 0
-            if group["auto_lr"]:
-                x = p.detach()
-                state["lr0"] = auto_step_size(g - x @ sym(x.mT @ g))
-            else:
-                state["lr0"] = 1.0
-        steps = SubgradientSteps.build(  # γ₀ = lr (times the automatic value)
-            group["lr"] * state["lr0"], group["schedule"], decay, f0=value,
-            epoch_length=math.ceil(ell / 2),
-            level=group["level"], patience=group["patience"], shrink=group["shrink"])
+        x = p.detach()
+        steps = SubgradientSteps.build(
+            group["rule"], f0=lambda: value,
+            auto_step=lambda: auto_step_size(g - x @ sym(x.mT @ g)),
+            epoch_length=math.ceil(ell / 2), share=2.0 / ell)
         if "steps" in state:
             steps.load_state_dict(state["steps"])
+        else:
+            state["step"] = 0
+        steps.scale = group["lr"]
         return steps
 
     @torch.no_grad()
@@ -215,17 +228,18 @@ class RSSM(OrthoplugOptimizer):
 
         Raises:
             ValueError: an infeasible start point (first step), a bad ``lr``, a closure that
-                wrote no gradient, or no closure for the adaptive schedules.
+                wrote no gradient, or no closure for a rule that reads the loss.
             FloatingPointError: a non-finite loss or gradient (nothing is written).
         """
         self._check_start()
         if closure is not None:
             loss, value = self._loss(closure)
         else:
-            if any(group["schedule"] in ("polyak", "geometric-restart")
-                   for group in self.param_groups):
-                raise ValueError("the adaptive schedules 'polyak' and 'geometric-restart' need "
-                                 "step(closure): they read the loss at the current point")
+            reads = [group["rule"] for group in self.param_groups if group["rule"].reads_values]
+            if reads:
+                raise ValueError(f"the step rule {reads[0]!r} reads the loss at the current "
+                                 "point: call step(closure), or give a rule that does not "
+                                 "(e.g. lr=Diminishing())")
             loss, value = None, math.nan
             self._average_gradients()
         grads = self._grads()

@@ -25,8 +25,6 @@ methods: read ``result.violation`` with the cost.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from orthoplug.baselines import (
     admm,
     csdm,
@@ -42,6 +40,7 @@ from orthoplug.baselines import (
 )
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import SeparableTerm
+from orthoplug.solvers.step_rules import StepRule
 
 from ._pymanopt_base import SolverOptimizer
 
@@ -216,15 +215,12 @@ class RSubGrad(SolverOptimizer):
     The problem's autodiff gradient is the subgradient; the step rules are RSSM's.
 
     Args:
-        step_size: γ₀, or ``"auto"``: a first step of Frobenius length 0.5.
-        schedule: ``"constant"``, ``"diminishing"``, ``"geometric"``, a callable
-            ``k -> γ_k``, or the adaptive ``"polyak"`` / ``"geometric-restart"``.
-        decay: β of the geometric schedules per iteration (``None``: the solver's).
-        level: ``"polyak"``'s ``δ₀/|f(X₀)|``.
-        patience: epochs without progress before an adaptive rule acts.
-        shrink: ``"geometric-restart"``'s step factor at a restart.
+        step_size: the step rule: an object of :mod:`orthoplug.solvers.step_rules`
+            (``Polyak``, ``Diminishing``, ``Constant``, ``Geometric``, ``GeometricOnStall``), a
+            number γ₀ (``Diminishing(γ₀)``) or a rule name; default ``"polyak"``.
         h: the separable nonsmooth term of :mod:`orthoplug.nonsmooth` (default zero).
         return_best: return the best point seen rather than the last.
+        final_prox: with a separable ``h``, end with the proximal pass that sets exact zeros.
         max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
         seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
@@ -234,10 +230,9 @@ class RSubGrad(SolverOptimizer):
     solver_class = rsubgrad.RSubGrad
     geometries = (StiefelGeometry,)
 
-    def __init__(self, *, step_size: float | str = "auto",
-                 schedule: str | Callable[[int], float] = "diminishing",
-                 decay: float | None = None, level: float = 0.5, patience: int = 3,
-                 shrink: float = 0.5, h: SeparableTerm | None = None, return_best: bool = False,
+    def __init__(self, *, step_size: StepRule | float | str = "polyak",
+                 h: SeparableTerm | None = None, return_best: bool = False,
+                 final_prox: bool = True,
                  max_time: float = 1000, max_iterations: int = 1000,
                  min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
                  seed: int | None = None, eval_every: int | None = None,
@@ -248,8 +243,8 @@ class RSubGrad(SolverOptimizer):
                          log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
                          stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
                          target_cost=target_cost,
-                         step_size=step_size, schedule=schedule, decay=decay, level=level,
-                         patience=patience, shrink=shrink, h=h, return_best=return_best)
+                         step_size=step_size, h=h, return_best=return_best,
+                         final_prox=final_prox)
 
 
 class Landing(SolverOptimizer):

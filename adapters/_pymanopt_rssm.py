@@ -10,7 +10,7 @@
     @pymanopt.function.autograd(manifold)
     def cost(X):                       # ℓ1 objective: autograd gives sign(·) with sign(0) = 0
         return anp.sum(anp.abs(Y.T @ X)) / m
-    result = RSSM(num_blocks=8, schedule="geometric", max_iterations=5000).run(
+    result = RSSM(num_blocks=8, max_iterations=5000).run(
         pymanopt.Problem(manifold, cost))
 
 The problem's autodiff gradient is used as the subgradient (valid for piecewise-smooth costs:
@@ -34,7 +34,7 @@ then optimises one block with the rest frozen::
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -44,6 +44,7 @@ from orthoplug.geometry.stiefel_block import StiefelBlockGeometry
 from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.oracles import ColumnOracle
 from orthoplug.solvers import rssm as _rssm
+from orthoplug.solvers.step_rules import StepRule
 
 from ._pymanopt_base import SolverOptimizer, _GeometryManifold, _n, _t
 
@@ -64,16 +65,12 @@ class RSSM(SolverOptimizer):
         refresh_every: re-orthonormalise the iterate (``polar(X)``) every this many
             iterations (0: never).
         pairs: how the block pairs are drawn: ``"uniform"`` or ``"matching"``.
-        step_size: γ₀, or ``"auto"``: a first step of Frobenius length 0.5.
-        schedule: ``"constant"``, ``"diminishing"`` (``γ₀/√(k+1)``), ``"geometric"``, a
-            callable ``k -> γ_k``, or the adaptive ``"polyak"`` / ``"geometric-restart"``.
-        decay: β of the geometric schedules per iteration (``None``: ``0.98^(2/ℓ)``).
-        level: ``"polyak"``'s ``δ₀/|f(X₀)|``.
-        patience: epochs without progress before ``"polyak"`` halves δ or
-            ``"geometric-restart"`` restarts.
-        shrink: ``"geometric-restart"``'s step factor at a restart.
+        step_size: the step rule: an object of :mod:`orthoplug.solvers.step_rules`
+            (``Polyak``, ``Diminishing``, ``Constant``, ``Geometric``, ``GeometricOnStall``), a
+            number γ₀ (``Diminishing(γ₀)``) or a rule name; default ``"polyak"``.
         h: a term of :mod:`orthoplug.nonsmooth` added to the problem's cost.
         return_best: return the best point seen rather than the last.
+        final_prox: with a separable ``h``, end with the proximal pass that sets exact zeros.
         max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
         seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
@@ -86,10 +83,9 @@ class RSSM(SolverOptimizer):
     def __init__(self, *, num_blocks: int | None = None,
                  blocks: Sequence[Sequence[int]] | None = None, reorthogonalize: bool = True,
                  refresh_every: int = 0, pairs: str = "uniform",
-                 step_size: float | str = "auto",
-                 schedule: str | Callable[[int], float] = "diminishing",
-                 decay: float | None = None, level: float = 0.5, patience: int = 3,
-                 shrink: float = 0.5, h: SeparableTerm | None = None, return_best: bool = False,
+                 step_size: StepRule | float | str = "polyak",
+                 h: SeparableTerm | None = None, return_best: bool = False,
+                 final_prox: bool = True,
                  max_time: float = 1000, max_iterations: int = 1000,
                  min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
                  seed: int | None = None, eval_every: int | None = None,
@@ -102,8 +98,7 @@ class RSSM(SolverOptimizer):
                          target_cost=target_cost,
                          num_blocks=num_blocks, blocks=blocks, reorthogonalize=reorthogonalize,
                          refresh_every=refresh_every, pairs=pairs, step_size=step_size,
-                         schedule=schedule, decay=decay, level=level, patience=patience,
-                         shrink=shrink, h=h, return_best=return_best)
+                         h=h, return_best=return_best, final_prox=final_prox)
 
     def oracle_for(self, problem):
         """A :class:`~orthoplug.oracles.columns.ColumnOracle` (column access) from the problem's

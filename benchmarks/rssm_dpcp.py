@@ -13,8 +13,9 @@ Measured, in one run:
 
 * time to largest principal angle ≤ 1e-6 (``--target``; iteration time only: the angle is
   checked once per epoch outside the clock), for each step rule of ``--schedules`` (the
-  paper's geometric decay, and the adaptive ``polyak`` and ``geometric-restart`` rules of
-  :mod:`orthoplug.solvers.rssm`, each with every ``--patience``); speed-ups are relative to
+  paper's geometric decay, the adaptive ``polyak`` and ``geometric-on-stall`` rules of
+  :mod:`orthoplug.solvers.step_rules`, each with every ``--patience``, and ``default``, the
+  solvers' default rule with their default options); speed-ups are relative to
   RSubGrad with the first rule and to the fastest RSubGrad run;
 * per-iteration and per-epoch cost, and a breakdown of one iteration, each the median of
   repeated timings at a fixed point: for RSubGrad the subgradient (``(1/m) Y W``), the Stiefel
@@ -28,7 +29,7 @@ The compiled kernel is loaded (or compiled) by a tiny run before the clocks star
     python benchmarks/rssm_dpcp.py              # issue sizes (several minutes)
     python benchmarks/rssm_dpcp.py --quick      # n = 200, d = 160 (seconds)
     python benchmarks/rssm_dpcp.py --out rssm_dpcp.json
-    python benchmarks/rssm_dpcp.py --target 1e-4 --schedules geometric,polyak,geometric-restart
+    python benchmarks/rssm_dpcp.py --target 1e-4 --schedules geometric,polyak,geometric-on-stall
     python benchmarks/rssm_dpcp.py --target 1e-4 --ells 4,10 --schedules polyak \
         --rsubgrad-schedules geometric,polyak     # RSSM-Polyak vs RSubGrad's paper and best rules
     python benchmarks/rssm_dpcp.py --target 1e-4 --ells 4 --schedules polyak --pairs matching \
@@ -143,8 +144,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--decay", type=float, default=0.95, help="β per epoch")
     parser.add_argument("--init", choices=("spectral", "random"), default="spectral")
     parser.add_argument("--schedules", type=str, default="geometric",
-                        help="comma-separated step rules run for every method: geometric, "
-                             "polyak, geometric-restart")
+                        help="comma-separated step rules run for every method: default (the "
+                             "solvers' default rule), geometric, polyak, geometric-on-stall")
     parser.add_argument("--rsubgrad-schedules", type=str, default=None,
                         help="RSubGrad's step rules (default: --schedules); speed-ups are "
                              "relative to RSubGrad with the first")
@@ -152,7 +153,7 @@ def main(argv=None) -> dict:
                         help="comma-separated RSSM pair rules: uniform (the paper's), matching")
     parser.add_argument("--patience", type=str, default="3",
                         help="comma-separated patience values of the adaptive rules (polyak, "
-                             "geometric-restart): one run per value, for every method")
+                             "geometric-on-stall): one run per value, for every method")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run the list of methods this many times in turn; times are the "
                              "medians over the rounds")
@@ -191,7 +192,7 @@ def main(argv=None) -> dict:
         return name if patience == 3 else f"{name}/patience {patience}"
 
     def rule_options(schedule):
-        if schedule in ("polyak", "geometric-restart"):
+        if schedule in ("polyak", "geometric-on-stall"):
             return [{"patience": k} for k in patiences]
         return [{}]
 

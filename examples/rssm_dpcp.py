@@ -40,8 +40,8 @@ def main(argv=None) -> dict:
     problem = pymanopt.Problem(manifold, pymanopt.function.numpy(manifold)(
         lambda x: float(oracle.value(_torch(x)))))
 
-    optimizer = RSSM(num_blocks=args.blocks, schedule="geometric",
-                     max_iterations=args.iterations, seed=args.seed)
+    optimizer = RSSM(num_blocks=args.blocks, max_iterations=args.iterations,  # Polyak steps
+                     seed=args.seed)
     x0 = prob.random_point(args.seed + 1).numpy()
     start = time.perf_counter()
     result = optimizer.run(problem, initial_point=x0, oracle=oracle)

@@ -62,5 +62,5 @@ def warm_up() -> None:
     row_move_gains(x[:, :2].numpy(), c.numpy(), (c @ x[:, :2]).numpy())
     RCD(seed=0, max_iterations=1).run(QuadraticOracle(-c), x[:, :2], st_geo)
     prob = dpcp_instance(12, 8, 16, outlier_ratio=0.5, seed=0)
-    RSSM(num_blocks=2, schedule="polyak", seed=0, max_iterations=3).run(
+    RSSM(num_blocks=2, seed=0, max_iterations=3).run(
         prob.oracle(), prob.spectral_point(), StiefelGeometry(12, 4))

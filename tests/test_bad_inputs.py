@@ -143,7 +143,7 @@ BAD_SCALARS = {
     "OBCD": ["alpha", "sigma", "sigma0", "max_backtracks"],
     "RSDM": ["r", "momentum", "weight_decay", "decay_time", "contraction",
              "sufficient_decrease", "max_backtracks"],
-    "RSSM": ["num_blocks", "decay", "level", "patience", "shrink"],
+    "RSSM": ["num_blocks"],
 }
 
 

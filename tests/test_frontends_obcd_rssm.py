@@ -29,6 +29,7 @@ from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems.nonsmooth_problems import dpcp_instance
 from orthoplug.solvers.obcd import OBCD
 from orthoplug.solvers.rssm import RSSM
+from orthoplug.solvers.step_rules import Constant, Diminishing, Geometric, GeometricOnStall, Polyak
 
 DT = torch.float64
 N, R = 10, 4
@@ -154,38 +155,43 @@ def _dpcp_problem():
     return pymanopt.Problem(manifold, cost)
 
 
-@pytest.mark.parametrize("schedule", ["constant", "diminishing", "geometric", "polyak",
-                                      "geometric-restart"])
-def test_rssm_pymanopt_and_geoopt_take_the_same_steps(schedule):
+SAME_STEP_RULES = {
+    "constant": Constant(0.05), "diminishing": Diminishing(0.05),
+    "geometric": Geometric(0.05, 0.97),
+    "polyak": Polyak(patience=1),
+    "geometric-on-stall": GeometricOnStall(2.0, 0.999, patience=1),  # far too large: restarts
+}
+
+
+@pytest.mark.parametrize("name", list(SAME_STEP_RULES))
+def test_rssm_pymanopt_and_geoopt_take_the_same_steps(name):
     x0, steps = _DPCP.random_point(3), 60
-    restart = schedule == "geometric-restart"  # then far too large steps: restarts happen
-    opts = dict(num_blocks=3, schedule=schedule, decay=0.999 if restart else 0.97, patience=1)
-    step = 2.0 if restart else 0.05
-    res = pm.RSSM(step_size=step, max_iterations=steps, seed=8, **opts).run(
+    rule = SAME_STEP_RULES[name]
+    res = pm.RSSM(step_size=rule, num_blocks=3, max_iterations=steps, seed=8).run(
         _dpcp_problem(), initial_point=x0.numpy())
     x = geoopt.ManifoldParameter(x0.clone(), manifold=geoopt.EuclideanStiefel())
-    opt = go.RSSM([x], lr=step, seed=8, **opts)
+    opt = go.RSSM([x], lr=rule, num_blocks=3, seed=8)
     closure = _closure(opt, x, _dpcp_torch)
     for _ in range(steps):
         opt.step(closure)
-    if restart:
+    if name == "geometric-on-stall":
         assert res.solver_result.info["restarts"] >= 1
     assert float(torch.linalg.norm(x.detach() - x0)) > 1e-2
     assert float(np.abs(x.detach().numpy() - res.point).max()) <= 1e-10
 
 
-@pytest.mark.parametrize("schedule", ["diminishing", "polyak"])
-def test_rssm_compiled_dpcp_oracle_and_geoopt_take_the_same_steps(schedule):
+@pytest.mark.parametrize("name", ["diminishing", "polyak"])
+def test_rssm_compiled_dpcp_oracle_and_geoopt_take_the_same_steps(name):
     """The core solver on the DPCP oracle (float64 CPU: the compiled column pass) and the torch
     front-end on an autograd closure move through the same points."""
     x0, steps = _DPCP.random_point(3), 60
-    opts = dict(num_blocks=3, schedule=schedule, decay=0.97, patience=1)
+    rule = SAME_STEP_RULES[name]
     oracle = _DPCP.oracle()
-    res = RSSM(step_size=0.05, max_iterations=steps, seed=8, **opts).run(
+    res = RSSM(step_size=rule, num_blocks=3, max_iterations=steps, seed=8).run(
         oracle, x0, StiefelGeometry(16, 6))
     assert oracle.track(x0).compiled
     x = geoopt.ManifoldParameter(x0.clone(), manifold=geoopt.EuclideanStiefel())
-    opt = go.RSSM([x], lr=0.05, seed=8, **opts)
+    opt = go.RSSM([x], lr=rule, num_blocks=3, seed=8)
     closure = _closure(opt, x, _dpcp_torch)
     for _ in range(steps):
         opt.step(closure)
@@ -193,21 +199,20 @@ def test_rssm_compiled_dpcp_oracle_and_geoopt_take_the_same_steps(schedule):
     assert float((x.detach() - res.point).abs().max()) <= 1e-10
 
 
-@pytest.mark.parametrize("schedule", ["diminishing", "polyak", "geometric-restart"])
-def test_rssm_state_dict_resume_is_exact(schedule):
+@pytest.mark.parametrize("rule", [Diminishing(), Polyak(patience=1), GeometricOnStall(patience=1)])
+def test_rssm_state_dict_resume_is_exact(rule):
     x0 = _DPCP.random_point(4)
-    opts = dict(num_blocks=3, schedule=schedule, patience=1, lr="auto")
     x = geoopt.ManifoldParameter(x0.clone(), manifold=geoopt.EuclideanStiefel())
-    opt = go.RSSM([x], seed=1, **opts)
+    opt = go.RSSM([x], rule, num_blocks=3, seed=1)
     closure = _closure(opt, x, _dpcp_torch)
     for _ in range(8):
         opt.step(closure)
     buf = io.BytesIO()
     torch.save(opt.state_dict(), buf)
     x2 = geoopt.ManifoldParameter(x.detach().clone(), manifold=geoopt.EuclideanStiefel())
-    opt2 = go.RSSM([x2], seed=77, **opts)
+    opt2 = go.RSSM([x2], rule, num_blocks=3, seed=77)
     buf.seek(0)
-    opt2.load_state_dict(torch.load(buf))
+    opt2.load_state_dict(torch.load(buf))  # plain data: weights_only loads it
     closure2 = _closure(opt2, x2, _dpcp_torch)
     for _ in range(12):
         opt.step(closure)
@@ -215,11 +220,11 @@ def test_rssm_state_dict_resume_is_exact(schedule):
     assert float((x.detach() - x2.detach()).abs().max()) <= 1e-12
 
 
-@pytest.mark.parametrize("schedule", ["polyak", "geometric-restart"])
-def test_rssm_core_solver_run_twice_is_identical(schedule):
-    solver = RSSM(num_blocks=3, schedule=schedule, step_size=0.5, patience=1, seed=2,
-                  max_iterations=120, eval_every=5)
+@pytest.mark.parametrize("rule", [Polyak(patience=1), GeometricOnStall(0.5, patience=1)])
+def test_rssm_core_solver_run_twice_is_identical(rule):
+    solver = RSSM(num_blocks=3, step_size=rule, seed=2, max_iterations=120, eval_every=5)
     options = copy.copy(vars(solver))
+    state = copy.deepcopy(vars(rule))
     geo = StiefelGeometry(16, 6)
     first = solver.run(_DPCP.oracle(), _DPCP.random_point(5), geo)
     second = solver.run(_DPCP.oracle(), _DPCP.random_point(5), geo)
@@ -229,6 +234,7 @@ def test_rssm_core_solver_run_twice_is_identical(schedule):
     assert first.best_cost == min(first.history["cost"] + [first.cost])
     assert first.info["best_cost"] == first.best_cost
     assert vars(solver) == options
+    assert repr(vars(rule)) == repr(state)  # the template is not run itself
 
 
 # ---- NaN in the middle of a torch run ----------------------------------------------------
@@ -265,7 +271,7 @@ def test_nan_mid_run_names_the_cause_and_keeps_the_point(method, where):
             _start(), 5, where)
     else:
         opt, closure, x, before = _nan_run(
-            lambda x: go.RSSM([x], num_blocks=3, schedule="polyak", seed=0), _dpcp_torch,
+            lambda x: go.RSSM([x], num_blocks=3, seed=0), _dpcp_torch,
             _DPCP.random_point(3), 5, where)
     with pytest.raises(FloatingPointError, match=f"non-finite {where}"):
         opt.step(closure)

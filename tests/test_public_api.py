@@ -38,6 +38,7 @@ from orthoplug.baselines.umcm import UMCM
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.problems.hevp import make_spd, trace_min_certificate
+from orthoplug.solvers.step_rules import Constant
 
 BASELINES = ("ManPG", "RSubGrad", "Landing", "PCAL", "RCD", "LADMM", "RADMM", "PSM", "ADMM",
              "UMCM", "CSDM")
@@ -130,7 +131,7 @@ STIEFEL = {  # name: (options, feasible method)
     "LADMM": (dict(h=H, lipschitz=True), True),
     "RADMM": (dict(h=H, lipschitz=True), True),
     "PSM": (dict(h=H, lipschitz=True), True),
-    "RSubGrad": (dict(step_size=1e-2, schedule="constant"), True),
+    "RSubGrad": (dict(step_size=Constant(1e-2)), True),
     "RCD": (dict(step_size=0.02), True),
     "Landing": (dict(step_size=0.02, safe_distance=0.5), False),
     "PCAL": (dict(), False),

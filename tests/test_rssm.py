@@ -22,7 +22,7 @@ from orthoplug.problems.nonsmooth_problems import (
 )
 from orthoplug.solvers.pairs import draw_block_pair, matching_pairs
 from orthoplug.solvers.rssm import RSSM
-from orthoplug.solvers.steps import StepSchedule
+from orthoplug.solvers.step_rules import Constant, Diminishing, Geometric
 
 
 def _gen(seed):
@@ -49,7 +49,7 @@ def test_feasibility_after_1e5_iterations():
     n, p = 200, 40
     a = torch.randn(n, p, dtype=torch.float64, generator=_gen(0)) / math.sqrt(n)
     x0 = _point(n, p, 1)
-    solver = RSSM(num_blocks=8, step_size=0.05, schedule="constant", max_iterations=100_000,
+    solver = RSSM(num_blocks=8, step_size=Constant(0.05), max_iterations=100_000,
                   eval_every=25_000, seed=0)
     res = solver.run(_l1_distance_oracle(a), x0, StiefelGeometry(n, p))
     assert res.iterations == 100_000
@@ -159,7 +159,7 @@ def test_dpcp_recovers_orthogonal_complement(seed):
     assert prob.num_outliers == 300 and prob.c == 20
     x0 = prob.random_point(seed + 100)
     assert prob.principal_angle(x0) > 0.5
-    res = RSSM(num_blocks=4, schedule="geometric", max_iterations=1400, seed=seed).run(
+    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=1400, seed=seed).run(
         prob.oracle(), x0, StiefelGeometry(60, 20))
     assert prob.principal_angle(res.point) <= 1e-6
     assert prob.subspace_error(res.point) <= 1e-5
@@ -172,7 +172,7 @@ def test_dpcp_matching_pairs_recover_with_polyak():
     """The matching pair rule with Polyak steps recovers S^⊥ from a random start."""
     prob = dpcp_instance(60, 40, 300, outlier_ratio=0.5, seed=1)
     x0 = prob.random_point(101)
-    res = RSSM(num_blocks=4, pairs="matching", schedule="polyak", max_iterations=1400,
+    res = RSSM(num_blocks=4, pairs="matching", max_iterations=1400,
                seed=1).run(prob.oracle(), x0, StiefelGeometry(60, 20))
     assert prob.principal_angle(x0) > 0.5
     assert prob.principal_angle(res.point) <= 1e-6
@@ -183,9 +183,9 @@ def test_dpcp_entrywise_objective_and_rsubgrad_also_recover():
     prob = dpcp_instance(60, 40, 300, outlier_ratio=0.5, seed=7)
     x0 = prob.random_point(8)
     geo = StiefelGeometry(60, 20)
-    res = RSubGrad(schedule="geometric", max_iterations=700).run(prob.oracle(), x0, geo)
+    res = RSubGrad(step_size="geometric", max_iterations=700).run(prob.oracle(), x0, geo)
     assert prob.principal_angle(res.point) <= 1e-6
-    res = RSSM(num_blocks=4, schedule="geometric", max_iterations=1400, seed=1).run(
+    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=1400, seed=1).run(
         prob.oracle("l1"), x0, geo)
     assert prob.principal_angle(res.point) <= 1e-5
 
@@ -227,11 +227,11 @@ def test_l1_spca_rssm_within_one_percent_of_reference():
     prob = SparsePCA.random(80, n, mu=0.003, seed=1)
     x0 = torch.linalg.svd(prob.b, full_matrices=False)[2][:p].mT.contiguous()  # PCA start
     geo = StiefelGeometry(n, p)
-    ref = RSubGrad(schedule="geometric", decay=0.999, max_iterations=10_000, eval_every=10).run(
+    ref = RSubGrad(step_size=Geometric(decay=0.999), max_iterations=10_000, eval_every=10).run(
         prob.oracle(), x0, geo)
     # the pure PCA solution (h ignored) is measurably worse in F: the test can fail
     assert prob.value(x0) > ref.info["best_cost"] + 0.03 * abs(ref.info["best_cost"])
-    res = RSSM(num_blocks=4, schedule="geometric", decay=0.995 ** 0.5, max_iterations=4000,
+    res = RSSM(num_blocks=4, step_size=Geometric(decay=0.995), max_iterations=4000,
                eval_every=10, seed=0, h=prob.nonsmooth()).run(
         prob.smooth_oracle(), x0, geo)
     best_ref = ref.info["best_cost"]
@@ -254,7 +254,7 @@ def test_l1_spca_rssm_within_one_percent_of_obcd():
     ob = obcd.OBCD(prob.nonsmooth(), max_iterations=2000, eval_every=500, seed=0).run(
         prob.quadratic_oracle(), x0, geo)
     assert ob.cost == pytest.approx(prob.value(ob.point), abs=1e-10)
-    res = RSSM(num_blocks=4, schedule="geometric", decay=0.995 ** 0.5, max_iterations=4000,
+    res = RSSM(num_blocks=4, step_size=Geometric(decay=0.995), max_iterations=4000,
                eval_every=10, seed=0, h=prob.nonsmooth()).run(
         prob.smooth_oracle(), x0, geo)
     assert res.info["best_cost"] <= ob.cost + 0.01 * abs(ob.cost)
@@ -288,7 +288,7 @@ def test_composite_and_factored_oracles_give_column_subgradients():
 def test_dictionary_learning_recovers_columns():
     dl = DictionaryLearning.random(8, 800, theta=0.3, seed=0)
     x0 = _point(8, 8, 1)
-    res = RSSM(num_blocks=4, schedule="geometric", max_iterations=2000, seed=0).run(
+    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=2000, seed=0).run(
         dl.oracle(), x0, StiefelGeometry(8, 8))
     assert dl.recovery_error(res.point) < 1e-3 < dl.recovery_error(x0)
 
@@ -299,17 +299,19 @@ def test_dictionary_learning_recovers_columns():
 
 
 def test_step_schedules():
-    assert StepSchedule(0.5, "constant")(7) == 0.5
-    assert StepSchedule(0.5, "diminishing")(3) == pytest.approx(0.25)
-    assert StepSchedule(0.5, "geometric", 0.9)(2) == pytest.approx(0.405)
-    assert StepSchedule(1.0, lambda k: 1.0 / (k + 1))(4) == pytest.approx(0.2)
-    for args, msg in [((0.5, "cosine"), "unknown step-size schedule"),
-                      ((0.0, "constant"), "step_size"), ((-1.0, "diminishing"), "step_size"),
-                      ((math.nan, "constant"), "step_size"), ((0.5, "geometric", 1.0), "decay")]:
+    def started(rule, share=1.0):
+        rule.start(None, lambda: 2.0, 1, share)
+        return rule
+
+    assert started(Constant(0.5)).length(7, None, None, 1.0) == 0.5
+    assert started(Diminishing(0.5)).length(3, None, None, 1.0) == pytest.approx(0.25)
+    assert started(Geometric(0.5, 0.9)).length(2, None, None, 1.0) == pytest.approx(0.405)
+    assert started(Diminishing()).length(0, None, None, 1.0) == 2.0  # "auto": γ₀ from the run
+    for make, msg in [(lambda: Constant(0.0), "step"), (lambda: Diminishing(-1.0), "step"),
+                      (lambda: Constant(math.nan), "step"), (lambda: Geometric(0.5, 1.0), "decay"),
+                      (lambda: Diminishing("big"), "step")]:
         with pytest.raises(ValueError, match=msg):
-            StepSchedule(*args)
-    with pytest.raises(ValueError, match="returned"):
-        StepSchedule(1.0, lambda k: -1.0)(0)
+            make()
 
 
 def test_rssm_with_two_blocks_is_rsubgrad():
@@ -317,10 +319,10 @@ def test_rssm_with_two_blocks_is_rsubgrad():
     prob = dpcp_instance(20, 12, 60, seed=1)
     x0 = prob.random_point(2)
     geo = StiefelGeometry(20, 8)
-    a = RSSM(num_blocks=2, schedule="geometric", max_iterations=60, seed=0).run(
+    a = RSSM(num_blocks=2, step_size="geometric", max_iterations=60, seed=0).run(
         prob.oracle(), x0, geo)
-    b = RSubGrad(schedule="geometric", max_iterations=60).run(prob.oracle(), x0, geo)
-    assert a.info["step_size"] == b.info["step_size"] and a.info["decay"] == b.info["decay"]
+    b = RSubGrad(step_size="geometric", max_iterations=60).run(prob.oracle(), x0, geo)
+    assert a.info["gamma0"] == b.info["gamma0"] and a.info["decay"] == b.info["decay"]
     torch.testing.assert_close(a.point, b.point, rtol=0, atol=1e-10)
 
 
@@ -328,8 +330,9 @@ def test_errors():
     geo = StiefelGeometry(10, 4)
     x0 = _point(10, 4, 0)
     oracle = _l1_distance_oracle(torch.zeros(10, 4, dtype=torch.float64))
-    for kwargs, msg in [(dict(num_blocks=1), ">= 2"), (dict(schedule="cosine"), "schedule"),
-                        (dict(step_size=0.0), "step_size"), (dict(step_size="big"), "auto"),
+    for kwargs, msg in [(dict(num_blocks=1), ">= 2"),
+                        (dict(step_size="cosine"), "step_size must be"),
+                        (dict(step_size=0.0), "step_size must be"),
                         (dict(blocks=[[0, 1], [1, 2]]), "partition"),
                         (dict(h=3.0), "subgradient"), (dict(refresh_every=-1), ">= 0")]:
         with pytest.raises(ValueError, match=msg):
@@ -380,7 +383,7 @@ def test_best_so_far_logging_and_return_best():
     prob = dpcp_instance(20, 12, 60, seed=4)
     x0 = prob.random_point(5)
     geo = StiefelGeometry(20, 8)
-    kwargs = dict(num_blocks=4, step_size=5.0, schedule="constant", max_iterations=300,
+    kwargs = dict(num_blocks=4, step_size=Constant(5.0), max_iterations=300,
                   eval_every=3, seed=0)
     res = RSSM(**kwargs).run(prob.oracle(), x0, geo)
     cost, best = np.asarray(res.history["cost"]), np.asarray(res.history["best_cost"])
@@ -417,7 +420,7 @@ def test_pymanopt_rssm_on_stiefel_with_autodiff_subgradient_and_nonsmooth_term()
 
     problem = pymanopt.Problem(manifold, cost)
     x0 = prob.random_point(3).numpy()
-    opt = PmRSSM(num_blocks=5, schedule="geometric", max_iterations=1500, seed=0,
+    opt = PmRSSM(num_blocks=5, step_size="geometric", max_iterations=1500, seed=0,
                  log_verbosity=1)
     result = opt.run(problem, initial_point=x0)
     assert prob.principal_angle(torch.from_numpy(result.point)) < 1e-5
@@ -433,7 +436,7 @@ def test_pymanopt_rssm_on_stiefel_with_autodiff_subgradient_and_nonsmooth_term()
     def smooth(x):
         return -anp.trace(x.T @ c @ x)
 
-    res = PmRSSM(num_blocks=5, h=L1(0.003), schedule="geometric", max_iterations=200,
+    res = PmRSSM(num_blocks=5, h=L1(0.003), step_size="geometric", max_iterations=200,
                  seed=0).run(pymanopt.Problem(manifold, smooth), initial_point=x0)
     assert res.cost == pytest.approx(sp.value(torch.from_numpy(res.point)), abs=1e-12)
     assert res.cost < sp.value(torch.from_numpy(x0))
@@ -442,8 +445,8 @@ def test_pymanopt_rssm_on_stiefel_with_autodiff_subgradient_and_nonsmooth_term()
         jm = JOrthogonal(4, 2)
         PmRSSM().run(pymanopt.Problem(jm, pymanopt.function.autograd(jm)(
             lambda x: anp.sum(x ** 2))))
-    with pytest.raises(ValueError, match="schedule"):
-        PmRSSM(schedule="cosine")
+    with pytest.raises(ValueError, match="step_size must be"):
+        PmRSSM(step_size="cosine")
 
 
 def test_geoopt_rssm_optimizer():
@@ -455,7 +458,7 @@ def test_geoopt_rssm_optimizer():
     y = prob.data
     stiefel = geoopt.EuclideanStiefel()
     x = geoopt.ManifoldParameter(prob.random_point(6), manifold=stiefel)
-    opt = GoRSSM([x], num_blocks=5, schedule="geometric", seed=0)
+    opt = GoRSSM([x], "geometric", num_blocks=5, seed=0)
 
     def closure():
         opt.zero_grad()
@@ -476,7 +479,7 @@ def test_geoopt_rssm_optimizer():
 
     # state_dict round trip reproduces the pair sequence
     x2 = geoopt.ManifoldParameter(x.detach().clone(), manifold=stiefel)
-    opt2 = GoRSSM([x2], num_blocks=5, schedule="geometric", seed=123)
+    opt2 = GoRSSM([x2], "geometric", num_blocks=5, seed=123)
     opt2.load_state_dict(opt.state_dict())
     for p_, o_ in ((x, opt), (x2, opt2)):
         o_.zero_grad()

@@ -102,7 +102,7 @@ def test_rssm_iterates_same_with_and_without_kernel(objective, iterations, num_b
     geo = StiefelGeometry(*x0.shape)
     runs = []
     for compiled in (True, False):
-        solver = RSSM(num_blocks=num_blocks, schedule="polyak", seed=4, max_iterations=iterations,
+        solver = RSSM(num_blocks=num_blocks, seed=4, max_iterations=iterations,
                       eval_every=10)
         runs.append(solver.run(DPCPOracle(prob.data, objective, compiled=compiled), x0, geo))
     fast, ref = runs

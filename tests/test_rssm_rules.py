@@ -12,45 +12,58 @@ from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import complement, take_columns
 from orthoplug.problems.nonsmooth_problems import dpcp_instance
 from orthoplug.solvers.rssm import RSSM, block_subgradient_sq
-from orthoplug.solvers.steps import PolyakStep, RestartedGeometric
+from orthoplug.solvers.step_rules import (
+    Constant,
+    Diminishing,
+    Geometric,
+    GeometricOnStall,
+    Polyak,
+    step_rule,
+)
 
 DT = torch.float64
 
 
+def start(rule, f0, epoch_length=1, share=1.0):
+    """Start a rule in place at ``f(X₀) = f0`` (γ₀ = 1 for ``step="auto"``)."""
+    rule.start(lambda: f0, lambda: 1.0, epoch_length, share)
+    return rule
+
+
 def test_polyak_step_formula_and_level_adjustment():
-    rule = PolyakStep(level=0.5, patience=2, grow=1.5, drop=0.5)  # the classical values
-    rule.start(4.0, epoch_length=1)
+    rule = Polyak(level=0.5, patience=2, grow=1.5, drop=0.5)  # the classical values
+    start(rule, 4.0, 1)
     assert rule.delta == 2.0
     # f = 4, target f̂ = 4 − 2 = 2, ‖ξ‖² = 8: γ = 2/8
     rule.observe(4.0)
-    assert rule(4.0, 8.0) == pytest.approx(0.25)
+    assert rule.polyak_length(4.0, 8.0) == pytest.approx(0.25)
     rule.observe(4.0)  # second iteration without a drop of δ/2 = 1: δ halves
     assert rule.delta == 1.0 and rule.halvings == 1
     rule.observe(3.4)  # drop 0.6 >= δ/2 = 0.5: sufficient, δ grows by 1.5 (cap δ₀ = 2)
     assert rule.best == 3.4 and rule.delta == pytest.approx(1.5)
     rule.observe(1.0)
     assert rule.delta == 2.0  # capped at δ₀
-    fresh = PolyakStep()
-    fresh.start(1.0, 1)
-    assert fresh(1.0, 0.0) == 0.0  # zero subgradient and no estimate yet: no step
+    fresh = Polyak()
+    start(fresh, 1.0, 1)
+    assert fresh.polyak_length(1.0, 0.0) == 0.0  # zero subgradient and no estimate yet: no step
 
 
 def test_polyak_block_norm_estimate_is_a_running_average():
-    rule = PolyakStep()
-    rule.start(1.0, epoch_length=2)
+    rule = Polyak()
+    start(rule, 1.0, 2)
     rule.observe(1.0)
-    g1 = rule(1.0, 2.0, share=0.5)  # estimate ‖ξ‖² = 2/0.5 = 4
+    g1 = rule.polyak_length(1.0, 2.0, share=0.5)  # estimate ‖ξ‖² = 2/0.5 = 4
     assert rule.norm_sq == pytest.approx(4.0)
     assert g1 == pytest.approx((1.0 - (1.0 - 0.5)) / 4.0)
-    rule(1.0, 4.0, share=0.5)  # 8 averaged with weight 0.5
+    rule.polyak_length(1.0, 4.0, share=0.5)  # 8 averaged with weight 0.5
     assert rule.norm_sq == pytest.approx(6.0)
 
 
 @pytest.mark.parametrize("epoch_length", [1, 2, 5])
 def test_polyak_level_grows_by_the_same_factor_per_epoch_for_every_block_count(epoch_length):
     """δ grows by ``grow^(1/E)`` per sufficient drop: an epoch of E drops grows it by ``grow``."""
-    rule = PolyakStep(level=0.5, patience=2, grow=1.5, drop=0.5)
-    rule.start(4.0, epoch_length=epoch_length)
+    rule = Polyak(level=0.5, patience=2, grow=1.5, drop=0.5)
+    start(rule, 4.0, epoch_length)
     for _ in range(2 * epoch_length):  # two epochs without a drop: δ halves
         rule.observe(4.0)
     assert rule.delta == pytest.approx(1.0) and rule.halvings == 1
@@ -63,9 +76,9 @@ def test_polyak_level_grows_by_the_same_factor_per_epoch_for_every_block_count(e
 def test_polyak_default_drop_and_growth():
     """Defaults ``drop = 0.7``, ``grow = 1.2``: a drop of 0.6δ is not sufficient (δ halves after
     ``patience`` epochs), one of 0.7δ is and grows δ by ``1.2^(1/E)``; the step uses the new δ."""
-    rule = PolyakStep(level=0.5, patience=1)
+    rule = Polyak(level=0.5, patience=1)
     assert (rule.grow, rule.drop) == (1.2, 0.7)
-    rule.start(4.0, epoch_length=2)  # δ₀ = 2
+    start(rule, 4.0, 2)  # δ₀ = 2
     rule.observe(4.0)
     rule.observe(3.0)  # drop 1.0 < 0.7·2 = 1.4; second iteration of the window: δ halves
     assert rule.delta == 1.0 and rule.halvings == 1 and rule.ref == 3.0
@@ -74,7 +87,8 @@ def test_polyak_default_drop_and_growth():
     rule.observe(2.25)  # drop 0.75 ≥ 0.7·1: δ·1.2^(1/2)
     assert rule.ref == 2.25 and rule.delta == pytest.approx(math.sqrt(1.2))
     # γ = (f − (f_best − δ))/N with N = ‖ξ_C‖²/ω on the first call
-    assert rule(2.5, 0.5, share=0.5) == pytest.approx((2.5 - 2.25 + math.sqrt(1.2)) / 1.0)
+    assert rule.polyak_length(2.5, 0.5, share=0.5) == pytest.approx(
+        (2.5 - 2.25 + math.sqrt(1.2)) / 1.0)
     for _ in range(20):  # sufficient drops grow δ up to δ₀ and no further
         rule.observe(rule.best - 0.75 * rule.delta)
     assert rule.delta == 2.0 and rule.halvings == 1
@@ -84,8 +98,8 @@ def test_polyak_target_never_rises_above_the_best_value():
     """``f̂ = f_best − δ`` with ``δ > 0``, and ``f_best`` never increases: on any sequence the
     target stays below every value seen, and ``f_best`` is monotone."""
     gen = torch.Generator().manual_seed(3)
-    rule = PolyakStep(level=0.3, patience=2)
-    rule.start(1.0, epoch_length=3)
+    rule = Polyak(level=0.3, patience=2)
+    start(rule, 1.0, 3)
     seen, best = [1.0], 1.0
     for _ in range(300):
         f = float(torch.rand((), dtype=DT, generator=gen)) * best * 1.5
@@ -103,15 +117,15 @@ def test_polyak_step_is_positive_and_finite_on_any_value_sequence(share):
     and δ only halves or grows."""
     gen = torch.Generator().manual_seed(11)
     for patience in (1, 2, 3):
-        rule = PolyakStep(level=0.5, patience=patience)
+        rule = Polyak(level=0.5, patience=patience)
         f = 2.0
-        rule.start(f, epoch_length=2)
+        start(rule, f, 2)
         for k in range(400):
             move = float(torch.randn((), dtype=DT, generator=gen))
             f = 0.0 if k == 200 else max(0.0, f * math.exp(0.3 * move) if k % 7 else f)
             xi_sq = float(torch.rand((), dtype=DT, generator=gen)) * 10.0 ** (k % 5 - 2)
             rule.observe(f)
-            gamma = rule(f, xi_sq, share)
+            gamma = rule.polyak_length(f, xi_sq, share)
             assert math.isfinite(gamma) and gamma >= 0
             assert rule.delta > 0 and f >= rule.best
             eps = torch.finfo(DT).eps
@@ -119,28 +133,28 @@ def test_polyak_step_is_positive_and_finite_on_any_value_sequence(share):
         assert rule.halvings > 0  # the plateaus and rises did cut δ
 
 
-def test_restarted_geometric_rule():
-    rule = RestartedGeometric(1.0, 0.5, shrink=0.25, patience=1)
-    assert [rule(k) for k in range(3)] == [1.0, 0.5, 0.25]
+def test_geometric_on_stall_rule():
+    rule = start(GeometricOnStall(1.0, 0.5, shrink=0.25, patience=1), 0.0)
+    assert [rule.length(k, None, None, 1.0) for k in range(3)] == [1.0, 0.5, 0.25]
     x = torch.zeros(3, 2, dtype=DT)
     assert rule.epoch_end(2, 5.0, x) is None  # first epoch end: stored as best
     back = rule.epoch_end(4, 6.0, x + 1.0)  # worse: restart from the stored point
     assert torch.equal(back, x) and rule.restarts == 1
-    assert rule(4) == pytest.approx(0.25 * 1.0 * 0.5 ** 4)
-    assert rule(5) == pytest.approx(rule(4) * 0.5)
-    for bad in [dict(step_size=0.0, decay=0.5), dict(step_size=1.0, decay=1.5),
-                dict(step_size=1.0, decay=0.5, shrink=1.0),
-                dict(step_size=1.0, decay=0.5, patience=0)]:
+    assert rule.length(4, None, None, 1.0) == pytest.approx(0.25 * 1.0 * 0.5 ** 4)
+    assert rule.length(5, None, None, 1.0) == pytest.approx(rule.length(4, None, None, 1.0) * 0.5)
+    for bad in [dict(step=0.0, decay=0.5), dict(step=1.0, decay=1.5),
+                dict(step=1.0, decay=0.5, shrink=1.0),
+                dict(step=1.0, decay=0.5, patience=0)]:
         with pytest.raises(ValueError):
-            RestartedGeometric(**bad)
+            GeometricOnStall(**bad)
     with pytest.raises(ValueError, match="level"):
-        PolyakStep(level=0.0)
+        Polyak(level=0.0)
     with pytest.raises(ValueError, match="patience"):
-        PolyakStep(patience=0)
+        Polyak(patience=0)
     with pytest.raises(ValueError, match="grow"):
-        PolyakStep(grow=0.9)
+        Polyak(grow=0.9)
     with pytest.raises(ValueError, match="drop"):
-        PolyakStep(drop=0.0)
+        Polyak(drop=0.0)
 
 
 def test_block_subgradient_norm_matches_formula_15():
@@ -156,16 +170,14 @@ def test_block_subgradient_norm_matches_formula_15():
                                                                    rel=1e-12)
 
 
-@pytest.mark.parametrize("schedule", ["polyak", "geometric-restart"])
+@pytest.mark.parametrize("rule", [Polyak(), GeometricOnStall()])
 @pytest.mark.parametrize("ell", [None, 4])
-def test_dpcp_recovery_with_adaptive_rules(schedule, ell):
+def test_dpcp_recovery_with_adaptive_rules(rule, ell):
     prob = dpcp_instance(60, 40, 300, outlier_ratio=0.5, seed=3)
     x0 = prob.random_point(103)
     geo = StiefelGeometry(60, 20)
-    decay = 0.98 if ell is None else 0.98 ** (2 / ell)
-    solver = (RSubGrad(schedule=schedule, decay=decay, max_iterations=700, seed=0) if ell is None
-              else RSSM(num_blocks=ell, schedule=schedule, decay=decay, max_iterations=1400,
-                        seed=0))
+    solver = (RSubGrad(step_size=rule, max_iterations=700, seed=0) if ell is None
+              else RSSM(num_blocks=ell, step_size=rule, max_iterations=1400, seed=0))
     res = solver.run(prob.oracle(), x0, geo)
     assert prob.principal_angle(res.point) <= 1e-6
     assert res.violation <= 1e-12
@@ -183,9 +195,8 @@ def test_polyak_needs_fewer_iterations_than_the_papers_geometric_rule():
             if k >= cap:
                 return math.inf
 
-    geometric = iterations_to(RSSM(num_blocks=4, schedule="geometric", decay=0.95 ** 0.5,
-                                   seed=0))
-    polyak = iterations_to(RSSM(num_blocks=4, schedule="polyak", seed=0))
+    geometric = iterations_to(RSSM(num_blocks=4, step_size=Geometric(decay=0.95), seed=0))
+    polyak = iterations_to(RSSM(num_blocks=4, seed=0))  # the default rule
     assert polyak < geometric
 
 
@@ -193,8 +204,8 @@ def test_restarts_make_epoch_start_values_monotone():
     prob = dpcp_instance(40, 28, 200, outlier_ratio=0.5, seed=5)
     x0 = prob.random_point(6)
     # a far too large constant-ish step: without restarts the iterates wander
-    solver = RSSM(num_blocks=4, schedule="geometric-restart", step_size=2.0, decay=0.999,
-                  shrink=0.5, patience=1, seed=0)
+    solver = RSSM(num_blocks=4, step_size=GeometricOnStall(2.0, decay=0.999 ** 2, shrink=0.5,
+                                                           patience=1), seed=0)
     oracle = prob.oracle()
     starts = []
     run = solver.start(oracle, x0, StiefelGeometry(40, 12))
@@ -211,11 +222,14 @@ def test_restarts_make_epoch_start_values_monotone():
 
 def test_solver_rule_errors():
     with pytest.raises(ValueError, match="level"):
-        RSSM(schedule="polyak", level=-1.0)
+        RSSM(step_size=Polyak(level=-1.0))
     with pytest.raises(ValueError, match="shrink"):
-        RSubGrad(schedule="geometric-restart", shrink=2.0)
-    with pytest.raises(ValueError, match="schedule"):
-        RSSM(schedule="polyak-ish")
+        RSubGrad(step_size=GeometricOnStall(shrink=2.0))
+    with pytest.raises(ValueError, match="step_size must be"):
+        RSSM(step_size="polyak-ish")
+    for bad in (True, -1.0, math.nan, None):
+        with pytest.raises(ValueError, match="step_size must be"):
+            RSubGrad(step_size=bad)
 
 
 def test_geoopt_rssm_adaptive_rules():
@@ -226,9 +240,9 @@ def test_geoopt_rssm_adaptive_rules():
     prob = dpcp_instance(30, 20, 120, seed=5)
     y = prob.data
     stiefel = geoopt.EuclideanStiefel()
-    for schedule in ("polyak", "geometric-restart"):
+    for rule in ("polyak", GeometricOnStall()):
         x = geoopt.ManifoldParameter(prob.random_point(6), manifold=stiefel)
-        opt = GoRSSM([x], num_blocks=4, schedule=schedule, seed=0)
+        opt = GoRSSM([x], rule, num_blocks=4, seed=0)
 
         def closure(opt=opt, x=x):
             opt.zero_grad()
@@ -241,12 +255,12 @@ def test_geoopt_rssm_adaptive_rules():
             opt.step()
         for _ in range(1500):
             opt.step(closure)
-        assert prob.principal_angle(x.detach()) < 1e-6, schedule
+        assert prob.principal_angle(x.detach()) < 1e-6, rule
         xd = x.detach()
         assert float(torch.linalg.matrix_norm(xd.mT @ xd - torch.eye(10, dtype=DT))) < 1e-12
         # state_dict round trip continues identically
         x2 = geoopt.ManifoldParameter(xd.clone(), manifold=stiefel)
-        opt2 = GoRSSM([x2], num_blocks=4, schedule=schedule, seed=9)
+        opt2 = GoRSSM([x2], rule, num_blocks=4, seed=9)
         opt2.load_state_dict(opt.state_dict())
 
         def closure2(opt2=opt2, x2=x2):
@@ -275,6 +289,26 @@ def test_pymanopt_rssm_polyak():
     def cost(x):
         return anp.mean(anp.sqrt(anp.sum((y.T @ x) ** 2, axis=1)))
 
-    res = PmRSSM(num_blocks=4, schedule="polyak", max_iterations=1500, seed=0,
+    res = PmRSSM(num_blocks=4, max_iterations=1500, seed=0,  # the default Polyak rule
                  verbosity=0).run(pymanopt.Problem(manifold, cost))
     assert prob.principal_angle(torch.as_tensor(res.point)) < 1e-8
+
+
+def test_step_rule_shorthands_and_templates():
+    """A number is ``Diminishing(γ₀)``, a name the rule with its defaults, an object itself; a
+    solver starts a copy per run, so one solver object gives the same run twice."""
+    assert isinstance(step_rule(0.3), Diminishing) and step_rule(0.3).step == 0.3
+    assert type(step_rule("geometric")) is Geometric and step_rule("geometric").decay == 0.98
+    rule = Constant(0.05)
+    assert step_rule(rule) is rule
+    prob = dpcp_instance(20, 14, 80, seed=1)
+    x0 = prob.random_point(2)
+    solver = RSSM(num_blocks=3, step_size=Polyak(patience=2), max_iterations=60, seed=0)
+    a = solver.run(prob.oracle(), x0, StiefelGeometry(20, 6))
+    b = solver.run(prob.oracle(), x0, StiefelGeometry(20, 6))
+    assert torch.equal(a.point, b.point)
+    assert solver.step_rule.halvings == 0 and math.isnan(solver.step_rule.delta)  # untouched
+    # Geometric's β is per epoch: RSSM-4 (epoch = 2 iterations) decays by β^(1/2) per step
+    g = Geometric(1.0, decay=0.81)
+    g.start(None, None, 2, 0.5)
+    assert g.length(2, None, None, 0.5) == pytest.approx(0.81)

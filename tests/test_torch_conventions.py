@@ -29,6 +29,7 @@ from orthoplug.adapters.geoopt import (
 from orthoplug.geometry.manifolds import InfeasiblePointError, feasibility_tol
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.solvers.sigma_rules import SigmaBacktracking, SigmaFit, cost_rounding
+from orthoplug.solvers.step_rules import Constant
 
 J_OPTIMIZERS = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi")
 STIEFEL_OPTIMIZERS = ("OBCD", "RSDM", "RSSM")
@@ -215,15 +216,17 @@ def test_rsdm_line_search_group_has_a_numeric_lr():
 
 
 def test_rssm_reads_lr_at_every_step():
-    """RSSM with a constant schedule: after lr is halved the step γ is halved (the block
-    update's length ``γ·‖ξ_C‖`` for small γ is nearly linear in γ)."""
+    """RSSM with a constant rule: ``lr`` multiplies the rule's step, so after lr is halved the
+    step γ is halved (the block update's length ``γ·‖ξ_C‖`` for small γ is nearly linear in
+    γ)."""
     x = _param("RSSM")
-    opt = RSSM([x], lr=1e-3, schedule="constant", seed=0)
+    opt = RSSM([x], lr=Constant(1e-3), seed=0)
     x_ref = _param("RSSM")
-    ref = RSSM([x_ref], lr=1e-3, schedule="constant", seed=0)
+    ref = RSSM([x_ref], lr=Constant(1e-3), seed=0)
     for o, p in ((opt, x), (ref, x_ref)):
         o.step(_closure("RSSM", o, p))
-    opt.param_groups[0]["lr"] = 5e-4
+    assert opt.param_groups[0]["lr"] == 1.0  # a rule object: lr is its factor
+    opt.param_groups[0]["lr"] = 0.5
     d = [p.detach().clone() for p in (x, x_ref)]
     for o, p in ((opt, x), (ref, x_ref)):
         o.step(_closure("RSSM", o, p))

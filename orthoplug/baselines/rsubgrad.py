@@ -6,8 +6,9 @@ Euclidean (Clarke) subgradient:
 
     ξ = G − X sym(XᵀG),        X ← polar(X − γ_k ξ),
 
-with the step rules of RSSM (:class:`~orthoplug.solvers.steps.StepSchedule`: constant,
-``γ₀/√(k+1)``, ``γ₀βᵏ``; the adaptive ``"polyak"`` and ``"geometric-restart"``). Cost per
+with the step rules of RSSM (:mod:`orthoplug.solvers.step_rules`: the default Polyak rule,
+diminishing, constant, geometric, geometric on stall), and RSSM's final proximal pass for a
+separable h. Cost per
 iteration: the full subgradient plus ``O(n p²)`` (two ``n × p × p`` products and a polar factor
 of an ``n × p`` matrix). It is RSSM with a single block
 (ℓ = 2 in the paper's pair notation), the baseline RSSM has to beat.
@@ -27,9 +28,9 @@ class RSubGrad(SubgradientSolver):
     """Riemannian subgradient method with polar retraction (full gradient each iteration).
 
     Args:
-        step_size, schedule, decay: step sizes (see :class:`~orthoplug.solvers.steps.StepSchedule`;
-            geometric default β = 0.98 per iteration).
-        h, return_best: see :class:`~orthoplug.solvers.rssm.SubgradientSolver`.
+        step_size: the step rule (see :class:`~orthoplug.solvers.rssm.SubgradientSolver`; an
+            epoch is one iteration).
+        h, return_best, final_prox: see :class:`~orthoplug.solvers.rssm.SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (``eval_every``
             default 1: the evaluation reuses the subgradient the next step needs).
     """

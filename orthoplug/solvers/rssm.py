@@ -20,15 +20,14 @@ Cost per iteration ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` plus the p
 subgradient; memory ``O(n p)``; no ``n × n`` matrix. ``ℓ = 2`` is the full polar Riemannian
 subgradient method (:class:`orthoplug.baselines.rsubgrad.RSubGrad`).
 
-Step sizes (``step_size = γ₀``): ``"constant"`` ``γ₀``; ``"diminishing"`` ``γ₀/√(k+1)``
-(Thm 4.9b); ``"geometric"`` ``γ₀ βᵏ`` (for sharp problems such as DPCP; outside the RSSM
-theory). The theory needs ``γ_k < 1/L`` (L the Lipschitz constant of f). Two adaptive rules
-outside the paper (:class:`~orthoplug.solvers.steps.PolyakStep`,
-:class:`~orthoplug.solvers.steps.RestartedGeometric`): ``"polyak"``
-``γ_k = (f(X_k) − f̂_k)/‖ξ‖²`` with an estimated optimum ``f̂_k`` (level adjustment; for RSSM
-``‖ξ‖²`` is a running estimate from the block parts), and ``"geometric-restart"``
-(geometric decay; after ``patience`` epochs that end without a new best value the iterate
-returns to the best epoch-end point and the step is multiplied by ``shrink``).
+Step sizes: one option, ``step_size``, takes a rule of :mod:`orthoplug.solvers.step_rules`
+or its shorthand (a number ``γ₀`` is ``Diminishing(γ₀)``, a name the rule with its defaults).
+The default :class:`~orthoplug.solvers.step_rules.Polyak` (``γ_k = (f(X_k) − f̂_k)/‖ξ‖²`` with
+an estimated optimum; outside the paper) needs no ``γ₀``; the paper's rules are
+:class:`~orthoplug.solvers.step_rules.Diminishing` (``γ₀/√(k+1)``, Thm 4.9b),
+:class:`~orthoplug.solvers.step_rules.Constant` and, for sharp problems,
+:class:`~orthoplug.solvers.step_rules.Geometric`; the theory needs ``γ_k < 1/L`` (L the
+Lipschitz constant of f).
 
 Subgradient methods are not monotone: every evaluation also records the best cost so far
 (``history["best_cost"]``, ``info["best_cost"]``, ``result.best_point``); ``return_best=True``
@@ -60,6 +59,7 @@ from orthoplug.geometry.stiefel_block import (
     polar_tall,
     take_columns,
 )
+from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.oracles import (
     ColumnTracker,
     CompositeOracle,
@@ -72,8 +72,9 @@ from orthoplug.oracles import (
 )
 
 from .base import IterativeSolver, Run, SolverResult
+from .obcd import OBCD
 from .pairs import draw_block_pair, matching_pairs
-from .steps import SubgradientSteps
+from .step_rules import StepRule, SubgradientSteps, step_rule
 
 __all__ = [
     "RSSM",
@@ -136,33 +137,29 @@ def block_step(x: torch.Tensor, cols: torch.Tensor, rest: torch.Tensor, g: torch
 
 
 class SubgradientSolver(IterativeSolver):
-    """Shared parts of RSSM and RSubGrad: step sizes, ``f + h``, best-so-far tracking.
+    """Shared parts of RSSM and RSubGrad: step rules, ``f + h``, best-so-far tracking, the
+    final proximal pass.
 
     A subclass implements :meth:`update` (one subgradient update of ``run.tracker``, with the
     step length from :meth:`step_length`); :meth:`step` then counts the iteration in
-    ``run.steps`` (a :class:`~orthoplug.solvers.steps.SubgradientSteps`) and applies a restart
-    of ``"geometric-restart"``. Subclasses that need more per-run state extend :meth:`setup`
-    (calling ``super().setup(run)`` last, so that ``run.steps`` sees the final point).
+    ``run.steps`` (a :class:`~orthoplug.solvers.step_rules.SubgradientSteps`) and applies a
+    restart of :class:`~orthoplug.solvers.step_rules.GeometricOnStall`. Subclasses that need more
+    per-run state extend :meth:`setup` (calling ``super().setup(run)`` last, so that
+    ``run.steps`` sees the final point).
 
     Args:
-        step_size: ``γ₀ > 0``, or ``"auto"`` (default): ``γ₀ = 0.5 / ‖grad f(X₀)‖_F`` with
-            ``grad f(X₀)`` the Riemannian subgradient at the start, i.e. a first full step
-            moves X by about 0.5 in Frobenius norm. Scale-free, so it works on normalized and
-            unnormalized data alike (on DPCP with unit-norm points it gives γ₀ ≈ 10); for a
-            smooth problem started near a critical point give ``step_size`` explicitly.
-        schedule: ``"constant"``, ``"diminishing"`` (default, ``γ₀/√(k+1)``),
-            ``"geometric"`` (``γ₀βᵏ``), a callable ``k -> γ_k``, or one of the adaptive rules
-            ``"polyak"`` (:class:`~orthoplug.solvers.steps.PolyakStep`; ``step_size`` unused)
-            and ``"geometric-restart"`` (:class:`~orthoplug.solvers.steps.RestartedGeometric`).
-        decay: β of the geometric schedules (default: 0.98 per full-subgradient step; RSSM
-            converts it per iteration, see :class:`RSSM`).
-        level: :class:`~orthoplug.solvers.steps.PolyakStep`'s ``δ₀/|f(X₀)|``.
-        patience: epochs without progress before the Polyak rule halves δ or the restarted
-            geometric rule restarts.
-        shrink: the restarted geometric rule's step factor at a restart.
-        nonsmooth: optional separable term h (``orthoplug.nonsmooth.L1(lam)`` etc.); the
-            objective becomes ``f + h`` with subgradient ``∇f + ∂h``.
+        step_size: the step rule: an object of :mod:`orthoplug.solvers.step_rules`
+            (``Polyak(level, patience)``, ``Diminishing(step)``, ``Constant(step)``,
+            ``Geometric(step, decay)``, ``GeometricOnStall(step, decay, patience, shrink)``), a
+            number ``γ₀`` (``Diminishing(γ₀)``) or a rule name (that rule with its defaults).
+            Default ``"polyak"``: scale-free, no ``γ₀`` to choose. ``step="auto"`` in the
+            fixed schedules is ``γ₀ = 0.5/‖grad f(X₀)‖_F``.
+        h: optional separable term h (``orthoplug.nonsmooth.L1(lam)`` etc.); the objective
+            becomes ``f + h`` with subgradient ``∇f + ∂h``.
         return_best: return the best evaluated point (and its cost) instead of the last one.
+        final_prox: with a separable ``h`` (:class:`~orthoplug.nonsmooth.SeparableTerm`), end
+            with a proximal pass that gives the point exact zeros (see :meth:`final_prox_pass`);
+            default True.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options.
 
     The result's ``best_point``, ``best_cost``, ``best_iteration`` are the lowest-cost evaluated
@@ -170,28 +167,20 @@ class SubgradientSolver(IterativeSolver):
     ``history["best_cost"]`` is the best cost so far at each evaluation.
     """
 
-    default_decay = 0.98
-    #: Frobenius length of the first step under ``step_size="auto"``.
+    #: Frobenius length of the first step under ``step="auto"``.
     auto_move = 0.5
     history_fields = ("best_cost",)
 
-    def __init__(self, *, step_size: float | str = "auto",
-                 schedule: str | Callable = "diminishing", decay: float | None = None,
-                 level: float = 0.5, patience: int = 3, shrink: float = 0.5,
-                 h=None, return_best: bool = False, **kwargs):
+    def __init__(self, *, step_size: StepRule | float | str = "polyak", h=None,
+                 return_best: bool = False, final_prox: bool = True, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(step_size, str) and step_size != "auto":
-            raise ValueError(f"step_size must be a number > 0 or 'auto', got {step_size!r}")
-        self.schedule_spec = (step_size, schedule, decay)
-        self.rule_options = {"level": level, "patience": patience, "shrink": shrink}
-        SubgradientSteps.make_rule(1.0 if step_size == "auto" else step_size, schedule,
-                                   self.default_decay if decay is None else decay,
-                                   **self.rule_options)  # validate now
+        self.step_rule = step_rule(step_size)
         if h is not None and not isinstance(h, SubgradientTerm):
             raise ValueError("h must have value(X) and subgradient(X) (e.g. "
                              "orthoplug.nonsmooth.L1)")
         self.h = h
         self.return_best = bool(return_best)
+        self.final_prox = bool(final_prox)
 
     def prepare(self, oracle: Oracle, x0: torch.Tensor, geometry) -> Oracle:
         """Check the geometry (:meth:`check_geometry`) and the shape of ``x0``; wrap the oracle
@@ -210,27 +199,20 @@ class SubgradientSolver(IterativeSolver):
 
     def setup(self, run: Run) -> None:
         run.best_cost, run.best_point, run.best_iteration = math.inf, None, 0
-        run.steps = self.make_steps(run)
-
-    def make_steps(self, run: Run) -> SubgradientSteps:
-        """The run's :class:`~orthoplug.solvers.steps.SubgradientSteps` at its start point."""
-        step_size, schedule, decay = self.schedule_spec
         tracker = run.tracker
-        if step_size == "auto":
-            step_size = auto_step_size(run.geometry.egrad2rgrad(tracker.x, tracker.gradient()),
-                                       self.auto_move)
-        decay = self.resolve_decay(run) if decay is None else decay
-        f0 = float(tracker.value()) if schedule == "polyak" else math.nan
-        return SubgradientSteps.build(step_size, schedule, decay, f0=f0,
-                                      epoch_length=self.epoch_length(run), **self.rule_options)
+        run.steps = SubgradientSteps.build(
+            self.step_rule, f0=lambda: float(tracker.value()),
+            auto_step=lambda: auto_step_size(
+                run.geometry.egrad2rgrad(tracker.x, tracker.gradient()), self.auto_move),
+            epoch_length=self.epoch_length(run), share=self.epoch_share(run))
 
     def epoch_length(self, run: Run) -> int:
         """Iterations per epoch (every column moved once in expectation): 1 here."""
         return 1
 
-    def resolve_decay(self, run: Run) -> float:
-        """The geometric schedule's ``β`` when ``decay`` is not given (``default_decay``)."""
-        return self.default_decay
+    def epoch_share(self, run: Run) -> float:
+        """The share of the columns one iteration moves: 1 here."""
+        return 1.0
 
     def step_length(self, run: Run, xi_sq: Callable[[], float], share: float) -> float:
         """γ_k of the run's rule; ``xi_sq()`` gives ``‖ξ_k‖²`` (only Polyak calls it) and
@@ -273,6 +255,38 @@ class SubgradientSolver(IterativeSolver):
             result.cost, result.gradient_norm, result.violation = self.measure(at_best)
             result.point = result.best_point
             result.stop_reason += f"; returning the best point (iteration {best_it})"
+        if self.final_prox and isinstance(self.h, SeparableTerm):
+            self.final_prox_pass(run, result)
+
+    def final_prox_pass(self, run: Run, result: SolverResult) -> None:
+        r"""End with exact zeros: ``n`` row-pair steps of :class:`~orthoplug.solvers.obcd.OBCD`
+        on ``F = f + h`` from the returned point.
+
+        A subgradient method's iterates oscillate around the zeros of a sparse optimum (they
+        step along ``∂h``, never onto its kinks). An OBCD step ``X[B] ← V X[B]`` (rows ``B``,
+        ``V ∈ O(2)``) keeps ``XᵀX`` exactly and minimises a majoriser of ``F`` with the prox of
+        h exactly (breakpoint search), so it lands on zeros and never increases F. The pass
+        is accepted only if F does not increase (it cannot in exact arithmetic); the result's
+        point, cost, gradient norm and violation are then those of the new point, and
+        ``info["final_prox"]`` records ``F`` and the count of zero entries before and after
+        (and whether the pass was accepted). The random pairs are drawn from the run's
+        generator (deterministic for a seeded run).
+        """
+        x = result.point
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=run.generator))
+        n = x.shape[-2]
+        polish = OBCD(self.h, max_iterations=n, eval_every=n, log_verbosity=0, seed=seed)
+        res = polish.run(run.oracle.smooth, x, run.geometry)
+        before, after = result.cost, res.cost
+        accepted = after <= before
+        record = {"cost_before": before, "cost_after": after, "pair_steps": n,
+                  "zeros_before": int((x == 0).sum()), "zeros_after": int((res.point == 0).sum()),
+                  "accepted": accepted}
+        result.info["final_prox"] = record
+        if accepted:
+            result.point = res.point.contiguous()
+            result.cost, result.gradient_norm, result.violation = self.measure(
+                Run(run.oracle, run.oracle.track(result.point), run.geometry, run.generator))
 
     def iterate(self, oracle: Oracle, x0: torch.Tensor, geometry):
         """Yield the tracker after every iteration, forever: no stopping test, evaluation or
@@ -289,8 +303,7 @@ class SubgradientSolver(IterativeSolver):
 
     def info(self, run: Run | None = None) -> dict:
         if run is None:
-            step_size, schedule, decay = self.schedule_spec
-            return {"step_size": step_size, "schedule": str(schedule), "decay": decay}
+            return {"step_rule": repr(self.step_rule)}
         return {**run.steps.info(), "h_term": repr(self.h) if self.h else None}
 
 
@@ -301,10 +314,9 @@ class RSSM(SubgradientSolver):
         num_blocks: ℓ ∈ [2, p], the number of column blocks of the balanced partition
             (default ``min(4, p)``); ignored when ``blocks`` is given.
         blocks: an explicit partition of ``range(p)`` (list of index lists, ≥ 2 blocks).
-        step_size, schedule, decay: step sizes (see :class:`SubgradientSolver`); the geometric
-            default β is ``0.98^(2/ℓ)`` per iteration, i.e. 0.98 per ``ℓ/2`` iterations (after
-            which every column has been updated once in expectation) — the same decay per
-            column update as RSubGrad's default.
+        step_size: the step rule (see :class:`SubgradientSolver`); an epoch is ``ℓ/2``
+            iterations (every column updated once in expectation), so a geometric β per epoch
+            is the same decay per column update as RSubGrad's.
         reorthogonalize: project the step onto the block, ``(I − X_R X_Rᵀ)Ξ``, before the
             polar factor (default True; keeps ``‖X_RᵀX_C‖`` at round-off every step).
         refresh_every: re-orthonormalise the whole iterate (``polar(X)``) every this many
@@ -317,7 +329,7 @@ class RSSM(SubgradientSolver):
             ℓ = 10 (docs/results.md, ``benchmarks/rssm_dpcp.py --pairs``); the DPCP benchmark
             suite uses it. The default stays the paper's uniform draw, which the geoopt
             optimizer also uses.
-        h, return_best: see :class:`SubgradientSolver`.
+        h, return_best, final_prox: see :class:`SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
             ``seed``, ``eval_every`` — default ``max(10, ℓ(ℓ−1)/2)`` iterations).
 
@@ -361,9 +373,6 @@ class RSSM(SubgradientSolver):
     def _ell(self, run: Run) -> int:
         return len(self.partition(run.tracker.x.shape[-1]))
 
-    def resolve_decay(self, run: Run) -> float:
-        return self.default_decay ** (2.0 / self._ell(run))
-
     def default_eval_every(self, run: Run) -> int:
         """One sweep of the ``ℓ(ℓ − 1)/2`` column-block pairs, at least 10 iterations."""
         ell = self._ell(run)
@@ -372,6 +381,10 @@ class RSSM(SubgradientSolver):
     def epoch_length(self, run: Run) -> int:
         """``⌈ℓ/2⌉`` iterations: a pair of blocks moves about 2/ℓ of the columns."""
         return max(1, math.ceil(self._ell(run) / 2))
+
+    def epoch_share(self, run: Run) -> float:
+        """``2/ℓ``: the share of the columns a pair of blocks moves (balanced blocks)."""
+        return 2.0 / self._ell(run)
 
     def check_geometry(self, geometry) -> None:
         super().check_geometry(geometry)

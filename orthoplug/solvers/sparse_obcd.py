@@ -25,10 +25,12 @@ import math
 import numpy as np
 import torch
 
+from orthoplug.baselines.manpg import ManPG
 from orthoplug.kernels import runs_compiled
 from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.oracles import host_array
 
+from .base import Run
 from .column_sweeps import _column_sweep, column_invariant, column_rotations
 from .obcd import OBCD
 from .pairs import random_pairs
@@ -69,7 +71,7 @@ def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> t
 #: The unit of each stage's ``iterations`` in ``result.info["stages"]``.
 STAGE_UNITS = {"start": "candidates", "prox": "prox-polar steps", "splitting": "ADMM iterations",
                "partition search": "row moves", "pair steps": "pair steps",
-               "column sweeps": "sweeps"}
+               "column sweeps": "sweeps", "prox-gradient steps": "ManPG steps"}
 
 
 class SparseOBCD(OBCD):
@@ -84,7 +86,10 @@ class SparseOBCD(OBCD):
        :func:`~orthoplug.solvers.splitting.nonneg_rounding` for the nonnegativity indicator,
        then ``start_sweeps`` column sweeps); ``x0`` on ties.
     2. ``"prox"`` — up to ``prox_steps`` :func:`~orthoplug.solvers.sparse_starts.prox_polar`
-       steps (momentum, patience 20) from the chosen start.
+       steps (momentum, patience 20) from each of ``x0`` and the prepared candidates, the best
+       end kept: the start of lowest F need not lead to the lowest basin (on ℓ1-SPCA the
+       diagonal start, lowest after its column sweep, ended above ManPG from the PCA start,
+       ``benchmarks/l1_any_start.py``).
     3. ``"splitting"`` — up to ``split_steps`` iterations of
        :func:`~orthoplug.solvers.sparse_starts.splitting_iterates` (linearised ADMM, RADMM's
        Riemannian X-step with the partition search) from ``split_from``; its
@@ -98,6 +103,14 @@ class SparseOBCD(OBCD):
        for the rest of the run's ``max_iterations``.
     6. ``"column sweeps"`` — a :func:`~orthoplug.solvers.column_sweeps.column_rotations` sweep
        after every ``column_every`` pair steps.
+    7. ``"prox-gradient steps"`` — for a continuous h (ℓ1, capped ℓ1) and an oracle with a
+       Lipschitz constant, :class:`~orthoplug.baselines.manpg.ManPG` steps (the tangent-space
+       prox direction with its sufficient-decrease backtracking, so F does not rise), one after
+       each column sweep, on a run sharing the tracker. Pair steps change two rows at a time,
+       and under a nonsmooth h
+       a point where no pair step lowers F need not be stationary for moves of all rows; the
+       full-direction step leaves such points (ℓ1-SPCA: SparseOBCD's pair steps stopped up to
+       1e-3 above ManPG from the PCA start, ``benchmarks/l1_any_start.py``).
 
     The run's iterations count pair steps; the start stages have their own budgets, counted in
     their own iterations (defaults below: rules of n, the rows, never of the instance), and
@@ -223,6 +236,13 @@ class SparseOBCD(OBCD):
         run.started = False
         run.stages, run.start_chosen = [], "x0"
         run.column_sweeps_done, run.sweep_decrease, run.pair_gradients = 0, 0.0, 0.0
+        run.manpg_steps, run.manpg_decrease, run.manpg_gradients = 0, 0.0, 0.0
+        run.manpg_solver = run.manpg = None
+        if (self.h.piecewise.continuous and not self.h.is_indicator and run.column_every
+                and tracker.oracle.lipschitz):
+            run.manpg_solver = ManPG(self.h)
+            run.manpg = Run(run.oracle, tracker, run.geometry, run.generator)
+            run.manpg_solver.setup(run.manpg)
 
     def _objective(self, run, x: torch.Tensor) -> float:
         return float(run.tracker.oracle.value(x)) + float(self.h.value(x))
@@ -258,20 +278,31 @@ class SparseOBCD(OBCD):
 
     def _candidates(self, run):
         """The start stage's items: each start candidate, prepared, with its F (the lowest
-        names the start in ``run.start_chosen``)."""
+        names the start in ``run.start_chosen``); the prepared points are kept in
+        ``run.start_points`` (after ``x0``) for the prox stage."""
         found = start_candidates(run.tracker.oracle, run.x0.shape[1], self.starts)
         for count, (name, x) in enumerate(found.items(), start=1):
             x, fx = self._prepared(run, x)
+            run.start_points[name] = x
             if math.isfinite(fx) and fx < run.f:
                 run.start_chosen = name
             yield x, fx, count
 
-    def _prox(self, run, start: torch.Tensor):
-        """The prox stage's item (:func:`~orthoplug.solvers.sparse_starts.prox_polar` from
-        ``start``)."""
-        yield prox_polar(start, run.tracker.oracle, self.h, run.budgets["prox_steps"],
-                         momentum=True, patience=20, stop=run.out_of_time,
-                         gradient=run.tracker.gradient_at)
+    def _prox(self, run):
+        """The prox stage's items: :func:`~orthoplug.solvers.sparse_starts.prox_polar` from
+        each of ``run.start_points`` (the lowest end names its start in
+        ``run.start_chosen``)."""
+        done = 0
+        for name, start in run.start_points.items():
+            if done and run.out_of_time():
+                return
+            x, fx, steps = prox_polar(start, run.tracker.oracle, self.h,
+                                      run.budgets["prox_steps"], momentum=True, patience=20,
+                                      stop=run.out_of_time, gradient=run.tracker.gradient_at)
+            done += steps
+            if fx < run.f:
+                run.start_chosen = name
+            yield x, fx, done
 
     def _splitting(self, run):
         """The splitting stage's items
@@ -296,11 +327,12 @@ class SparseOBCD(OBCD):
         tracker = run.tracker
         run.x0 = tracker.x.clone()
         run.f = run.f0 = self._objective(run, run.x0)
+        run.start_points = {"x0": run.x0}
         budgets = run.budgets
         self._stage(run, "start", self._candidates(run) if self.starts else ())
         start = tracker.x.clone()
         if budgets["prox_steps"] and not run.out_of_time():
-            self._stage(run, "prox", self._prox(run, start))
+            self._stage(run, "prox", self._prox(run))
         if budgets["split_steps"] and not run.out_of_time():
             self._stage(run, "splitting", self._splitting(run))
         if self.partition:
@@ -330,13 +362,27 @@ class SparseOBCD(OBCD):
             if run.kernel:
                 run.sweep_decrease += _column_sweep(tracker.xa, tracker.ya, self.h,
                                                     run.generator)
-                return
-            before = float(self.h.value(tracker.x))
-            x = column_rotations(tracker.x, self.h, run.generator)
-            after = float(self.h.value(x))
-            if after < before:
-                tracker.set_point(x.contiguous())
-                run.sweep_decrease += before - after
+            else:
+                before = float(self.h.value(tracker.x))
+                x = column_rotations(tracker.x, self.h, run.generator)
+                after = float(self.h.value(x))
+                if after < before:
+                    tracker.set_point(x.contiguous())
+                    run.sweep_decrease += before - after
+            self._prox_gradient_step(run)
+
+    def _prox_gradient_step(self, run) -> None:
+        """One ManPG step on the run's tracker (class docstring, stage 7; continuous h with a
+        Lipschitz oracle only; ManPG's state — step t, multiplier Λ — lives on
+        ``run.manpg``)."""
+        if run.manpg is None:
+            return
+        tracker = run.tracker
+        before, gradients = self._objective(run, tracker.x), tracker.gradient_evaluations
+        run.manpg_solver.step(run.manpg)
+        run.manpg_steps += 1
+        run.manpg_decrease += before - self._objective(run, tracker.x)
+        run.manpg_gradients += tracker.gradient_evaluations - gradients
 
     def steps(self, run, count):
         """The start stages first (in the first call); then on OBCD's compiled pair loop
@@ -378,7 +424,7 @@ class SparseOBCD(OBCD):
         if not run.started:
             result.info["stages"] = []
             return
-        pairs = run.f_stages - result.cost - run.sweep_decrease
+        pairs = run.f_stages - result.cost - run.sweep_decrease - run.manpg_decrease
         stages = [*run.stages,
                   {"name": "pair steps", "unit": STAGE_UNITS["pair steps"],
                    "iterations": run.count, "gradient_evaluations": run.pair_gradients,
@@ -387,6 +433,12 @@ class SparseOBCD(OBCD):
             stages.append({"name": "column sweeps", "unit": STAGE_UNITS["column sweeps"],
                            "iterations": run.column_sweeps_done, "gradient_evaluations": 0.0,
                            "decrease": run.sweep_decrease})
+        if run.manpg is not None:
+            stages.append({"name": "prox-gradient steps",
+                           "unit": STAGE_UNITS["prox-gradient steps"],
+                           "iterations": run.manpg_steps,
+                           "gradient_evaluations": run.manpg_gradients,
+                           "decrease": run.manpg_decrease})
         total = run.f0 - result.cost
         for stage in stages:
             stage["decrease_share"] = stage["decrease"] / total if total > 0 else 0.0

@@ -404,7 +404,8 @@ def _run_rsubgrad(experiment: CompositeExperiment, instance: Instance, *, seed: 
 
 
 def rsubgrad_method() -> Method:
-    """RSubGrad (``γ₀ = 0.5/‖grad F(X₀)‖``, γ₀/√(k+1)), best evaluated point returned."""
+    """RSubGrad (its default step rule), best evaluated point returned, then its final
+    proximal pass."""
     return custom_method("RSubGrad", "baseline", _run_rsubgrad, {"eval_every": 10})
 
 

@@ -26,9 +26,9 @@ Methods (same wall-clock limit each):
   matching pairs), the fastest RSSM configuration measured at the issue's sizes
   (docs/results.md). pymanopt's smooth solvers are not offered: f is nonsmooth exactly at the
   solution (sharp minimum).
-* ℓ1-SPCA: ``RSSM-ℓ`` (ℓ ∈ {4, 10}) and ``RSubGrad`` with the default rule
-  (``γ₀ = 0.5/‖grad F(X₀)‖_F``, ``γ₀/√(k+1)``, best evaluated point returned), from the shared
-  random start, against OBCD and ManPG as in the OBCD suite.
+* ℓ1-SPCA: ``RSSM-ℓ`` (ℓ ∈ {4, 10}) and ``RSubGrad`` with the default step rule (best
+  evaluated point returned, then the final proximal pass that sets exact zeros), from the
+  shared random start, against OBCD and ManPG as in the OBCD suite.
 
 No grids: the paper gives no step sizes.
 """
@@ -56,6 +56,7 @@ from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.problems import spca
 from orthoplug.problems.nonsmooth_problems import DPCP, SparsePCA, dpcp_instance
 from orthoplug.solvers.rssm import RSSM, SubgradientSolver
+from orthoplug.solvers.step_rules import Geometric, GeometricOnStall, Polyak
 
 __all__ = ["EXPERIMENTS", "DPCPExperiment", "FactoredL1SPCA", "dpcp_solver", "epoch_length",
            "dpcp_problem_instance", "rssm_method", "DPCP_RSSM_RULE"]
@@ -64,6 +65,11 @@ __all__ = ["EXPERIMENTS", "DPCPExperiment", "FactoredL1SPCA", "dpcp_solver", "ep
 DPCP_DECAY = 0.95
 #: RSSM's step and pair rules in the DPCP experiment
 DPCP_RSSM_RULE = {"schedule": "polyak", "patience": 2, "pairs": "matching"}
+#: the step rules of :func:`dpcp_solver` by name (β per epoch and patience from its arguments)
+DPCP_RULES = {"geometric": lambda decay, patience: Geometric(decay=decay),
+              "polyak": lambda decay, patience: Polyak(patience=patience),
+              "geometric-on-stall": lambda decay, patience: GeometricOnStall(
+                  decay=decay, patience=patience)}
 
 
 def epoch_length(num_blocks: int | None) -> int:
@@ -75,15 +81,18 @@ def epoch_length(num_blocks: int | None) -> int:
 
 
 def dpcp_solver(num_blocks: int | None, decay: float = DPCP_DECAY, seed: int = 0,
-                schedule: str = "geometric", **options) -> SubgradientSolver:
-    """RSubGrad (``num_blocks=None``) or RSSM-ℓ with geometric steps decaying by ``decay`` per
-    epoch (β per RSubGrad iteration, ``β^(2/ℓ)`` per RSSM iteration: the same decay per column
-    update), or with the adaptive ``schedule`` ``"polyak"`` / ``"geometric-restart"`` (the
-    latter with the same β); ``options`` go to the solver (stopping criteria, ``eval_every``)."""
+                schedule: str = "geometric", patience: int = 3,
+                **options) -> SubgradientSolver:
+    """RSubGrad (``num_blocks=None``) or RSSM-ℓ with the step rule ``schedule`` of
+    :data:`DPCP_RULES` (``"default"``: the solvers' default rule): geometric steps decaying by
+    ``decay`` per epoch (the same decay per column update for every ℓ), Polyak steps, or
+    geometric decay on stall, with ``patience``; ``options`` go to the solver (stopping
+    criteria, ``eval_every``, ``pairs``)."""
+    if schedule != "default":
+        options["step_size"] = DPCP_RULES[schedule](decay, patience)
     if num_blocks is None:
-        return RSubGrad(schedule=schedule, decay=decay, seed=seed, **options)
-    return RSSM(num_blocks=num_blocks, schedule=schedule, decay=decay ** (2.0 / num_blocks),
-                seed=seed, **options)
+        return RSubGrad(seed=seed, **options)
+    return RSSM(num_blocks=num_blocks, seed=seed, **options)
 
 
 def dpcp_problem_instance(n: int, d: int, num_inliers: int, seed: int) -> Instance:
