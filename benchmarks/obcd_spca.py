@@ -68,7 +68,7 @@ def one(name, a, kind, r, budget, seed=0):
                           lipschitz=prob.oracle.lipschitz)
     runs["OBCD-full-gradient"] = OBCD(prob.h, seed=seed, eval_every=200, **stop).run(
         full, x_id, geo)
-    runs["OBCD-Jacobi"] = OBCD(prob.h, working_set="jacobi", seed=seed, eval_every=5,
+    runs["OBCD-Jacobi"] = OBCD(prob.h, pairs="jacobi", seed=seed, eval_every=5,
                                **stop).run(prob.oracle, x_id, geo)
     runs["ManPG"] = ManPG(prob.h, eval_every=1, min_gradient_norm=1e-9, **stop).run(
         prob.oracle, x_rnd, geo)
