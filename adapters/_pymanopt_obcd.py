@@ -12,13 +12,14 @@ The pymanopt ``Problem``'s cost is the smooth part ``f``; the nonsmooth part is 
     @pymanopt.function.autograd(manifold)
     def cost(X):
         return -anp.trace(X.T @ C @ X)
-    result = OBCD(h=L1(1e-3), max_iterations=20_000).run(pymanopt.Problem(manifold, cost))
+    result = OBCD(h=L1(1e-3), max_iterations=2000).run(pymanopt.Problem(manifold, cost))
     result.cost, result.h_value, result.f_value     # F = f + h, and its parts
 
-With the problem's autodiff oracle every iteration evaluates the full gradient (and, without a
-known Lipschitz constant, the cost for backtracking); for ``f = s·tr(XᵀCXD)`` pass
-``run(problem, oracle=QuadraticOracle(C, D, s))`` for the fast path (two gradient rows per
-iteration and the exact block curvature).
+With the problem's autodiff oracle every block update evaluates the full gradient (and, without
+a known Lipschitz constant, the cost for backtracking), and one update is one iteration; for
+``f = s·tr(XᵀCXD)`` pass ``run(problem, oracle=QuadraticOracle(C, D, s))`` for the fast path
+(two gradient rows per update, the exact block curvature, and ``⌈n/k⌉`` updates, one pass over
+the rows, per iteration: ``docs/guide/options.md``, "What one iteration is").
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ class OBCD(SolverOptimizer):
         theta: proximal weight θ > 0.
         sigma: fixed scalar curvature σ (``None``: the solver's rule).
         sweeps: pair sweeps of the local method (k > 2, h ≠ 0).
-        refresh_every: recompute the fast path's ``CX`` every this many iterations.
-        candidates: pairs compared per greedy iteration.
+        refresh_every: recompute the fast path's ``CX`` every this many block updates.
+        candidates: pairs compared per greedy update.
         max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
         seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
@@ -119,12 +120,13 @@ class SparseOBCD(OBCD):
         theta: OBCD's proximal weight θ > 0.
         refresh_every: pair steps between recomputations of ``CX``.
         max_time: wall-clock limit in seconds (the only clock the run reads).
-        max_iterations: pair steps (the start stages have their own budgets).
+        max_iterations: iterations of the whole run: the start stages' work in gradients,
+            then iterations of ``⌈n/2⌉`` pair steps (each stage also has its own budget).
         min_gradient_norm: stop when OBCD's gradient norm (``‖P_X(∇f + s_h)‖_F``) falls below
             it.
         verbosity, log_verbosity: as in pymanopt.
         seed: seed of the pairs, column matchings and start sweeps.
-        eval_every: pair steps between evaluations (default: OBCD's).
+        eval_every: iterations between evaluations, in the stages too (default: OBCD's).
         stall_evaluations: stop after this many evaluations without relative progress.
         stall_tolerance, target_cost: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.

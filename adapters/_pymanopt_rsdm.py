@@ -58,7 +58,7 @@ class RSDM(SolverOptimizer):
         sufficient_decrease: Armijo's c ∈ (0, 1).
         max_backtracks: trials per slice step before the step is skipped.
         stabilize: replace X by its polar factor every this many slice steps (``None``:
-            never in float64, every 1000 in lower precision).
+            never).
         refresh_every: slice steps between recomputations of a quadratic oracle's ``CX``.
         batch_size: minibatch size for the stochastic variant (``None``: deterministic).
         schedule: the stochastic variant's step decay ``s(k)`` (``batch_size`` only).
@@ -79,7 +79,7 @@ class RSDM(SolverOptimizer):
                  step_size: float | None = None, retraction: str = "qr",
                  line_search: str | None = None, contraction: float = 0.5,
                  sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
-                 stabilize: int | None = None, refresh_every: int = 10_000,
+                 stabilize: int | None = 1000, refresh_every: int = 10_000,
                  batch_size: int | None = None,
                  schedule: str | Callable[[int], float] = "constant", decay_time: float = 1000.0,
                  max_time: float = 1000, max_iterations: int = 1000,

@@ -221,7 +221,8 @@ def test_feasibility_after_1e5_iterations():
     gradient rows are O(rp))."""
     pr = ProcrustesProblem.make(12, 3, seed=0)
     x0 = _x0(12, 3)
-    res = RSDM(6, step_size=0.5, seed=0, max_iterations=50_000, eval_every=50_000).run(
+    res = RSDM(6, step_size=0.5, seed=0, max_iterations=50_000, eval_every=50_000,
+               stabilize=None).run(
         pr.oracle("linear"), x0, StiefelGeometry(12, 3))
     assert res.iterations == 50_000 and res.info["slice_steps"] == 100_000
     assert res.violation <= 1e-12

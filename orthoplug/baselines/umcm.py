@@ -29,12 +29,11 @@ iteration, supplied according to ``hvp``:
 
 UMCM is **infeasible** (penalty method): report ``result.violation`` with the cost.
 
-Measured behaviour (HEVP, n = 20): with the paper's settings (lr 5e-3, dynamic β from 1e2) the
-penalty gradients ``2βJXE`` soon dominate Adagrad's accumulator, the effective step on ``f``
-vanishes and the cost freezes near the start (relative gap 1.85 → 1.78) while the violation
-falls to 1e-5 … 1e-10. With a fixed β = 10 and lr 5e-2 it approaches the certificate (gap 3e-3 after
-600 iterations, violation 1e-4): the method is implemented as described; the paper's schedule
-is what stalls it.
+With the paper's dynamic β the penalty gradients ``2βJXE`` soon dominate Adagrad's accumulator,
+the effective step on ``f`` vanishes and the cost freezes near the start while the violation
+falls; a fixed β and a larger step approach the certificate (the evidence:
+``docs/guide/defaults.md``). The method is implemented as described; the paper's schedule is
+what stalls it.
 """
 
 from __future__ import annotations

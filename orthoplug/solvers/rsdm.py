@@ -6,9 +6,9 @@ Each iteration moves the iterate by a rotation restricted to a random r-dimensio
     X⁺ = U(Y) X = X + P(r)ᵀ (Y − I_r) P(r) X,     Y = Retr_{I_r}(−η Γ),
     Γ = skew(B Cᵀ),  B = P(r) ∇F(X),  C = P(r) X     (formula (4): Γ = P(r) skew(∇F Xᵀ) P(r)ᵀ).
 
-``U(Y)`` is orthogonal, so ``XᵀX`` is preserved exactly up to round-off (never corrected: start
-from an orthonormal ``X0``; in float32/16 the iterate is re-orthonormalised every
-``stabilize`` iterations). For Grassmann (``F(XQ) = F(X)``) nothing changes but the
+``U(Y)`` is orthogonal, so ``XᵀX`` is preserved exactly up to round-off (start from an
+orthonormal ``X0``); the iterate is re-orthonormalised every ``stabilize`` slice steps against
+the drift of round-off (default 1000, ``None``: never). For Grassmann (``F(XQ) = F(X)``) nothing changes but the
 representation (any orthonormal basis) and the stationarity measure the run loop reports (the
 horizontal gradient ``G − XXᵀG``); the same holds for SO(n) = St(n, n) with ``det = +1``, which
 every retraction here preserves.
@@ -192,8 +192,8 @@ class RSDM(IterativeSolver):
         contraction: Armijo's β ∈ (0, 1) (default 0.5).
         sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4).
         max_backtracks: trials per iteration before the step is skipped (default 30).
-        stabilize: replace X by its polar factor every this many slice steps
-            (O(np²)); default: never in float64, every 1000 slice steps in lower precision.
+        stabilize: replace X by its polar factor every this many slice steps (O(np²));
+            default 1000 (as the geoopt optimizer), ``None``: never.
         refresh_every: recompute a quadratic oracle's cached ``CX`` every this many slice
             steps (drift control, O(n²p)); default 10 000.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
@@ -221,7 +221,7 @@ class RSDM(IterativeSolver):
                  step_size: float | None = None,
                  retraction: str = "qr", line_search: str | None = None,
                  contraction: float = 0.5, sufficient_decrease: float = 1e-4,
-                 max_backtracks: int = 30, stabilize: int | None = None,
+                 max_backtracks: int = 30, stabilize: int | None = 1000,
                  refresh_every: int = 10_000, **kwargs):
         super().__init__(**kwargs)
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2):
@@ -296,8 +296,7 @@ class RSDM(IterativeSolver):
     def setup(self, run: Run) -> None:
         x = run.tracker.x
         run.r = self.slice_dimension(*x.shape[-2:])
-        reorth = self.stabilize
-        run.reorth = (0 if x.dtype == torch.float64 else 1000) if reorth is None else reorth
+        run.reorth = self.stabilize or 0
         run.refresh = self.refresh_every if isinstance(run.tracker, Refreshable) else 0
         run.line_search = None if self.line_search is None else self.new_line_search()
         run.schedule = self.new_schedule()

@@ -40,8 +40,8 @@ __all__ = ["pair_scores", "SparseOBCD"]
 
 def _low_precision_gradient(tracker, x: torch.Tensor):
     """``(∇f in float32, torch.float32)`` for a quadratic ``f = s·tr(XᵀCX)`` and a float64 CPU
-    ``x`` (``2s·C`` is copied to float32 once; numpy's float32 product took 0.3 ms against
-    the oracle's 0.45 ms at n = 300 and 1.3 against 3.3 ms at n = 1000, single-threaded), each
+    ``x`` (``2s·C`` is copied to float32 once; the float32 product costs about half the
+    float64 one, ``docs/guide/defaults.md``), each
     call counted as one gradient on ``tracker``; ``(None, None)`` otherwise (then use the
     tracker's ``gradient_at`` in ``x``'s dtype)."""
     q = getattr(tracker.oracle, "quadratic", None)
@@ -75,8 +75,8 @@ class SparseOBCD(OBCD):
     """OBCD (k = 2, exact curvature) after a pipeline of start stages, with greedy pairs and
     column sweeps.
 
-    A run is a pipeline of named stages. The first iteration runs the start stages in order, and
-    each stage's point replaces the run's whenever its F is lower (so F never rises):
+    A run is a pipeline of named stages, run in order; each stage's point replaces the run's
+    whenever its F is lower (so F never rises):
 
     1. ``"start"`` — the lowest-F of ``x0`` and the ``starts`` candidates
        (:func:`~orthoplug.solvers.sparse_starts.start_candidates`; rounded by
@@ -98,9 +98,15 @@ class SparseOBCD(OBCD):
     6. ``"column sweeps"`` — a :func:`~orthoplug.solvers.column_sweeps.column_rotations` sweep
        after every ``column_every`` pair steps.
 
-    The run's iterations count pair steps; the start stages have their own budgets, counted in
-    their own iterations (defaults below: rules of n, the rows, never of the instance), and
-    each ends early once the run's ``max_time`` has run out
+    **Iterations** (``docs/guide/options.md``, "What one iteration is": about one full gradient
+    of work each). The start stages count their work in full-gradient equivalents, ``⌈work⌉``
+    iterations (a prox or splitting iteration is one, a partition move a fraction, a start
+    candidate none); the pair steps count as OBCD's iterations, ``⌈n/2⌉`` pair steps each.
+    ``max_iterations`` bounds the whole run, so a budget smaller than the stages' ends the run
+    inside a stage; the run loop evaluates and records its history every ``eval_every``
+    iterations in every stage (``info["stage_iterations"]``: the stages' share). Each stage also
+    has its own budget in its own unit (defaults below: rules of n, the rows, never of the
+    instance) and ends early once the run's ``max_time`` has run out
     (:meth:`~orthoplug.solvers.base.Run.out_of_time`). Nothing else reads a clock: the same
     seed and budgets give the same bits on any machine and under any load.
 
