@@ -8,10 +8,10 @@ Each iteration moves the iterate by a rotation restricted to a random r-dimensio
 
 ``U(Y)`` is orthogonal, so ``XᵀX`` is preserved exactly up to round-off (start from an
 orthonormal ``X0``); the iterate is re-orthonormalised every ``stabilize`` slice steps against
-the drift of round-off (default 1000, ``None``: never). For Grassmann (``F(XQ) = F(X)``) nothing changes but the
-representation (any orthonormal basis) and the stationarity measure the run loop reports (the
-horizontal gradient ``G − XXᵀG``); the same holds for SO(n) = St(n, n) with ``det = +1``, which
-every retraction here preserves.
+the drift of round-off (default 1000, ``None``: never). For Grassmann (``F(XQ) = F(X)``)
+nothing changes but the representation (any orthonormal basis) and the stationarity measure
+the run loop reports (the horizontal gradient ``G − XXᵀG``); the same holds for
+SO(n) = St(n, n) with ``det = +1``, which every retraction here preserves.
 
 Host synchronisation (torch on a GPU; no GPU was available to measure it). The slice
 sampling, the products and the retraction stay on the device; each iteration still reads
@@ -25,7 +25,14 @@ current cost and one cost per trial, which decide the step (inherent to a line s
 scalar per parameter); its ``lr=None`` step also reads the closure's loss per trial. The run loop's
 evaluations (every ``eval_every`` iterations) read the cost, gradient norm and violation.
 
-Per-iteration cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a full gradient,
+**Iterations.** One iteration is one pass over the rows, about the work of one full gradient
+(``docs/guide/options.md``, "What one iteration is"): ``⌈n/r⌉`` slice steps for RSDM-P when the
+tracker reads gradient rows without a full gradient, else one slice step (RSDM-O; RSDM-P on an
+oracle without rows; the stochastic variant's minibatch step). ``info`` reports
+``slice_steps`` and ``updates_per_iteration``; ``stabilize``, ``refresh_every`` and
+``decay_time`` count slice steps.
+
+Per-slice-step cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a full gradient,
 ``T_rows`` = r rows of it):
 
 =============  ==============================================================================

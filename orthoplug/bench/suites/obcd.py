@@ -352,14 +352,14 @@ def sparse_obcd_method() -> Method:
     """:class:`~orthoplug.solvers.sparse_obcd.SparseOBCD` from the shared random start (the
     start ManPG gets): its stages (starts, prox or splitting, partition search), then greedy
     pairs and column sweeps."""
-    return custom_method("OBCD-sparse", "orthoplug", _run_sparse_obcd, {"eval_every": 1})
+    return custom_method("OBCD-sparse", "orthoplug", _run_sparse_obcd, {"eval_every": 10})
 
 
 def obcd_method(name: str, *, pairs: str = "random", start: str = "identity") -> Method:
     """OBCD (k = 2, exact curvature, θ = 1e-5) from ``I(n, r)`` (``start="identity"``) or the
     shared random start (``"random"``); random pairs (an iteration: n/2 pairs) or Jacobi (an
-    iteration: one matching)."""
-    every = 5 if pairs == "jacobi" else 1
+    iteration: one matching); evaluated every 5 iterations."""
+    every = 5
     return custom_method(name, "orthoplug", _run_obcd,
                          {"pairs": pairs, "eval_every": every, "start": start})
 
