@@ -63,7 +63,7 @@ def one(name, a, kind, r, budget, seed=0):
     x_id, x_rnd = prob.initial_point("identity"), prob.initial_point("random", seed)
     runs = {}
     stop = dict(max_time=budget, max_iterations=10**9)
-    runs["OBCD"] = OBCD(prob.h, seed=seed, eval_every=200, **stop).run(prob.oracle, x_id, geo)
+    runs["OBCD"] = OBCD(prob.h, seed=seed, eval_every=5, **stop).run(prob.oracle, x_id, geo)
     full = FunctionOracle(prob.oracle.value, prob.oracle.gradient,
                           lipschitz=prob.oracle.lipschitz)
     runs["OBCD-full-gradient"] = OBCD(prob.h, seed=seed, eval_every=200, **stop).run(
