@@ -16,8 +16,10 @@ The pairs come from the optimizer's generator (:class:`~adapters._torch.Orthoplu
 parameters in order) through the core's draw functions
 (:func:`~orthoplug.solvers.pairs.draw_random_pairs`, :func:`~orthoplug.solvers.pairs.cyclic_pairs`,
 :func:`~orthoplug.solvers.pairs.random_matching`), so with one parameter holding one matrix, the
-same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N iterations of
-:class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"``.
+same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N block updates
+of :class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"`` (a step is one update, as
+torch.optim counts; the core solver's iteration is ``⌈n/2⌉`` of them when its oracle reads
+gradient rows, ``docs/guide/options.md``).
 
 **lr** (every group, default 1; read at every step, so torch's schedulers work): the
 subproblem's quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``θ_eff = θ/lr``, so

@@ -553,3 +553,22 @@ def test_pymanopt_door_takes_every_option_explicitly_and_runs_the_core_solver():
     assert np.array_equal(res.point, ref.point.numpy()) and res.cost == ref.cost
     assert res.stages == ref.info["stages"] and res.stages[0]["name"] == "start"
     assert res.h_value + res.f_value == pytest.approx(res.cost, abs=1e-15)
+
+
+def test_sparse_obcd_history_records_every_stage():
+    """The start stages count their gradients as iterations and the run loop evaluates during
+    them: with ``eval_every=1`` a history row after every iteration of the stages, F recorded
+    as it falls, and F after them equal to F(x0) less the stages' decreases."""
+    prob = _problem("l0", n=16, r=3)
+    x0 = prob.initial_point("random", 0)
+    res = SparseOBCD(prob.h, starts=(), seed=0, max_iterations=200, eval_every=1).run(
+        prob.oracle, x0, StiefelGeometry(16, 3))  # x0 is the start: the splitting does the work
+    k = res.info["stage_iterations"]
+    assert k == math.ceil(_stages(res, "splitting")[0]["gradient_evaluations"]) > 100
+    assert res.history["iteration"][:k + 1] == list(range(k + 1))
+    costs = res.history["cost"][:k + 1]
+    assert costs[0] == pytest.approx(prob.objective(x0), abs=1e-12)
+    assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))
+    assert len(set(costs)) > 2  # improvements recorded while the splitting runs
+    stages = [s for s in res.info["stages"] if s["name"] not in ("pair steps", "column sweeps")]
+    assert costs[k] == pytest.approx(costs[0] - sum(s["decrease"] for s in stages), abs=1e-12)
