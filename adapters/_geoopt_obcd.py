@@ -1,6 +1,6 @@
 """OBCD as a torch optimizer over geoopt Stiefel ``ManifoldParameter``\\ s.
 
-``OBCD(params, h=L1(1e-3), working_set="random"|"cyclic"|"jacobi")``: each ``step(closure)``
+``OBCD(params, h=L1(1e-3), pairs="random"|"cyclic"|"jacobi")``: each ``step(closure)``
 updates every matrix of every (possibly batched) parameter — one row pair per matrix (uniformly
 random, ``"random"``, drawn in batches of 1024 iterations as the core solver does, or the next
 pair of the lexicographic sweep, ``"cyclic"``) or a random perfect matching of its rows
@@ -10,17 +10,19 @@ solve). The loss is the smooth part ``f``; ``h`` (a separable term of
 :mod:`orthoplug.nonsmooth`) is handled exactly by the subproblem. Rows of different matrices are
 disjoint coordinates, so the joint surrogate majorises ``f + h`` whenever
 σ ≥ max(0, λ_max(∇²loss)) (σ = 0 for concave losses such as SPCA's ``−tr(XᵀCX)``); then each step
-gives ``F(X⁺) ≤ F(X) − α/2 Σ‖V − I‖²``.
+gives ``F(X⁺) ≤ F(X) − θ/2 Σ‖V − I‖²``.
 
 The pairs come from the optimizer's generator (:class:`~adapters._torch.OrthoplugOptimizer`,
 parameters in order) through the core's draw functions
 (:func:`~orthoplug.solvers.pairs.draw_random_pairs`, :func:`~orthoplug.solvers.pairs.cyclic_pairs`,
 :func:`~orthoplug.solvers.pairs.random_matching`), so with one parameter holding one matrix, the
-same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N iterations of
-:class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"``.
+same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N block updates
+of :class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"`` (a step is one update, as
+torch.optim counts; the core solver's iteration is ``⌈n/2⌉`` of them when its oracle reads
+gradient rows, ``docs/guide/options.md``).
 
 **lr** (every group, default 1; read at every step, so torch's schedulers work): the
-subproblem's quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``α_eff = α/lr``, so
+subproblem's quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``θ_eff = θ/lr``, so
 ``lr = 1`` is OBCD itself, a smaller ``lr`` a more damped step and ``lr = 0`` no move (the group
 is skipped). Each parameter's start point is checked at its first step (feasible to the dtype's
 tolerance, :func:`~orthoplug.geometry.manifolds.feasibility_tol`, and ``h`` finite): a
@@ -68,14 +70,14 @@ class OBCD(OrthoplugOptimizer):
             (..., n, r) with n ≥ 2; they must be feasible (and ``h`` finite there) at the first
             step.
         h: separable nonsmooth term (default zero).
-        working_set: ``"random"`` (one pair per matrix per step), ``"cyclic"`` or
+        pairs: ``"random"`` (one pair per matrix per step), ``"cyclic"`` or
             ``"jacobi"``.
-        alpha: proximal weight α > 0 (default 1e-5).
+        theta: proximal weight θ > 0 (default 1e-5).
         sigma: scalar curvature constant σ ≥ max(0, λ_max(∇²loss)); None: backtracking from
             ``sigma0``.
         sigma0: the first σ of the backtracking.
         max_backtracks: consecutive doublings of σ before the step gives up.
-        lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``α_eff = α/lr``; 0: no move), default 1.
+        lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move), default 1.
         stabilize: ``projx`` every this many steps (``None``: never).
         seed: seed of the pair choices (``None``: random, the same on every rank).
         process_group: the ``torch.distributed`` group (default: the world).
@@ -83,11 +85,11 @@ class OBCD(OrthoplugOptimizer):
         average_gradients: average the gradients over the group after each closure call.
     """
 
-    working_sets = ("random", "cyclic", "jacobi")
+    pair_orders = ("random", "cyclic", "jacobi")
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
-                 *, h: SeparableTerm | None = None, working_set: str = "random",
-                 alpha: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
+                 *, h: SeparableTerm | None = None, pairs: str = "random",
+                 theta: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
                  max_backtracks: int = MAX_REJECTIONS, lr: float = 1.0,
                  stabilize: int | None = None, seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
@@ -95,13 +97,13 @@ class OBCD(OrthoplugOptimizer):
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):
             raise ValueError(f"h must be a separable term of orthoplug.nonsmooth, got {h!r}")
-        if working_set not in self.working_sets:
-            raise ValueError(f"unknown working_set {working_set!r}; choose from "
-                             f"{self.working_sets}")
+        if pairs not in self.pair_orders:
+            raise ValueError(f"unknown pairs {pairs!r}; choose from "
+                             f"{self.pair_orders}")
         check_number("max_backtracks", max_backtracks, integer=True)
-        self.h, self.working_set, self.max_backtracks = h, working_set, max_backtracks
+        self.h, self.pairs, self.max_backtracks = h, pairs, max_backtracks
         self.last_h = 0.0
-        super().__init__(params, dict(sigma=sigma, alpha=alpha, sigma0=sigma0, lr=lr,
+        super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0, lr=lr,
                                       stabilize=stabilize), seed=seed,
                          process_group=process_group, replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
@@ -109,7 +111,7 @@ class OBCD(OrthoplugOptimizer):
 
     def _check_group(self, group):
         super()._check_group(group)
-        check_number("alpha", group["alpha"], strict=True)
+        check_number("theta", group["theta"], strict=True)
         if group["sigma"] is not None:
             check_number("sigma", group["sigma"])
         check_number("sigma0", group["sigma0"], strict=True)
@@ -148,12 +150,12 @@ class OBCD(OrthoplugOptimizer):
         """This step's pairs of the parameter's ``nb`` matrices, ``(nb, m, 2)``."""
         state, device = self.state[p], p.device
         gen = self.generator(device)
-        if self.working_set == "jacobi":  # one matrix: the core's draw (randperm)
+        if self.pairs == "jacobi":  # one matrix: the core's draw (randperm)
             return (random_matching(n, gen, device)[None] if nb == 1
                     else random_matching(n, gen, device, (nb,)))
         t = state.get("iteration", 0)
         state["iteration"] = t + 1
-        if self.working_set == "cyclic":
+        if self.pairs == "cyclic":
             sweep = cyclic_pairs(n, device)
             return sweep[t % sweep.shape[0]].expand(nb, 1, 2)
         if "pairs" not in state or t % state["pairs"].shape[0] == 0:
@@ -194,7 +196,7 @@ class OBCD(OrthoplugOptimizer):
             try:
                 for group, p, x, bidx, pairs, z, m, rule in plans:
                     lr = group["lr"]
-                    new, change = scalar_pair_step(z, m, rule.sigma / lr, group["alpha"] / lr,
+                    new, change = scalar_pair_step(z, m, rule.sigma / lr, group["theta"] / lr,
                                                    self.h)
                     out = x.clone()
                     out[bidx, pairs] = new.reshape(*pairs.shape, -1)

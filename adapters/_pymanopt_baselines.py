@@ -377,8 +377,8 @@ class UMCM(SolverOptimizer):
     every option).
 
     Args:
-        lr: Adagrad learning rate.
-        lr_decay: Adagrad's learning-rate decay.
+        step_size: Adagrad's learning rate.
+        step_decay: Adagrad's learning-rate decay.
         beta: initial penalty, a :class:`~orthoplug.baselines.admm.PenaltySchedule` or a dict
             of its options.
         hvp: ``"auto"`` (finite differences of the problem's gradient), ``"closed"``,
@@ -392,7 +392,7 @@ class UMCM(SolverOptimizer):
     solver_class = umcm.UMCM
     geometries = admm.J_GEOMETRIES
 
-    def __init__(self, *, lr: float = 5e-3, lr_decay: float = 0.0,
+    def __init__(self, *, step_size: float = 5e-3, step_decay: float = 0.0,
                  beta: float | admm.PenaltySchedule | dict = 1e2, hvp: str = "auto",
                  max_time: float = 1000, max_iterations: int = 1000,
                  min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
@@ -404,7 +404,7 @@ class UMCM(SolverOptimizer):
                          log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
                          stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
                          target_cost=target_cost,
-                         lr=lr, lr_decay=lr_decay, beta=beta, hvp=hvp)
+                         step_size=step_size, step_decay=step_decay, beta=beta, hvp=hvp)
 
 
 class CSDM(SolverOptimizer):
@@ -413,8 +413,8 @@ class CSDM(SolverOptimizer):
     of every option).
 
     Args:
-        lr: Adagrad learning rate.
-        lr_decay: Adagrad's learning-rate decay.
+        step_size: Adagrad's learning rate.
+        step_decay: Adagrad's learning-rate decay.
         layers: Givens brick layers per orthogonal factor (≥ 1).
         max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
@@ -425,7 +425,7 @@ class CSDM(SolverOptimizer):
     solver_class = csdm.CSDM
     geometries = admm.J_GEOMETRIES
 
-    def __init__(self, *, lr: float = 5e-3, lr_decay: float = 0.0, layers: int = 1,
+    def __init__(self, *, step_size: float = 5e-3, step_decay: float = 0.0, layers: int = 1,
                  max_time: float = 1000, max_iterations: int = 1000,
                  min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
                  seed: int | None = None, eval_every: int | None = None,
@@ -436,4 +436,4 @@ class CSDM(SolverOptimizer):
                          log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
                          stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
                          target_cost=target_cost,
-                         lr=lr, lr_decay=lr_decay, layers=layers)
+                         step_size=step_size, step_decay=step_decay, layers=layers)

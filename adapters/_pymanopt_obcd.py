@@ -12,13 +12,14 @@ The pymanopt ``Problem``'s cost is the smooth part ``f``; the nonsmooth part is 
     @pymanopt.function.autograd(manifold)
     def cost(X):
         return -anp.trace(X.T @ C @ X)
-    result = OBCD(h=L1(1e-3), max_iterations=20_000).run(pymanopt.Problem(manifold, cost))
+    result = OBCD(h=L1(1e-3), max_iterations=2000).run(pymanopt.Problem(manifold, cost))
     result.cost, result.h_value, result.f_value     # F = f + h, and its parts
 
-With the problem's autodiff oracle every iteration evaluates the full gradient (and, without a
-known Lipschitz constant, the cost for backtracking); for ``f = s·tr(XᵀCXD)`` pass
-``run(problem, oracle=QuadraticOracle(C, D, s))`` for the fast path (two gradient rows per
-iteration and the exact block curvature).
+With the problem's autodiff oracle every block update evaluates the full gradient (and, without
+a known Lipschitz constant, the cost for backtracking), and one update is one iteration; for
+``f = s·tr(XᵀCXD)`` pass ``run(problem, oracle=QuadraticOracle(C, D, s))`` for the fast path
+(two gradient rows per update, the exact block curvature, and ``⌈n/k⌉`` updates, one pass over
+the rows, per iteration: ``docs/guide/options.md``, "What one iteration is").
 """
 
 from __future__ import annotations
@@ -47,13 +48,13 @@ class OBCD(SolverOptimizer):
     Args:
         h: the separable nonsmooth term (default zero).
         k: block size, ``2 ≤ k ≤ n``.
-        working_set: ``"random"``, ``"cyclic"`` or ``"jacobi"``.
+        pairs: ``"random"``, ``"cyclic"`` or ``"jacobi"``.
         curvature: ``"exact"`` or ``"scalar"``.
-        alpha: proximal weight α > 0.
+        theta: proximal weight θ > 0.
         sigma: fixed scalar curvature σ (``None``: the solver's rule).
         sweeps: pair sweeps of the local method (k > 2, h ≠ 0).
-        refresh_every: recompute the fast path's ``CX`` every this many iterations.
-        candidates: pairs compared per greedy iteration.
+        refresh_every: recompute the fast path's ``CX`` every this many block updates.
+        candidates: pairs compared per greedy update.
         max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
         seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
@@ -64,7 +65,7 @@ class OBCD(SolverOptimizer):
     geometries = (StiefelGeometry,)
 
     def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
-                 working_set: str = "random", curvature: str = "exact", alpha: float = 1e-5,
+                 pairs: str = "random", curvature: str = "exact", theta: float = 1e-5,
                  sigma: float | None = None, sweeps: int = 2, refresh_every: int = 10_000,
                  candidates: int = 8,
                  max_time: float = 1000, max_iterations: int = 1000,
@@ -77,7 +78,7 @@ class OBCD(SolverOptimizer):
                          log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
                          stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
                          target_cost=target_cost,
-                         h=h, k=k, working_set=working_set, curvature=curvature, alpha=alpha,
+                         h=h, k=k, pairs=pairs, curvature=curvature, theta=theta,
                          sigma=sigma, sweeps=sweeps, refresh_every=refresh_every,
                          candidates=candidates)
 
@@ -116,15 +117,16 @@ class SparseOBCD(OBCD):
         split_smoothing: μβ of the splitting stage (``"auto"``: 0.1 for an indicator h).
         split_from: ``"start"`` or ``"x0"`` (``"auto"``: ``"x0"`` with the partition search).
         partition: the partition search stage (``"auto"``: for the nonnegativity indicator).
-        alpha: OBCD's proximal weight α > 0.
+        theta: OBCD's proximal weight θ > 0.
         refresh_every: pair steps between recomputations of ``CX``.
         max_time: wall-clock limit in seconds (the only clock the run reads).
-        max_iterations: pair steps (the start stages have their own budgets).
+        max_iterations: iterations of the whole run: the start stages' work in gradients,
+            then iterations of ``⌈n/2⌉`` pair steps (each stage also has its own budget).
         min_gradient_norm: stop when OBCD's gradient norm (``‖P_X(∇f + s_h)‖_F``) falls below
             it.
         verbosity, log_verbosity: as in pymanopt.
         seed: seed of the pairs, column matchings and start sweeps.
-        eval_every: pair steps between evaluations (default: OBCD's).
+        eval_every: iterations between evaluations, in the stages too (default: OBCD's).
         stall_evaluations: stop after this many evaluations without relative progress.
         stall_tolerance, target_cost: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer`.
@@ -137,7 +139,7 @@ class SparseOBCD(OBCD):
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
                  prox_steps: int | str = "auto", split_steps: int | str = "auto",
                  split_smoothing: float | str = "auto", split_from: str = "auto",
-                 partition: bool | str = "auto", alpha: float = 1e-5,
+                 partition: bool | str = "auto", theta: float = 1e-5,
                  refresh_every: int = 10_000, max_time: float = 1000,
                  max_iterations: int = 1000, min_gradient_norm: float = 1e-6,
                  verbosity: int = 0, log_verbosity: int = 0, seed: int | None = None,
@@ -150,7 +152,7 @@ class SparseOBCD(OBCD):
             stall_tolerance=stall_tolerance, target_cost=target_cost, h=h, starts=starts,
             candidates=candidates, column_every=column_every, start_sweeps=start_sweeps,
             prox_steps=prox_steps, split_steps=split_steps, split_smoothing=split_smoothing,
-            split_from=split_from, partition=partition, alpha=alpha, refresh_every=refresh_every)
+            split_from=split_from, partition=partition, theta=theta, refresh_every=refresh_every)
 
     def run(self, problem, *, initial_point=None, oracle=None):
         result = super().run(problem, initial_point=initial_point, oracle=oracle)

@@ -23,8 +23,10 @@ gradients pass a structured oracle, ``run(problem, oracle=QuadraticOracle(A, sca
 The optimizer runs the core solver, whose step the geoopt optimizer
 (:mod:`orthoplug.adapters.geoopt`) runs too: with the same seed, start and options (``step_size``
 as ``lr``, no step as ``lr=None``, the same ``schedule``; for the stochastic variant a closure
-that draws its minibatch as ``torch.randperm(N, generator=opt.generator(device))[:B]``), N
-iterations here and N ``step(closure)`` calls there give the same iterates.
+that draws its minibatch as ``torch.randperm(N, generator=opt.generator(device))[:B]``), the
+same slice steps give the same iterates. A ``step(closure)`` there is one slice step; an
+iteration here is one pass over the rows (``docs/guide/options.md``, "What one iteration is"):
+``⌈n/r⌉`` slice steps for RSDM-P with an oracle that reads gradient rows, else one.
 """
 
 from __future__ import annotations
@@ -54,10 +56,10 @@ class RSDM(SolverOptimizer):
         line_search: ``None``, ``"armijo"`` or ``"polar"``.
         contraction: Armijo's β ∈ (0, 1).
         sufficient_decrease: Armijo's c ∈ (0, 1).
-        max_backtracks: trials per iteration before the step is skipped.
-        reorthonormalize_every: replace X by its polar factor every this many iterations
-            (``None``: never).
-        refresh_every: iterations between recomputations of a quadratic oracle's ``CX``.
+        max_backtracks: trials per slice step before the step is skipped.
+        stabilize: replace X by its polar factor every this many slice steps (``None``:
+            never).
+        refresh_every: slice steps between recomputations of a quadratic oracle's ``CX``.
         batch_size: minibatch size for the stochastic variant (``None``: deterministic).
         schedule: the stochastic variant's step decay ``s(k)`` (``batch_size`` only).
         decay_time: the stochastic variant's t0 > 0 (``batch_size`` only).
@@ -77,7 +79,7 @@ class RSDM(SolverOptimizer):
                  step_size: float | None = None, retraction: str = "qr",
                  line_search: str | None = None, contraction: float = 0.5,
                  sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
-                 reorthonormalize_every: int | None = None, refresh_every: int = 10_000,
+                 stabilize: int | None = 1000, refresh_every: int = 10_000,
                  batch_size: int | None = None,
                  schedule: str | Callable[[int], float] = "constant", decay_time: float = 1000.0,
                  max_time: float = 1000, max_iterations: int = 1000,
@@ -100,5 +102,5 @@ class RSDM(SolverOptimizer):
                          r=r, sampling=sampling, step_size=step_size, retraction=retraction,
                          line_search=line_search, contraction=contraction,
                          sufficient_decrease=sufficient_decrease, max_backtracks=max_backtracks,
-                         reorthonormalize_every=reorthonormalize_every,
+                         stabilize=stabilize,
                          refresh_every=refresh_every, **stochastic)

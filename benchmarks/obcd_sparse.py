@@ -58,8 +58,8 @@ def run_instance(name, a, kind, budget, seed=0) -> dict:
     geo = StiefelGeometry(n, prob.r)
     x_rnd, x_id = prob.initial_point("random", seed), prob.initial_point("identity")
     stop = dict(max_time=budget, max_iterations=10**12)
-    solvers = {"OBCD(id)": (OBCD(prob.h, seed=seed, eval_every=200, **stop), x_id),
-               "SparseOBCD": (SparseOBCD(prob.h, seed=seed, eval_every=100, **stop), x_rnd),
+    solvers = {"OBCD(id)": (OBCD(prob.h, seed=seed, eval_every=5, **stop), x_id),
+               "SparseOBCD": (SparseOBCD(prob.h, seed=seed, eval_every=10, **stop), x_rnd),
                "ManPG": (ManPG(prob.h, eval_every=1, min_gradient_norm=1e-9, **stop), x_rnd)}
     if kind != "l1":
         for cls in (LADMM, RADMM, PSM):

@@ -63,12 +63,12 @@ def one(name, a, kind, r, budget, seed=0):
     x_id, x_rnd = prob.initial_point("identity"), prob.initial_point("random", seed)
     runs = {}
     stop = dict(max_time=budget, max_iterations=10**9)
-    runs["OBCD"] = OBCD(prob.h, seed=seed, eval_every=200, **stop).run(prob.oracle, x_id, geo)
+    runs["OBCD"] = OBCD(prob.h, seed=seed, eval_every=5, **stop).run(prob.oracle, x_id, geo)
     full = FunctionOracle(prob.oracle.value, prob.oracle.gradient,
                           lipschitz=prob.oracle.lipschitz)
     runs["OBCD-full-gradient"] = OBCD(prob.h, seed=seed, eval_every=200, **stop).run(
         full, x_id, geo)
-    runs["OBCD-Jacobi"] = OBCD(prob.h, working_set="jacobi", seed=seed, eval_every=5,
+    runs["OBCD-Jacobi"] = OBCD(prob.h, pairs="jacobi", seed=seed, eval_every=5,
                                **stop).run(prob.oracle, x_id, geo)
     runs["ManPG"] = ManPG(prob.h, eval_every=1, min_gradient_norm=1e-9, **stop).run(
         prob.oracle, x_rnd, geo)

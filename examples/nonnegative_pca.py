@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--m", type=int, default=500, help="Gaussian samples")
     parser.add_argument("--n", type=int, default=100, help="Gaussian features")
     parser.add_argument("--r", type=int, default=5, help="components")
-    parser.add_argument("--iterations", type=int, default=5000, help="OBCD pair updates")
+    parser.add_argument("--iterations", type=int, default=160,
+                        help="OBCD iterations (n/2 pair updates each)")
     parser.add_argument("--penalty", type=float, default=100.0, help="baseline's ρ")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", action="store_true",

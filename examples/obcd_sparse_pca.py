@@ -3,7 +3,7 @@
 
 ::
 
-    python examples/obcd_sparse_pca.py [--r 8] [--iterations 3000]
+    python examples/obcd_sparse_pca.py [--r 8] [--iterations 100]
 
 OBCD changes two rows of X per iteration by an exact O(2) step; with the quadratic oracle it reads
 only two rows of ∇f = −2CX and updates CX in O(n r), and F = f + h never increases.
@@ -23,7 +23,7 @@ from orthoplug.solvers.obcd import OBCD
 def main(argv=None):
     ap = argparse.ArgumentParser(description="OBCD sparse PCA on digits")
     ap.add_argument("--r", type=int, default=8)
-    ap.add_argument("--iterations", type=int, default=3000)
+    ap.add_argument("--iterations", type=int, default=100)  # n/2 = 32 pair updates each
     ap.add_argument("--plot", action="store_true", help="draw F = f + h against iterations")
     args = ap.parse_args(argv)
 

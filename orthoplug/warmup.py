@@ -51,8 +51,8 @@ def warm_up() -> None:
     for options in ({"matchings": 1}, {"matchings": "all"}):  # scalar model
         JJOBCD(**options, seed=0, max_iterations=2).run(plain, x, j_geo)
     JJOBCD(curvature="hessian", side="column", seed=0, max_iterations=2).run(hessian, x, j_geo)
-    for working_set in ("random", "greedy"):
-        OBCD(L1(0.1), working_set=working_set, seed=0, max_iterations=2).run(
+    for pairs in ("random", "greedy"):
+        OBCD(L1(0.1), pairs=pairs, seed=0, max_iterations=2).run(
             QuadraticOracle(-c), x[:, :2], st_geo)
     OBCD(L1(0.1), seed=0, max_iterations=2).run(  # one O(2) breakpoint search per step
         FunctionOracle(lambda y: -(y * (c @ y)).sum(), lambda y: -2.0 * (c @ y)), x[:, :2], st_geo)

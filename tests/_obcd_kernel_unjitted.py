@@ -52,8 +52,8 @@ def compute() -> dict[str, np.ndarray]:
     c = spca.covariance(spca.gaussian_data(30, 12, seed=9))
     prob = spca.l1_spca(c, 3, 0.02)
     for kind, h, order in (("l1", L1(0.02), "random"), ("nonneg", NonNegative(), "greedy")):
-        res = OBCD(h, working_set=order, candidates=3, seed=1, max_iterations=40,
-                   eval_every=20).run(
+        res = OBCD(h, pairs=order, candidates=3, seed=1, max_iterations=7,
+                   eval_every=4).run(
             prob.oracle, torch.eye(12, 3, dtype=torch.float64), StiefelGeometry(12, 3))
         out[f"X_{kind}_{order}"] = res.point.numpy().copy()
     return out

@@ -231,6 +231,10 @@ def test_geoopt_front_end_is_deterministic(name):
 
 # ---- SparseOBCD at n = 200, every stage ------------------------------------------------------
 
+def _stage(stages, name):
+    return next(s for s in stages if s["name"] == name)
+
+
 def _sparse_problem(kind):
     a = np.random.default_rng(7).standard_normal((300, 200))
     c = spca.covariance(a)
@@ -247,7 +251,9 @@ def test_sparse_obcd_is_deterministic_at_n_200(kind):
     prob = _sparse_problem(kind)
     x0 = prob.initial_point("random", 0)
     budget = dict(prox_steps=30) if kind == "l1" else dict(split_steps=200)
-    solver = SparseOBCD(prob.h, seed=3, max_iterations=1500, eval_every=250, **budget)
+    # the stages' iterations (their gradients: 30, 170, 224) and 15 of n/2 = 100 pair steps
+    iterations = {"l1": 45, "l0": 185, "nn": 239}[kind]
+    solver = SparseOBCD(prob.h, seed=3, max_iterations=iterations, eval_every=5, **budget)
 
     def run():
         res = solver.run(prob.oracle, x0.clone(), StiefelGeometry(200, 5))
@@ -260,6 +266,7 @@ def test_sparse_obcd_is_deterministic_at_n_200(kind):
                 "nn": ["start", "splitting", "partition search", "partition search"]}[kind]
     tail = ["prox-gradient steps"] if kind == "l1" else []  # ManPG steps: continuous h only
     assert names == [*expected, "pair steps", "column sweeps", *tail]
+    assert _stage(stages, "pair steps")["iterations"] == 1500
     assert cost == pytest.approx(prob.objective(torch.from_numpy(point)), abs=1e-10)
     assert sum(s["decrease"] for s in stages) == pytest.approx(prob.objective(x0) - cost,
                                                                abs=1e-10)

@@ -111,7 +111,7 @@ def _pca_loss(y):
 
 def _obcd_case(seed, steps=STEPS):
     x, d = _stiefel_x((2,)), _local(_stiefel_data())
-    opt = go.OBCD([x], h=L1(1e-2), working_set="jacobi", seed=seed, replica_check_every=2)
+    opt = go.OBCD([x], h=L1(1e-2), pairs="jacobi", seed=seed, replica_check_every=2)
 
     def closure():
         opt.zero_grad()

@@ -76,10 +76,10 @@ def _closure(opt, x, loss_fn):
     return closure
 
 
-@pytest.mark.parametrize("working_set", ["random", "cyclic", "jacobi"])
-def test_obcd_pymanopt_and_geoopt_take_the_same_steps(working_set):
+@pytest.mark.parametrize("pairs", ["random", "cyclic", "jacobi"])
+def test_obcd_pymanopt_and_geoopt_take_the_same_steps(pairs):
     a, x0, h, steps = _data(), _start(), L1(0.02), 40
-    opts = dict(working_set=working_set, alpha=1e-5, sigma=3.0)
+    opts = dict(pairs=pairs, theta=1e-5, sigma=3.0)
     res = pm.OBCD(h=h, curvature="scalar", max_iterations=steps, seed=4, **opts).run(
         _obcd_problem(a), initial_point=x0.numpy())
     x = _stiefel_param(x0)
@@ -92,21 +92,21 @@ def test_obcd_pymanopt_and_geoopt_take_the_same_steps(working_set):
     assert float(np.abs(x.detach().numpy() - res.point).max()) <= 1e-10
 
 
-@pytest.mark.parametrize("working_set", ["random", "jacobi"])
-def test_obcd_state_dict_resume_is_exact(working_set):
+@pytest.mark.parametrize("pairs", ["random", "jacobi"])
+def test_obcd_state_dict_resume_is_exact(pairs):
     a, x0, h = _data(), _start(), L1(0.02)
     loss_fn = lambda p: _obcd_cost_torch(a, p)  # noqa: E731
     # σ backtracks (its state must travel) and a batched parameter (two matrices)
     start = torch.stack([x0, _start(2)])
     x = _stiefel_param(start)
-    opt = go.OBCD([x], h=h, working_set=working_set, seed=5)
+    opt = go.OBCD([x], h=h, pairs=pairs, seed=5)
     closure = _closure(opt, x, loss_fn)
     for _ in range(7):
         opt.step(closure)
     buf = io.BytesIO()
     torch.save(opt.state_dict(), buf)
     x2 = _stiefel_param(x.detach())
-    opt2 = go.OBCD([x2], h=h, working_set=working_set, seed=99)
+    opt2 = go.OBCD([x2], h=h, pairs=pairs, seed=99)
     buf.seek(0)
     opt2.load_state_dict(torch.load(buf))
     closure2 = _closure(opt2, x2, loss_fn)
@@ -121,7 +121,7 @@ def test_obcd_core_solver_run_twice_is_identical():
     c = _data(3).mT @ _data(3) / 30.0
     oracle, geo = QuadraticOracle(c, scale=-1.0), StiefelGeometry(N, R)
     for solver in (OBCD(L1(0.01), seed=3, max_iterations=300, eval_every=50),
-                   OBCD(L1(0.01), working_set="jacobi", seed=3, max_iterations=20),
+                   OBCD(L1(0.01), pairs="jacobi", seed=3, max_iterations=20),
                    OBCD(L1(0.01), curvature="scalar", seed=3, max_iterations=300,
                         eval_every=50)):
         options = dict(vars(solver))

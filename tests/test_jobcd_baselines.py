@@ -67,7 +67,7 @@ def test_umcm_decreases_and_fixed_beta_approaches_certificate(hevp):
     assert res.info["hvp"] == "closed"
     assert _gap(res, cert) <= 0.98 * gap0  # measured 0.96·gap0
     assert res.violation <= 1e-3
-    res = UMCM(lr=5e-2, beta={"beta0": 10.0, "every": 0}, max_iterations=600,
+    res = UMCM(step_size=5e-2, beta={"beta0": 10.0, "every": 0}, max_iterations=600,
                eval_every=100).run(oracle, x0, geo)
     assert abs(_gap(res, cert)) <= 1e-2  # measured 3e-3
     assert res.violation <= 1e-3
@@ -143,8 +143,8 @@ def test_baseline_option_errors(hevp):
     c, geo, cert, x0, oracle, gap0 = hevp
     for make in (lambda: PenaltySchedule(-1.0), lambda: PenaltySchedule(1.0, every=-1),
                  lambda: PenaltySchedule(1.0, factor=0.5), lambda: ADMM(lipschitz=0.0),
-                 lambda: ADMM(beta="big"), lambda: UMCM(lr=0.0), lambda: UMCM(hvp="exact"),
-                 lambda: CSDM(layers=0), lambda: CSDM(lr=-1.0)):
+                 lambda: ADMM(beta="big"), lambda: UMCM(step_size=0.0), lambda: UMCM(hvp="exact"),
+                 lambda: CSDM(layers=0), lambda: CSDM(step_size=-1.0)):
         with pytest.raises(ValueError):
             make()
     fn_oracle = FunctionOracle(lambda x: (x * (c @ x)).sum(), lambda x: 2.0 * c @ x)

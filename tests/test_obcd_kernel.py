@@ -75,15 +75,17 @@ def _reference(c, d, s, x0, h, seed, steps, alpha=1e-5):
 @pytest.mark.parametrize("kind, with_d", [(k, False) for k in TERMS] + [("l1", True),
                                                                           ("nonneg", True)])
 def test_same_iterates_as_reference(kind, with_d):
-    """Compiled OBCD = the written-out reference to 1e-12 after 1100 steps (two pair batches)."""
-    n, r, steps = 24, 4, 1100
+    """Compiled OBCD = the written-out reference to 1e-12 after 92 iterations of n/2 = 12 pair
+    steps (1104 steps: two pair batches)."""
+    n, r, iterations = 24, 4, 92
+    steps = iterations * n // 2
     d = torch.diag(torch.tensor([1.0, 0.8, 0.5, 0.3], dtype=DT)) if with_d else None
     c, oracle = _oracle(n, 7, d)
     h = TERMS[kind]
     x0 = _start(n, r, kind)
-    res = OBCD(h, seed=11, max_iterations=steps, eval_every=500).run(
+    res = OBCD(h, seed=11, max_iterations=iterations, eval_every=40).run(
         oracle, x0, StiefelGeometry(n, r))
-    assert res.iterations == steps
+    assert res.iterations == iterations
     ref = _reference(c, d, -1.0, x0, h, 11, steps)
     assert np.abs(res.point.numpy() - ref).max() <= 1e-12
     assert np.abs(ref - x0.numpy()).max() > 1e-3  # the run moved
@@ -127,7 +129,8 @@ def test_orders_monotone_and_feasible(kind, order):
     _, oracle = _oracle(n, 3)
     geo = StiefelGeometry(n, r)
     x0 = _start(n, r, kind)
-    res = OBCD(TERMS[kind], working_set=order, seed=2, max_iterations=2000, eval_every=100).run(
+    # 134 iterations of n/2 = 15 pair steps, an evaluation every 7 (105 pair steps)
+    res = OBCD(TERMS[kind], pairs=order, seed=2, max_iterations=134, eval_every=7).run(
         oracle, x0, geo)
     cost = np.array(res.history["cost"])
     assert np.all(np.diff(cost) <= 1e-13 * np.abs(cost[1:]).max()), np.diff(cost).max()
@@ -135,8 +138,8 @@ def test_orders_monotone_and_feasible(kind, order):
     assert max(res.history["violation"]) <= 1e-12
     if kind == "nonneg":
         assert float(res.point.min()) >= 0.0
-    again = OBCD(TERMS[kind], working_set=order, seed=2, max_iterations=2000,
-                 eval_every=100).run(oracle, x0, geo)
+    again = OBCD(TERMS[kind], pairs=order, seed=2, max_iterations=134,
+                 eval_every=7).run(oracle, x0, geo)
     assert torch.equal(again.point, res.point)  # deterministic given the seed
 
 

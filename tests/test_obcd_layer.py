@@ -199,7 +199,7 @@ def test_start_stage_functions_end_when_stop_says_so():
 def test_sparse_obcd_monotone_and_feasible(kind):
     prob = _problem(kind, n=14, r=4)
     x0 = prob.initial_point("random", 0)
-    res = SparseOBCD(prob.h, seed=0, max_iterations=3000, eval_every=100, candidates=8,
+    res = SparseOBCD(prob.h, seed=0, max_iterations=430, eval_every=14, candidates=8,
                      column_every=50, split_steps=0, partition=False).run(
         prob.oracle, x0, StiefelGeometry(14, 4))
     costs = res.history["cost"]
@@ -209,8 +209,14 @@ def test_sparse_obcd_monotone_and_feasible(kind):
         assert float(res.point.min()) >= 0.0
     assert res.cost == pytest.approx(prob.objective(res.point), abs=1e-10)
     assert res.info["start"].split(" + ")[0] in {"x0", "diagonal", "pca"}  # a candidate won
-    assert _stages(res, "column sweeps")[0]["iterations"] == 3000 // 50
-    assert _stages(res, "pair steps")[0]["iterations"] == 3000
+    # the stages' iterations are their gradients; then iterations of n/2 = 7 pair steps
+    stage_iterations = res.info["stage_iterations"]
+    assert stage_iterations == math.ceil(sum(
+        s["gradient_evaluations"] for s in res.info["stages"]
+        if s["name"] not in ("pair steps", "column sweeps")))
+    pairs = _stages(res, "pair steps")[0]["iterations"]
+    assert pairs == (430 - stage_iterations) * 7 > 2800
+    assert _stages(res, "column sweeps")[0]["iterations"] == pairs // 50
 
 
 def test_sparse_obcd_start_beats_identity_on_dominant_diagonal():
@@ -244,7 +250,7 @@ def test_sparse_obcd_errors():
     with pytest.raises(ValueError, match="candidates"):
         SparseOBCD(prob.h, candidates=0)
     with pytest.raises(ValueError, match="own pairs"):
-        SparseOBCD(prob.h, working_set="jacobi")
+        SparseOBCD(prob.h, pairs="jacobi")
     with pytest.raises(ValueError, match="prox_steps"):
         SparseOBCD(prob.h, prox_steps="some")
     with pytest.raises(ValueError, match="start_sweeps"):
@@ -457,7 +463,8 @@ def test_sparse_obcd_start_phases_monotone_and_feasible(kind, dtype):
         x0 = nonneg_rounding(x0)
     oracle = prob.oracle if dtype == DT else QuadraticOracle(
         prob.c.float(), scale=prob.oracle.quadratic.scale)
-    res = SparseOBCD(prob.h, seed=0, max_iterations=4000 if dtype == DT else 600,
+    # the stages' iterations (their gradients), then iterations of n/2 = 8 pair steps
+    res = SparseOBCD(prob.h, seed=0, max_iterations=700 if dtype == DT else 240,
                      eval_every=20).run(oracle, x0.to(dtype), StiefelGeometry(16, 3))
     tol, feas = (1e-12, 1e-12) if dtype == DT else (1e-6, 1e-5)
     costs = res.history["cost"]
@@ -500,7 +507,7 @@ def test_sparse_obcd_nonneg_start_with_tiny_overlaps():
     x0 = prob.initial_point("random", 0)
     row = int(torch.nonzero(x0[:, 0]).flatten()[0])
     x0[row, 1] = 1e-20
-    res = SparseOBCD(prob.h, starts=(), seed=0, max_iterations=2000, eval_every=20).run(
+    res = SparseOBCD(prob.h, starts=(), seed=0, max_iterations=450, eval_every=20).run(
         prob.oracle, x0, StiefelGeometry(16, 3))  # no other start: x0 is the start
     costs = res.history["cost"]
     assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))
@@ -547,3 +554,22 @@ def test_pymanopt_door_takes_every_option_explicitly_and_runs_the_core_solver():
     assert np.array_equal(res.point, ref.point.numpy()) and res.cost == ref.cost
     assert res.stages == ref.info["stages"] and res.stages[0]["name"] == "start"
     assert res.h_value + res.f_value == pytest.approx(res.cost, abs=1e-15)
+
+
+def test_sparse_obcd_history_records_every_stage():
+    """The start stages count their gradients as iterations and the run loop evaluates during
+    them: with ``eval_every=1`` a history row after every iteration of the stages, F recorded
+    as it falls, and F after them equal to F(x0) less the stages' decreases."""
+    prob = _problem("l0", n=16, r=3)
+    x0 = prob.initial_point("random", 0)
+    res = SparseOBCD(prob.h, starts=(), seed=0, max_iterations=200, eval_every=1).run(
+        prob.oracle, x0, StiefelGeometry(16, 3))  # x0 is the start: the splitting does the work
+    k = res.info["stage_iterations"]
+    assert k == math.ceil(_stages(res, "splitting")[0]["gradient_evaluations"]) > 100
+    assert res.history["iteration"][:k + 1] == list(range(k + 1))
+    costs = res.history["cost"][:k + 1]
+    assert costs[0] == pytest.approx(prob.objective(x0), abs=1e-12)
+    assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))
+    assert len(set(costs)) > 2  # improvements recorded while the splitting runs
+    stages = [s for s in res.info["stages"] if s["name"] not in ("pair steps", "column sweeps")]
+    assert costs[k] == pytest.approx(costs[0] - sum(s["decrease"] for s in stages), abs=1e-12)

@@ -178,7 +178,7 @@ def _hevp():
 
 def test_csdm_on_a_user_problem_stays_j_orthogonal():
     problem, x0, _, optimum = _hevp()
-    result = pm.CSDM(lr=5e-2, max_iterations=30, seed=0).run(problem, initial_point=x0)
+    result = pm.CSDM(step_size=5e-2, max_iterations=30, seed=0).run(problem, initial_point=x0)
     assert result.violation < 1e-10
     assert optimum <= result.cost < problem.cost(x0) - 1.0
 
@@ -195,7 +195,7 @@ def test_admm_with_a_fixed_penalty_approaches_the_certificate():
 
 def test_umcm_on_a_user_problem_decreases_the_cost_near_the_constraint():
     problem, x0, _, optimum = _hevp()
-    result = pm.UMCM(lr=5e-2, beta={"beta0": 10.0, "every": 0}, max_iterations=50,
+    result = pm.UMCM(step_size=5e-2, beta={"beta0": 10.0, "every": 0}, max_iterations=50,
                      seed=0).run(problem, initial_point=x0)
     assert result.cost < problem.cost(x0) - 1.0
     assert result.violation < 0.1  # the penalty 10‖XᵀJX − J‖² keeps X near O(J)

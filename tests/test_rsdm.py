@@ -186,8 +186,10 @@ def test_pca_n200_reaches_the_eigenvalue_sum(pca200, sampling):
     assert pca.relative_gap(exact) <= 1e-8
     assert res.violation <= 1e-12
     assert float(GrassmannGeometry(200, 20).distance(res.point, pca.x_star)) < 1e-3
-    assert res.info["row_gradient_evaluations"] == (res.iterations
+    assert res.info["row_gradient_evaluations"] == (res.info["slice_steps"]
                                                     if sampling == "permutation" else 0)
+    # an iteration: n/r = 2 slice steps of RSDM-P (rows read alone), one of RSDM-O
+    assert res.info["slice_steps"] == res.iterations * (2 if sampling == "permutation" else 1)
 
 
 def test_grassmann_pca_reaches_the_same_optimum(pca200):
@@ -215,25 +217,30 @@ def test_procrustes_n200_reaches_the_svd_solution(sampling):
 
 def test_feasibility_after_1e5_iterations():
     """XᵀX is only ever multiplied by orthogonal matrices: after 10⁵ RSDM-P steps (float64,
-    n = 12, p = 3, r = 6; the linear form of Procrustes, so gradient rows are O(rp))."""
+    n = 12, p = 3, r = 6: 5·10⁴ iterations of n/r = 2 steps; the linear form of Procrustes, so
+    gradient rows are O(rp))."""
     pr = ProcrustesProblem.make(12, 3, seed=0)
     x0 = _x0(12, 3)
-    res = RSDM(6, step_size=0.5, seed=0, max_iterations=100_000, eval_every=100_000).run(
+    res = RSDM(6, step_size=0.5, seed=0, max_iterations=50_000, eval_every=50_000,
+               stabilize=None).run(
         pr.oracle("linear"), x0, StiefelGeometry(12, 3))
-    assert res.iterations == 100_000
+    assert res.iterations == 50_000 and res.info["slice_steps"] == 100_000
     assert res.violation <= 1e-12
     assert pr.relative_gap(float(pr.cost(res.point))) <= 1e-12
 
 
 def test_partial_rows_follow_the_same_path_as_full_gradients():
     """Quadratic tracker rows (RSDM-P) and its rank-r update (RSDM-O) = the plain full-gradient
-    path, iterate for iterate; a RowGradientOracle is never asked for a full gradient."""
+    path, slice step for slice step (RSDM-P's iteration with rows: n/r = 4 steps, without: 1);
+    a RowGradientOracle is never asked for a full gradient."""
     pca = PCAProblem.make(40, 5, top=1.0, seed=1)
     geo, x0 = StiefelGeometry(40, 5), _x0(40, 5)
     for sampling in ("permutation", "orthogonal"):
-        kw = dict(sampling=sampling, step_size=3.0, seed=7, max_iterations=300, eval_every=300)
-        fast = RSDM(10, **kw).run(pca.oracle(), x0, geo)
-        slow = RSDM(10, **kw).run(pca.function_oracle(), x0, geo)
+        kw = dict(sampling=sampling, step_size=3.0, seed=7, eval_every=300)
+        fast = RSDM(10, max_iterations=300 if sampling == "orthogonal" else 75, **kw).run(
+            pca.oracle(), x0, geo)
+        assert fast.info["slice_steps"] == 300
+        slow = RSDM(10, max_iterations=300, **kw).run(pca.function_oracle(), x0, geo)
         assert torch.allclose(fast.point, slow.point, atol=1e-11)
         assert abs(fast.cost - slow.cost) < 1e-10
     pr = ProcrustesProblem.make(30, 4, seed=2)
@@ -440,7 +447,7 @@ def test_pymanopt_frontend_partial_oracle_and_stochastic():
                        min_gradient_norm=1e-8).run(problem, initial_point=_x0(50, 5).numpy(),
                                                    oracle=pca.oracle())
     assert pca.relative_gap(res.cost) < 1e-10
-    assert res.solver_result.info["row_gradient_evaluations"] == res.iterations
+    assert res.solver_result.info["row_gradient_evaluations"] == 3 * res.iterations  # ⌈n/r⌉
     st = PymanoptRSDM(r=10, batch_size=64, step_size=1.0, max_iterations=200, seed=0).run(
         problem, initial_point=_x0(50, 5).numpy(), oracle=pca.stochastic_oracle())
     assert st.solver_result.info["samples"] == 200 * 64
@@ -456,11 +463,11 @@ def test_geoopt_rsdm_batched_and_equivalent_to_sgd_elsewhere():
     # one matrix: the same slices and iterates as the solver with the same seed
     w = geoopt.ManifoldParameter(_x0(24, 3), manifold=geoopt.EuclideanStiefel())
     opt = GeooptRSDM([w], lr=1.0, r=8, seed=5)
-    for _ in range(100):
+    for _ in range(99):  # one slice per step; the solver's iteration: n/r = 3 slices
         opt.zero_grad()
         pca.cost(w).backward()
         opt.step()
-    ref = RSDM(8, step_size=1.0, seed=5, max_iterations=100).run(
+    ref = RSDM(8, step_size=1.0, seed=5, max_iterations=33).run(
         pca.oracle(), _x0(24, 3), StiefelGeometry(24, 3))
     assert torch.allclose(w.detach(), ref.point, atol=1e-10)
     for manifold, sampling in ((geoopt.Stiefel(), "permutation"),
@@ -726,7 +733,8 @@ def _dense_rsdm(cost, grad, x, r, seed, iterations):
 
 def test_iterates_equal_the_dense_reference_path():
     """Row updates, slice-priced trials (quadratic tracker, Procrustes row prices) and full
-    evaluations all follow the n×n reference path to 1e-12 (default r, 60 iterations)."""
+    evaluations all follow the n×n reference path to 1e-12 (default r = 17, 60 slice steps:
+    15 iterations of ⌈n/r⌉ = 4 with gradient rows, 60 without)."""
     n, p, iterations = 60, 20, 60
     r = default_slice_dimension(n, p)
     pca, pr = PCAProblem.make(n, p, seed=3), ProcrustesProblem.make(n, p, seed=3)
@@ -736,9 +744,10 @@ def test_iterates_equal_the_dense_reference_path():
              (pr.linear_cost, pr.linear_gradient, pr.oracle("linear")),
              (pr.cost, pr.gradient, pr.oracle("quadratic"))]
     for cost, grad, oracle in cases:
-        res = RSDM(seed=7, max_iterations=iterations, eval_every=iterations).run(
+        per = math.ceil(n / r) if oracle.track(x0).row_gradients else 1
+        res = RSDM(seed=7, max_iterations=iterations // per, eval_every=iterations).run(
             oracle, x0, StiefelGeometry(n, p))
-        assert res.iterations == iterations and res.info["r"] == r
+        assert res.info["slice_steps"] == iterations and res.info["r"] == r
         reference = _dense_rsdm(cost, grad, x0, r, seed=7, iterations=iterations)
         assert float((reference - x0).abs().max()) > 0.1  # it moved
         assert float((res.point - reference).abs().max()) <= 1e-12, type(oracle).__name__

@@ -124,7 +124,7 @@ def test_pymanopt_doors_take_the_core_options_and_common_stops(label, name, fron
     specific = set(_core_options(cls.solver_class)) - set(_core_options(IterativeSolver))
     missing = sorted(specific - set(door))
     if name == "SparseOBCD":  # its pair stage fixes OBCD's working set, block and curvature
-        missing = sorted(set(missing) - {"k", "working_set", "curvature", "sigma", "sweeps"})
+        missing = sorted(set(missing) - {"k", "pairs", "curvature", "sigma", "sweeps"})
     assert not missing, f"{label}: core options missing from the signature: {missing}"
     if name == "HyperbolicEig":  # a direct solve: no iterations to stop
         return

@@ -183,8 +183,8 @@ class CSDM(IterativeSolver):
     """Adagrad on the reduced hyperbolic-CS parameters ψ of ``X = X₀ Y(ψ)``.
 
     Args:
-        lr: Adagrad learning rate (paper: tuned in [5e-4, 5e-3]; default 5e-3).
-        lr_decay: Adagrad's learning-rate decay (default 0).
+        step_size: Adagrad's learning rate (paper: tuned in [5e-4, 5e-3]; default 5e-3).
+        step_decay: Adagrad's learning-rate decay (default 0).
         layers: Givens brick layers per orthogonal factor (default 1, UltraE's reduced form).
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (``eval_every``
             default 1).
@@ -195,12 +195,14 @@ class CSDM(IterativeSolver):
 
     name = "CSDM"
 
-    def __init__(self, *, lr: float = 5e-3, lr_decay: float = 0.0, layers: int = 1, **kwargs):
+    def __init__(self, *, step_size: float = 5e-3, step_decay: float = 0.0, layers: int = 1,
+                 **kwargs):
         super().__init__(**kwargs)
-        make_adagrad([torch.zeros(1, requires_grad=True)], lr, lr_decay)  # validate now
+        make_adagrad([torch.zeros(1, requires_grad=True)], step_size, step_decay)  # validate now
         if int(layers) != layers or layers < 1:
             raise ValueError(f"layers must be an integer >= 1, got {layers}")
-        self.lr, self.lr_decay, self.layers = float(lr), float(lr_decay), int(layers)
+        self.step_size, self.step_decay = float(step_size), float(step_decay)
+        self.layers = int(layers)
 
     def prepare(self, oracle, x0, geometry):
         if x0.ndim != 2:
@@ -215,7 +217,7 @@ class CSDM(IterativeSolver):
         run.x0 = x.detach().clone()
         run.psi = torch.zeros(run.param_map.num_parameters, dtype=x.dtype, device=x.device,
                               requires_grad=True)
-        run.adagrad = make_adagrad([run.psi], self.lr, self.lr_decay)
+        run.adagrad = make_adagrad([run.psi], self.step_size, self.step_decay)
         run.param_map.apply(run.x0, run.psi.detach(), keep=True)  # Y(0) = I: tracker.x
 
     def step(self, run):
@@ -227,5 +229,5 @@ class CSDM(IterativeSolver):
         run.tracker.set_point(finite(new, "CSDM iterate"))
 
     def info(self, run=None):
-        return {"lr": self.lr, "layers": self.layers,
+        return {"step_size": self.step_size, "layers": self.layers,
                 "parameters": None if run is None else run.param_map.num_parameters}

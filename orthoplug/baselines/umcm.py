@@ -29,12 +29,11 @@ iteration, supplied according to ``hvp``:
 
 UMCM is **infeasible** (penalty method): report ``result.violation`` with the cost.
 
-Measured behaviour (HEVP, n = 20): with the paper's settings (lr 5e-3, dynamic β from 1e2) the
-penalty gradients ``2βJXE`` soon dominate Adagrad's accumulator, the effective step on ``f``
-vanishes and the cost freezes near the start (relative gap 1.85 → 1.78) while the violation
-falls to 1e-5 … 1e-10. With a fixed β = 10 and lr 5e-2 it approaches the certificate (gap 3e-3 after
-600 iterations, violation 1e-4): the method is implemented as described; the paper's schedule
-is what stalls it.
+With the paper's dynamic β the penalty gradients ``2βJXE`` soon dominate Adagrad's accumulator,
+the effective step on ``f`` vanishes and the cost freezes near the start while the violation
+falls; a fixed β and a larger step approach the certificate (the evidence:
+``docs/guide/defaults.md``). The method is implemented as described; the paper's schedule is
+what stalls it.
 """
 
 from __future__ import annotations
@@ -52,13 +51,13 @@ __all__ = ["UMCM", "umcm_gradient", "make_adagrad"]
 _HVP_MODES = ("auto", "closed", "autograd", "finite-difference")
 
 
-def make_adagrad(params, lr: float, lr_decay: float = 0.0) -> torch.optim.Adagrad:
+def make_adagrad(params, step_size: float, step_decay: float = 0.0) -> torch.optim.Adagrad:
     """``torch.optim.Adagrad`` with validated options (shared by UMCM and CSDM)."""
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got {lr}")
-    if not lr_decay >= 0:
-        raise ValueError(f"lr_decay must be >= 0, got {lr_decay}")
-    return torch.optim.Adagrad(params, lr=lr, lr_decay=lr_decay)
+    if not step_size > 0:
+        raise ValueError(f"step_size must be > 0, got {step_size}")
+    if not step_decay >= 0:
+        raise ValueError(f"step_decay must be >= 0, got {step_decay}")
+    return torch.optim.Adagrad(params, lr=step_size, lr_decay=step_decay)
 
 
 def umcm_gradient(x, g, hvp, jn, jk, beta: float) -> torch.Tensor:
@@ -75,8 +74,8 @@ class UMCM(IterativeSolver):
     """Unconstrained multiplier correction with Adagrad and a dynamic penalty.
 
     Args:
-        lr: Adagrad learning rate (paper: tuned in [5e-4, 5e-3]; default 5e-3).
-        lr_decay: Adagrad's learning-rate decay (default 0).
+        step_size: Adagrad's learning rate (paper: tuned in [5e-4, 5e-3]; default 5e-3).
+        step_decay: Adagrad's learning-rate decay (default 0).
         beta: initial penalty (paper's dynamic rule: ×2 every 5 iterations while ``β ≤ 1e9``),
             or a :class:`~orthoplug.baselines.admm.PenaltySchedule` / dict of its options.
         hvp: Hessian-vector products: ``"auto"``, ``"closed"`` (QuadraticOracle only),
@@ -87,13 +86,13 @@ class UMCM(IterativeSolver):
 
     name = "UMCM"
 
-    def __init__(self, *, lr: float = 5e-3, lr_decay: float = 0.0, beta=1e2,
+    def __init__(self, *, step_size: float = 5e-3, step_decay: float = 0.0, beta=1e2,
                  hvp: str = "auto", **kwargs):
         super().__init__(**kwargs)
-        make_adagrad([torch.zeros(1, requires_grad=True)], lr, lr_decay)  # validate now
+        make_adagrad([torch.zeros(1, requires_grad=True)], step_size, step_decay)  # validate now
         if hvp not in _HVP_MODES:
             raise ValueError(f"hvp must be one of {_HVP_MODES}, got {hvp!r}")
-        self.lr, self.lr_decay, self.hvp_mode = float(lr), float(lr_decay), hvp
+        self.step_size, self.step_decay, self.hvp_mode = float(step_size), float(step_decay), hvp
         self.schedule = PenaltySchedule.coerce(beta)
 
     def prepare(self, oracle, x0, geometry):
@@ -119,7 +118,7 @@ class UMCM(IterativeSolver):
             mode = "autograd" if differentiable else "finite-difference"
         run.mode = mode
         run.param = x.detach().clone().requires_grad_(True)
-        run.adagrad = make_adagrad([run.param], self.lr, self.lr_decay)
+        run.adagrad = make_adagrad([run.param], self.step_size, self.step_decay)
         run.hvp_count = 0
 
     @staticmethod
@@ -176,7 +175,7 @@ class UMCM(IterativeSolver):
         tracker.set_point(finite(run.param.detach(), "UMCM iterate"))
 
     def info(self, run=None):
-        return {"lr": self.lr, "beta": repr(self.schedule),
+        return {"step_size": self.step_size, "beta": repr(self.schedule),
                 "hvp": None if run is None else run.mode,
                 "hessian_vector_products": 0 if run is None else run.hvp_count,
                 "final_beta": self.schedule(max((run.iteration if run else 1) - 1, 0))}

@@ -355,6 +355,11 @@ class Tracker:
     solver instead. A solver obtains every gradient through its tracker.
     """
 
+    #: whether :meth:`gradient_rows` costs only the rows asked for (here: no, it computes the
+    #: full gradient and gathers); block methods count one pass over the rows as one iteration
+    #: when it does (``docs/guide/options.md``, "What one iteration is").
+    row_gradients = False
+
     def __init__(self, oracle: Oracle, x: torch.Tensor):
         self.oracle = oracle
         self.x = x.clone()
@@ -437,6 +442,8 @@ class QuadraticTracker(Tracker):
     :meth:`gradient_rows_array`, :meth:`set_rows_array` and :meth:`pair_model_array` take and
     return such arrays; :meth:`gradient_rows` and :meth:`set_rows` are their torch front-ends.
     """
+
+    row_gradients = True
 
     def __init__(self, oracle: QuadraticOracle, x: torch.Tensor):
         super().__init__(oracle, x)

@@ -58,6 +58,8 @@ class RowGradientTracker(Tracker):
     ``row_value_change`` it also keeps F current under row changes (:meth:`value_with_rows`,
     ``set_rows(..., value=)``; :meth:`refresh` recomputes it against drift)."""
 
+    row_gradients = True
+
     def gradient_rows(self, rows):
         if self._grad is not None:
             return self._grad[rows]

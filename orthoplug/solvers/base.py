@@ -42,8 +42,9 @@ class StoppingCriteria:
     """When a run stops (the first criterion met wins).
 
     Attributes:
-        max_iterations: iteration budget (one block update, or one Jacobi sweep, per iteration);
-            ``None``: no limit.
+        max_iterations: iteration budget; one iteration is about the work of one full gradient
+            (block methods: :meth:`IterativeSolver.updates_per_iteration` block updates;
+            ``docs/guide/options.md``, "What one iteration is"); ``None``: no limit.
         max_time: wall-clock budget in seconds.
         min_gradient_norm: stop when the Riemannian gradient norm (in the manifold's metric,
             the measure pymanopt uses) falls below it; checked at evaluations.
@@ -124,6 +125,8 @@ class Run:
         timed: whether the run has a time limit that steps may check (false in a distributed
             run, whose replicas agree on the stop in the run loop).
         iteration: iterations completed so far.
+        updates: block updates per iteration (:meth:`IterativeSolver.updates_per_iteration`,
+            set after :meth:`~IterativeSolver.setup`).
         finished: set by a step that finds the method converged (a stop reason), else ``None``.
     """
 
@@ -135,6 +138,7 @@ class Run:
         self.timed = False
         self.clock: RunClock | None = None
         self.iteration = 0
+        self.updates = 1
         self.finished: str | None = None
 
     def out_of_time(self) -> bool:
@@ -206,11 +210,20 @@ class IterativeSolver:
 
     def steps(self, run: Run, count: int) -> int:
         """Up to ``count`` iterations (``count >= 1``, never past the next evaluation); returns
-        how many were done (at least one). Default: one :meth:`step`. Solvers whose iterations
-        run in a compiled loop override it to enter the loop once per evaluation interval; a
+        how many were done (at least one). Default: one iteration of ``run.updates``
+        :meth:`step` calls. Solvers whose iterations run in a compiled loop override it to enter
+        the loop once per evaluation interval; a
         :class:`~orthoplug.oracles.core.NonFiniteError` raised here carries the iterations
         completed before it in its ``iterations`` attribute (default 0)."""
-        self.step(run)
+        for _ in range(run.updates):
+            self.step(run)
+        return 1
+
+    def updates_per_iteration(self, run: Run) -> int:
+        """Calls of :meth:`step` that make one iteration, about the work of one full gradient
+        (here 1). Block methods whose tracker reads gradient rows without a full gradient
+        (:attr:`~orthoplug.oracles.core.Tracker.row_gradients`) override it with one pass over
+        the rows, ``⌈n/k⌉`` updates of k rows."""
         return 1
 
     def default_eval_every(self, run: Run) -> int:
@@ -272,6 +285,7 @@ class IterativeSolver:
             self.setup(run)
         except NonFiniteError as err:
             raise ValueError(f"{self.name}: {err} at the initial point") from err
+        run.updates = self.updates_per_iteration(run)
         if self.verbosity >= 1:  # the choices resolved at setup (side, σ rule, first σ, ...)
             _log.info("%s: %s", self.name, self.info(run))
         return run

@@ -1,13 +1,19 @@
 r"""OBCD: row-block coordinate descent for ``min f(X) + h(X)`` over St(n, r).
 
-Each iteration picks ``k`` distinct rows ``B``, ``Z = X[B]`` (k×r), and sets ``X[B] ← V Z`` with
+Each block update picks ``k`` distinct rows ``B``, ``Z = X[B]`` (k×r), and sets ``X[B] ← V Z`` with
 ``V ∈ O(k)``, which keeps ``XᵀX`` unchanged. ``V`` minimises the surrogate
 
-    K(V) = ½ vec(V − I)ᵀ (Q + αI) vec(V − I) + ⟨V, G⟩ + h(V Z),   G = ∇f(X)[B] Zᵀ,
+    K(V) = ½ vec(V − I)ᵀ (Q + θI) vec(V − I) + ⟨V, G⟩ + h(V Z),   G = ∇f(X)[B] Zᵀ,
 
 which majorises ``F(X⁺(V)) = f(X⁺) + h(X⁺)`` up to a constant with equality at ``V = I``
-whenever ``Q ⪰ Q̲`` (the exact block curvature). Hence ``F(X⁺) ≤ F(X) − α/2 ‖V − I‖²_F``: the
-objective never increases (α > 0, default 1e-5 as in the paper).
+whenever ``Q ⪰ Q̲`` (the exact block curvature). Hence ``F(X⁺) ≤ F(X) − θ/2 ‖V − I‖²_F``: the
+objective never increases (θ > 0, default 1e-5 as in the paper).
+
+**Iterations.** One iteration is one pass over the rows in expectation, about the work of one
+full gradient (``docs/guide/options.md``, "What one iteration is"): ``⌈n/k⌉`` block updates when
+the tracker reads gradient rows without a full gradient (a quadratic f, the fast path), else one
+block update (each reads a full gradient); one matching for the Jacobi order. ``info`` reports
+``block_updates`` and ``updates_per_iteration``.
 
 * ``Q``: ``curvature="exact"`` uses ``Q = Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` for quadratic
   ``f = s·tr(XᵀCXD)`` (:class:`~orthoplug.oracles.core.QuadraticOracle`; any inertia, so for
@@ -16,26 +22,27 @@ objective never increases (α > 0, default 1e-5 as in the paper).
   ``f``, the oracle's Lipschitz constant otherwise, or (unknown) a local estimate doubled until
   ``f(X⁺) ≤ f(X) + ⟨V − I, G⟩ + ς/2‖V − I‖²`` holds.
 * Subproblem: ``k = 2`` — the exact global solver :func:`~orthoplug.subproblems.o2.solve_o2`
-  (``O(r log r)``); ``k > 2, h = 0`` (scalar Q) — the closed form ``V = −polar(G − (ς+α)I)``;
+  (``O(r log r)``); ``k > 2, h = 0`` (scalar Q) — the closed form ``V = −polar(G − (ς+θ)I)``;
   ``k > 2, h ≠ 0`` — a local method: sweeps of exact 2×2 rotations/reflections of pairs of the
   ``k`` rows inside the block, each the global minimiser of ``K`` over its pair, started from
   ``V = I``, so ``K(V̄) ≤ K(I)`` (the paper's fallback requirement) holds by construction.
-* Working sets: ``"random"`` (uniform k-subset each iteration, the theory's choice), ``"cyclic"``
+* Pair orders (``pairs``): ``"random"`` (uniform k-subset each update, the theory's choice),
+  ``"cyclic"``
   (all k-subsets in lexicographic order) or ``"jacobi"`` (``k = 2``: a fresh random perfect
   matching, ⌊n/2⌋ disjoint pairs updated from the same X in one batched solve). Jacobi needs the
   scalar curvature and separable ``h``: with ``ς_j = σ‖Z_j‖₂²`` and σ ≥ max(0, λ_max(∇²f)) the
   joint surrogate separates over the pairs and majorises ``F`` (per-pair exact curvatures do not:
   ``∇²f`` couples pairs). Not in the paper. ``"greedy"`` (``k = 2``, exact curvature, quadratic
-  f on float64 CPU tensors): Gauss–Southwell type, each iteration solves the subproblems of
+  f on float64 CPU tensors): Gauss–Southwell type, each update solves the subproblems of
   ``candidates`` random pairs and applies the one with the largest model decrease
   ``K(I) − K(V)``. Not in the paper.
 * Fast path (quadratic f): only the k gradient rows ``2s(CX)[B]D`` are read and ``CX`` is updated
   in ``O(n k r)`` after each change (:class:`~orthoplug.oracles.core.QuadraticTracker`),
-  recomputed every ``refresh_every`` iterations against drift. Per iteration (k = 2):
+  recomputed every ``refresh_every`` block updates against drift. Per update (k = 2):
   ``O(n r)`` + ``O(r log r)`` for the subproblem, versus ``O(n² r)`` for a full gradient. A
   Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
 * Compiled loop: with ``k = 2``, the exact curvature and float64 CPU tensors the random, cyclic
-  and greedy iterations run in :func:`~orthoplug.kernels.obcd.obcd_pairs` (numba), entered once
+  and greedy updates run in :func:`~orthoplug.kernels.obcd.obcd_pairs` (numba), entered once
   per evaluation interval (split at random-pair batches, the end of a cyclic sweep and the
   refresh of ``CX``); pairs are drawn exactly as in the Python path, so the iterates are the
   same. float32 CPU tensors run the same steps through the tracker's arrays in Python.
@@ -121,7 +128,7 @@ def _snap(u):
     return u
 
 
-def scalar_pair_step(z: torch.Tensor, m: torch.Tensor, sigma: float, alpha: float,
+def scalar_pair_step(z: torch.Tensor, m: torch.Tensor, sigma: float, theta: float,
                      h: SeparableTerm) -> tuple[torch.Tensor, float]:
     """OBCD's step of row pairs with the scalar curvature, for both front-ends.
 
@@ -134,7 +141,7 @@ def scalar_pair_step(z: torch.Tensor, m: torch.Tensor, sigma: float, alpha: floa
         NonFiniteError: if the new rows are not finite.
     """
     zz = spectral_norm_sq(z)
-    s = sigma * zz + alpha
+    s = sigma * zz + theta
     v = solve_o2(m - s[..., None, None] * torch.eye(2, dtype=z.dtype, device=z.device), z, h, s=s)
     new = v @ z
     if not isinstance(h, Zero):
@@ -176,7 +183,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
     Args:
         h: separable nonsmooth term (:mod:`orthoplug.nonsmooth`; default :class:`Zero`).
         k: block size, ``2 ≤ k ≤ n`` (default 2: exact subproblems for every h).
-        working_set: the pair / block order, deterministic given ``seed``. Per iteration
+        pairs: the pair / block order, deterministic given ``seed``. Per block update
             (k = 2, fast path): ``"random"`` (default; uniform pairs, drawn 1024 at a time from
             the run's generator) and ``"cyclic"`` (all pairs in lexicographic order) cost one
             model (``O(r)``), one O(2) search (``O(r log r)``) and one row update of X and
@@ -184,32 +191,34 @@ class OBCD(ScalarCurvature, IterativeSolver):
             costs ``candidates`` models and searches plus one row update — worth it when the
             ``O(n r)`` update dominates, i.e. n ≫ candidates · log r; ``"jacobi"`` (k = 2) one
             full gradient plus ⌊n/2⌋ batched searches.
-        candidates: pairs compared per greedy iteration (default 8; ignored otherwise).
+        candidates: pairs compared per greedy update (default 8; ignored otherwise).
         curvature: ``"exact"`` (default: ``Q̲`` when f is quadratic and k = 2) or ``"scalar"``.
-        alpha: proximal weight α > 0 (default 1e-5).
+        theta: proximal weight θ > 0 (default 1e-5).
         sigma: σ of the scalar curvature ``ς = σ‖Z‖₂²``; default :func:`safe_sigma`, else
             estimated with backtracking.
         sweeps: pair sweeps of the local method (k > 2, h ≠ 0).
-        refresh_every: recompute the fast path's ``CX`` every this many iterations.
+        refresh_every: recompute the fast path's ``CX`` every this many block updates.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
-            ``seed``, ``eval_every`` — default min(1000, C(n, 2)) block steps, 1 for Jacobi).
+            ``seed``, ``eval_every`` — default the iterations of min(1000, C(n, 2)) block
+            updates, 1 for Jacobi).
 
     Raises:
         ValueError: invalid options; at run time: a manifold other than St(n, r), ``k > n``, an
             initial point where ``h`` is infinite (e.g. negative entries for NonNegative).
 
-    Per-iteration cost (k = 2): with a :class:`~orthoplug.oracles.core.QuadraticOracle` two
+    Cost per block update (k = 2): with a :class:`~orthoplug.oracles.core.QuadraticOracle` two
     gradient rows, an ``O(nr)`` update of ``CX`` and the ``O(r log r)`` breakpoint search of the
-    exact O(2) subproblem; with any other oracle one full gradient instead of the two rows. A
-    Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
+    exact O(2) subproblem, so an iteration of ``⌈n/2⌉`` updates costs ``O(n² r)``, a gradient's
+    worth; with any other oracle one full gradient instead of the two rows (one update per
+    iteration). A Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
     """
 
     name = "OBCD"
     history_fields = ("h",)
-    working_sets = ("random", "cyclic", "jacobi", "greedy")
+    pair_orders = ("random", "cyclic", "jacobi", "greedy")
 
     def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
-                 working_set: str = "random", curvature: str = "exact", alpha: float = 1e-5,
+                 pairs: str = "random", curvature: str = "exact", theta: float = 1e-5,
                  sigma: float | None = None, sweeps: int = 2, refresh_every: int = 10_000,
                  candidates: int = 8, **kwargs):
         super().__init__(**kwargs)
@@ -219,15 +228,15 @@ class OBCD(ScalarCurvature, IterativeSolver):
                              f"subproblem and the Jacobi variant rely on it), got {h!r}")
         if not (isinstance(k, int) and k >= 2):
             raise ValueError(f"block size k must be an integer >= 2, got {k!r}")
-        if working_set not in self.working_sets:
-            raise ValueError(f"unknown working_set {working_set!r}; choose from "
-                             f"{self.working_sets}")
-        if working_set == "jacobi" and k != 2:
-            raise ValueError("the Jacobi working set updates disjoint pairs: it needs k = 2")
+        if pairs not in self.pair_orders:
+            raise ValueError(f"unknown pairs {pairs!r}; choose from "
+                             f"{self.pair_orders}")
+        if pairs == "jacobi" and k != 2:
+            raise ValueError("the Jacobi pair order updates disjoint pairs: it needs k = 2")
         if curvature not in ("exact", "scalar"):
             raise ValueError(f"curvature must be 'exact' or 'scalar', got {curvature!r}")
-        if not (isinstance(alpha, (int, float)) and alpha > 0):
-            raise ValueError(f"alpha must be > 0 (it makes F decrease strictly), got {alpha!r}")
+        if not (isinstance(theta, (int, float)) and theta > 0):
+            raise ValueError(f"theta must be > 0 (it makes F decrease strictly), got {theta!r}")
         if sigma is not None and not sigma >= 0:
             raise ValueError(f"sigma must be >= 0, got {sigma}")
         if sweeps < 1:
@@ -235,12 +244,12 @@ class OBCD(ScalarCurvature, IterativeSolver):
         if not (isinstance(candidates, int) and 1 <= candidates <= PAIR_BATCH):
             raise ValueError(f"candidates must be an integer in [1, {PAIR_BATCH}], got "
                              f"{candidates!r}")
-        if working_set == "greedy" and k != 2:
-            raise ValueError("the greedy working set picks row pairs: it needs k = 2")
-        self.h, self.k, self.working_set = h, k, working_set
-        self.curvature, self.alpha, self.sigma_user = curvature, float(alpha), sigma
+        if pairs == "greedy" and k != 2:
+            raise ValueError("the greedy pair order picks row pairs: it needs k = 2")
+        self.h, self.k, self.pairs = h, k, pairs
+        self.curvature, self.theta, self.sigma_user = curvature, float(theta), sigma
         self.sweeps, self.refresh_every = sweeps, refresh_every
-        self.candidates = candidates if working_set == "greedy" else 1
+        self.candidates = candidates if pairs == "greedy" else 1
 
     # ---- the run ------------------------------------------------------------------------
     def prepare(self, oracle, x0, geometry):
@@ -277,12 +286,21 @@ class OBCD(ScalarCurvature, IterativeSolver):
         result.info.update(h=hv, f=result.cost - hv)
 
     def default_eval_every(self, run: Run):
-        """1 for the Jacobi working set, else one sweep of the ``C(n, k)`` row blocks capped at
-        1000 iterations."""
-        if self.working_set == "jacobi":
+        """1 for the Jacobi pair order, else the iterations of one sweep of the ``C(n, k)`` row
+        blocks capped at 1000 block updates (at least 1)."""
+        if self.pairs == "jacobi":
             return 1
         n = run.tracker.x.shape[-2]
-        return max(1, min(1000, math.comb(n, self.k)))
+        return max(1, min(1000, math.comb(n, self.k)) // run.updates)
+
+    def updates_per_iteration(self, run: Run) -> int:
+        """One pass over the rows: ``⌈n/k⌉`` block updates when the tracker reads gradient rows
+        without a full gradient (:attr:`~orthoplug.oracles.core.Tracker.row_gradients`), else 1
+        (each update then reads a full gradient); 1 for the Jacobi order (a matching moves every
+        row)."""
+        if self.pairs == "jacobi" or not run.tracker.row_gradients:
+            return 1
+        return math.ceil(run.tracker.x.shape[-2] / self.k)
 
     def setup(self, run: Run):
         tracker = run.tracker
@@ -292,7 +310,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         if self.k == 2 or not isinstance(self.h, Zero):
             require_compiled_search(x, self.name)
         # the exact curvature on the tracker's arrays (NumPy views on the CPU, QuadraticTracker)
-        run.exact = (self.curvature == "exact" and self.k == 2 and self.working_set != "jacobi"
+        run.exact = (self.curvature == "exact" and self.k == 2 and self.pairs != "jacobi"
                      and isinstance(tracker, PairModel))
         if run.exact:
             run.curvature = None  # no σ: the exact curvature majorises by itself
@@ -306,8 +324,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
                       and runs_compiled(tracker.x) and tracker.xa.dtype == np.float64)
         if run.kernel and not (tracker.xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
             tracker.set_point(tracker.x.contiguous())
-        if self.working_set == "greedy" and not run.kernel:
-            raise ValueError("the greedy working set runs in the compiled pair loop: it needs "
+        if self.pairs == "greedy" and not run.kernel:
+            raise ValueError("the greedy pair order runs in the compiled pair loop: it needs "
                              "k = 2, curvature='exact', a quadratic f (QuadraticOracle) and "
                              "float64 CPU tensors")
         if run.kernel:
@@ -319,19 +337,30 @@ class OBCD(ScalarCurvature, IterativeSolver):
                       else np.ascontiguousarray(tracker.da, dtype=np.float64))
             run.fval = np.empty(1)
         run.count = 0
-        if self.k == 2 and self.working_set != "jacobi":
+        if self.k == 2 and self.pairs != "jacobi":
             # greedy: whole iterations per draw of PAIR_BATCH pairs (random: PAIR_BATCH of them)
-            run.queue = PairQueue(self.working_set, n, run.device, self.candidates,
+            run.queue = PairQueue(self.pairs, n, run.device, self.candidates,
                                   draw_steps=PAIR_BATCH // self.candidates)
-        elif self.working_set == "cyclic":
+        elif self.pairs == "cyclic":
             run.combos = itertools.cycle(itertools.combinations(range(n), self.k))
 
     def steps(self, run: Run, count: int) -> int:
-        """``count`` pair steps in the compiled loop (:func:`~orthoplug.kernels.obcd.obcd_pairs`),
-        entered once per block of pairs (a random batch, a cyclic sweep's end and the refresh
-        of ``CX`` split an interval); other paths: one :meth:`step`."""
+        """``count`` iterations; on the compiled path their pair steps in
+        :meth:`pair_steps`, other paths: ``run.updates`` calls of :meth:`step`."""
         if not run.kernel:
             return super().steps(run, count)
+        self.pair_steps(run, count * run.updates)
+        return count
+
+    def pair_steps(self, run: Run, count: int) -> None:
+        """``count`` pair steps in the compiled loop (:func:`~orthoplug.kernels.obcd.obcd_pairs`),
+        entered once per block of pairs (a random batch, a cyclic sweep's end and the refresh
+        of ``CX`` split it).
+
+        Raises:
+            NonFiniteError: a non-finite update; its ``iterations`` are the whole iterations
+                done before it in this call.
+        """
         tracker = run.tracker
         nc = self.candidates
         done = 0
@@ -341,24 +370,23 @@ class OBCD(ScalarCurvature, IterativeSolver):
             block = run.queue.block(min(take, run.queue.available()))
             run.fval[0] = tracker.cost
             k, status = obcd_pairs(tracker.xa, tracker.ya, run.ca, run.da, float(tracker.s),
-                                   self.alpha, block, nc, not isinstance(self.h, Zero),
+                                   self.theta, block, nc, not isinstance(self.h, Zero),
                                    *run.h_tables, run.fval)
             tracker.cost = run.fval[0]
             run.queue.advance(k)
             done += k
             run.count += k
             if status:
-                raise NonFiniteError(MESSAGES[status], iterations=done)
+                raise NonFiniteError(MESSAGES[status], iterations=done // run.updates)
             if run.count % self.refresh_every == 0:
                 tracker.refresh()
-        return done
 
     def _block(self, run: Run) -> torch.Tensor:
         if self.k == 2:
             run.queue.ensure(run.generator)
             rows = run.queue.next_rows()
             return torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
-        if self.working_set == "cyclic":
+        if self.pairs == "cyclic":
             return torch.tensor(next(run.combos), device=run.device)
         gen = run.generator
         return torch.randperm(run.tracker.x.shape[0], generator=gen, device=gen.device)[
@@ -366,7 +394,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
 
     # ---- steps --------------------------------------------------------------------------
     def step(self, run: Run):
-        if self.working_set == "jacobi":
+        if self.pairs == "jacobi":
             self._jacobi_step(run)
         elif run.exact:
             self._exact_pair_step(run)
@@ -381,7 +409,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         tracker = run.tracker
         run.queue.ensure(run.generator)
         rows = run.queue.next_rows()
-        z, g, qt = tracker.pair_model_array(rows, self.alpha, psd=False)
+        z, g, qt = tracker.pair_model_array(rows, self.theta, psd=False)
         p = g - (qt @ run.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
         new = solve_o2_single(p, z, self.h, Qt=qt) @ z
         if not isinstance(self.h, Zero):
@@ -409,9 +437,9 @@ class OBCD(ScalarCurvature, IterativeSolver):
         """(V Z, predicted change) for one block with ``ς = σ‖Z‖₂²``: the pair step for k = 2,
         else the closed form (h = 0) or the local method."""
         if self.k == 2:
-            return scalar_pair_step(z, g, sigma, self.alpha, self.h)
+            return scalar_pair_step(z, g, sigma, self.theta, self.h)
         zz = float(spectral_norm_sq(z))
-        s = sigma * zz + self.alpha
+        s = sigma * zz + self.theta
         p = g - s * torch.eye(self.k, dtype=g.dtype, device=g.device)
         if isinstance(self.h, Zero):
             v = solve_polar(p)
@@ -430,7 +458,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         z = x[pairs]  # (m, 2, r)
         g = tracker.gradient()[pairs] @ z.mT
         while True:
-            new, pred = scalar_pair_step(z, g, run.curvature.sigma, self.alpha, self.h)
+            new, pred = scalar_pair_step(z, g, run.curvature.sigma, self.theta, self.h)
             trial = x.clone()
             trial[pairs.reshape(-1)] = new.reshape(-1, x.shape[1])
             if self.accept_step(run, trial, pred):
@@ -440,7 +468,9 @@ class OBCD(ScalarCurvature, IterativeSolver):
     def info(self, run: Run | None = None):
         exact = run is not None and run.exact
         rule = run.curvature if run is not None else None
-        return {"h_term": repr(self.h), "k": self.k, "working_set": self.working_set,
-                "curvature": "exact" if exact else "scalar", "alpha": self.alpha,
+        return {"h_term": repr(self.h), "k": self.k, "pairs": self.pairs,
+                "curvature": "exact" if exact else "scalar", "theta": self.theta,
                 "sigma": rule.sigma if rule is not None else self.sigma_user,
-                "backtracks": rule.backtracks if rule is not None else 0}
+                "backtracks": rule.backtracks if rule is not None else 0,
+                "block_updates": run.count if run is not None else 0,
+                "updates_per_iteration": run.updates if run is not None else None}

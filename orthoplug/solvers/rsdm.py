@@ -6,12 +6,12 @@ Each iteration moves the iterate by a rotation restricted to a random r-dimensio
     X⁺ = U(Y) X = X + P(r)ᵀ (Y − I_r) P(r) X,     Y = Retr_{I_r}(−η Γ),
     Γ = skew(B Cᵀ),  B = P(r) ∇F(X),  C = P(r) X     (formula (4): Γ = P(r) skew(∇F Xᵀ) P(r)ᵀ).
 
-``U(Y)`` is orthogonal, so ``XᵀX`` is preserved exactly up to round-off (never corrected: start
-from an orthonormal ``X0``; in float32/16 the iterate is re-orthonormalised every
-``reorthonormalize_every`` iterations). For Grassmann (``F(XQ) = F(X)``) nothing changes but the
-representation (any orthonormal basis) and the stationarity measure the run loop reports (the
-horizontal gradient ``G − XXᵀG``); the same holds for SO(n) = St(n, n) with ``det = +1``, which
-every retraction here preserves.
+``U(Y)`` is orthogonal, so ``XᵀX`` is preserved exactly up to round-off (start from an
+orthonormal ``X0``); the iterate is re-orthonormalised every ``stabilize`` slice steps against
+the drift of round-off (default 1000, ``None``: never). For Grassmann (``F(XQ) = F(X)``)
+nothing changes but the representation (any orthonormal basis) and the stationarity measure
+the run loop reports (the horizontal gradient ``G − XXᵀG``); the same holds for
+SO(n) = St(n, n) with ``det = +1``, which every retraction here preserves.
 
 Host synchronisation (torch on a GPU; no GPU was available to measure it). The slice
 sampling, the products and the retraction stay on the device; each iteration still reads
@@ -25,7 +25,14 @@ current cost and one cost per trial, which decide the step (inherent to a line s
 scalar per parameter); its ``lr=None`` step also reads the closure's loss per trial. The run loop's
 evaluations (every ``eval_every`` iterations) read the cost, gradient norm and violation.
 
-Per-iteration cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a full gradient,
+**Iterations.** One iteration is one pass over the rows, about the work of one full gradient
+(``docs/guide/options.md``, "What one iteration is"): ``⌈n/r⌉`` slice steps for RSDM-P when the
+tracker reads gradient rows without a full gradient, else one slice step (RSDM-O; RSDM-P on an
+oracle without rows; the stochastic variant's minibatch step). ``info`` reports
+``slice_steps`` and ``updates_per_iteration``; ``stabilize``, ``refresh_every`` and
+``decay_time`` count slice steps.
+
+Per-slice-step cost, for ``X ∈ ℝ^{n×p}`` and slice dimension r (``T_g`` = a full gradient,
 ``T_rows`` = r rows of it):
 
 =============  ==============================================================================
@@ -190,10 +197,10 @@ class RSDM(IterativeSolver):
         contraction: Armijo's β ∈ (0, 1) (default 0.5).
         sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4).
         max_backtracks: trials per iteration before the step is skipped (default 30).
-        reorthonormalize_every: replace X by its polar factor every this many iterations
-            (O(np²)); default: never in float64, every 1000 iterations in lower precision.
-        refresh_every: recompute a quadratic oracle's cached ``CX`` every this many iterations
-            (drift control, O(n²p)); default 10 000.
+        stabilize: replace X by its polar factor every this many slice steps (O(np²));
+            default 1000 (as the geoopt optimizer), ``None``: never.
+        refresh_every: recompute a quadratic oracle's cached ``CX`` every this many slice
+            steps (drift control, O(n²p)); default 10 000.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
             ``seed``, ``eval_every`` — default ``⌈1/ρ⌉`` iterations clamped to [10, 1000],
             ``ρ = r(r−1)/(n(n−1))`` the fraction of the O(n) gradient one slice sees).
@@ -219,7 +226,7 @@ class RSDM(IterativeSolver):
                  step_size: float | None = None,
                  retraction: str = "qr", line_search: str | None = None,
                  contraction: float = 0.5, sufficient_decrease: float = 1e-4,
-                 max_backtracks: int = 30, reorthonormalize_every: int | None = None,
+                 max_backtracks: int = 30, stabilize: int | None = 1000,
                  refresh_every: int = 10_000, **kwargs):
         super().__init__(**kwargs)
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2):
@@ -235,7 +242,7 @@ class RSDM(IterativeSolver):
         if step_size is None:  # no step given: a rule that needs no tuning
             step_size, line_search = DEFAULT_FIRST_TRIAL, line_search or "armijo"
         _check_positive("step_size", step_size)
-        for key, val in (("reorthonormalize_every", reorthonormalize_every),
+        for key, val in (("stabilize", stabilize),
                          ("refresh_every", refresh_every)):
             if val is not None and not (isinstance(val, int) and val >= 0):
                 raise ValueError(f"{key} must be an integer >= 0 (0 = never), got {val!r}")
@@ -243,7 +250,7 @@ class RSDM(IterativeSolver):
         self.step_size, self.line_search = float(step_size), line_search
         self.contraction, self.sufficient_decrease = contraction, sufficient_decrease
         self.max_backtracks = max_backtracks
-        self.reorthonormalize_every, self.refresh_every = reorthonormalize_every, refresh_every
+        self.stabilize, self.refresh_every = stabilize, refresh_every
         self.new_line_search()  # validates its options
         self.name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
 
@@ -276,22 +283,31 @@ class RSDM(IterativeSolver):
         return self.r if self.r is not None else default_slice_dimension(n, p)
 
     def default_eval_every(self, run: Run) -> int:
-        """``⌈1/ρ⌉`` iterations clamped to [10, 1000], ``ρ = r(r − 1)/(n(n − 1))``."""
+        """The iterations of ``⌈1/ρ⌉`` slice steps clamped to [10, 1000] (at least 1),
+        ``ρ = r(r − 1)/(n(n − 1))``."""
         n, r = run.tracker.x.shape[-2], run.r
         rho = r * (r - 1) / (n * (n - 1))
-        return int(min(1000, max(10, math.ceil(1.0 / rho))))
+        return max(1, int(min(1000, max(10, math.ceil(1.0 / rho)))) // run.updates)
+
+    def updates_per_iteration(self, run: Run) -> int:
+        """One pass over the rows: ``⌈n/r⌉`` slice steps for RSDM-P when the tracker reads r
+        gradient rows without a full gradient
+        (:attr:`~orthoplug.oracles.core.Tracker.row_gradients`), else 1 (RSDM-O moves every
+        row and reads a full gradient per step)."""
+        if self.sampling != "permutation" or not run.tracker.row_gradients:
+            return 1
+        return math.ceil(run.tracker.x.shape[-2] / run.r)
 
     def setup(self, run: Run) -> None:
         x = run.tracker.x
         run.r = self.slice_dimension(*x.shape[-2:])
-        reorth = self.reorthonormalize_every
-        run.reorth = (0 if x.dtype == torch.float64 else 1000) if reorth is None else reorth
+        run.reorth = self.stabilize or 0
         run.refresh = self.refresh_every if isinstance(run.tracker, Refreshable) else 0
         run.line_search = None if self.line_search is None else self.new_line_search()
         run.schedule = self.new_schedule()
         fixed = self.line_search is None and self.watch_stall
         run.stall = StallWatch(STALL_WINDOW) if fixed else None
-        run.row_reads = 0
+        run.row_reads = run.slice_steps = 0
 
     def info(self, run: Run | None = None) -> dict:
         out = {"r": self.r, "sampling": self.sampling, "step_size": self.step_size,
@@ -301,7 +317,8 @@ class RSDM(IterativeSolver):
             rule = run.line_search
             out.update(r=run.r, backtracks=0 if rule is None else rule.backtracks,
                        skipped_steps=0 if rule is None else rule.skipped,
-                       row_gradient_evaluations=run.row_reads)
+                       row_gradient_evaluations=run.row_reads, slice_steps=run.slice_steps,
+                       updates_per_iteration=run.updates)
         return out
 
     def on_evaluation(self, run: Run, cost: float, gradient_norm: float,
@@ -341,7 +358,8 @@ class RSDM(IterativeSolver):
             eta = run.schedule.next(self.step_size)
             self._commit(tracker, sub, c, rotation(submanifold_gradient(b, c), eta,
                                                    self.retraction))
-        done = run.iteration + 1
+        run.slice_steps += 1
+        done = run.slice_steps
         if run.refresh and done % run.refresh == 0:
             tracker.refresh()
         if run.reorth and done % run.reorth == 0:
@@ -452,7 +470,7 @@ class StochasticRSDM(RSDM):
     on estimated costs, so η must suit the cost's scale).
 
     Args:
-        r, sampling, retraction, reorthonormalize_every: as :class:`RSDM`.
+        r, sampling, retraction, stabilize: as :class:`RSDM`.
         step_size: η > 0 (default 1).
         batch_size: B ≥ 1 (default 1).
         schedule: as above; ``decay_time``: t0 > 0 (default 1000).
@@ -495,6 +513,10 @@ class StochasticRSDM(RSDM):
     def setup(self, run: Run) -> None:
         super().setup(run)
         run.samples = 0
+
+    def updates_per_iteration(self, run: Run) -> int:
+        """1: one iteration is one slice step on one minibatch gradient."""
+        return 1
 
     def measure(self, run: Run) -> tuple[float, float, float]:
         if isinstance(run.oracle, StochasticOracle) and not run.oracle.monitored:

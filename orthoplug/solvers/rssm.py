@@ -259,8 +259,8 @@ class SubgradientSolver(IterativeSolver):
             self.final_prox_pass(run, result)
 
     def final_prox_pass(self, run: Run, result: SolverResult) -> None:
-        r"""End with exact zeros: ``n`` row-pair steps of :class:`~orthoplug.solvers.obcd.OBCD`
-        on ``F = f + h`` from the returned point.
+        r"""End with exact zeros: about ``n`` row-pair steps of
+        :class:`~orthoplug.solvers.obcd.OBCD` on ``F = f + h`` from the returned point.
 
         A subgradient method's iterates oscillate around the zeros of a sparse optimum (they
         step along ``∂h``, never onto its kinks). An OBCD step ``X[B] ← V X[B]`` (rows ``B``,
@@ -275,11 +275,16 @@ class SubgradientSolver(IterativeSolver):
         x = result.point
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=run.generator))
         n = x.shape[-2]
-        polish = OBCD(self.h, max_iterations=n, eval_every=n, log_verbosity=0, seed=seed)
+        # about n pair steps: two OBCD iterations when each is a pass over the rows (⌈n/2⌉ pair
+        # steps, row-gradient oracles), else n iterations of one pair step each
+        iterations = 2 if run.oracle.smooth.track(x).row_gradients else n
+        polish = OBCD(self.h, max_iterations=iterations, eval_every=iterations, log_verbosity=0,
+                      seed=seed)
         res = polish.run(run.oracle.smooth, x, run.geometry)
         before, after = result.cost, res.cost
         accepted = after <= before
-        record = {"cost_before": before, "cost_after": after, "pair_steps": n,
+        record = {"cost_before": before, "cost_after": after,
+                  "pair_steps": res.info["block_updates"],
                   "zeros_before": int((x == 0).sum()), "zeros_after": int((res.point == 0).sum()),
                   "accepted": accepted}
         result.info["final_prox"] = record

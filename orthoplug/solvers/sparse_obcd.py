@@ -13,7 +13,7 @@ class, its stage bookkeeping, the greedy pair ranking and the float32 gradients 
 splitting stage.
 
 Every step keeps OBCD's guarantees: pair steps are OBCD's exact steps (F decreases by at least
-``α/2‖V − I‖²``), column sweeps never increase F, and the start stages only replace the point
+``θ/2‖V − I‖²``), column sweeps never increase F, and the start stages only replace the point
 by one of lower F (feasible to ``‖XᵀX − I‖_F ≤ 1e-13``; exactly nonnegative for the
 indicator).
 """
@@ -43,8 +43,8 @@ __all__ = ["pair_scores", "SparseOBCD"]
 
 def _low_precision_gradient(tracker, x: torch.Tensor):
     """``(∇f in float32, torch.float32)`` for a quadratic ``f = s·tr(XᵀCX)`` and a float64 CPU
-    ``x`` (``2s·C`` is copied to float32 once; numpy's float32 product took 0.3 ms against
-    the oracle's 0.45 ms at n = 300 and 1.3 against 3.3 ms at n = 1000, single-threaded), each
+    ``x`` (``2s·C`` is copied to float32 once; the float32 product costs about half the
+    float64 one, ``docs/guide/defaults.md``), each
     call counted as one gradient on ``tracker``; ``(None, None)`` otherwise (then use the
     tracker's ``gradient_at`` in ``x``'s dtype)."""
     q = tracker.oracle.quadratic
@@ -78,8 +78,8 @@ class SparseOBCD(OBCD):
     """OBCD (k = 2, exact curvature) after a pipeline of start stages, with greedy pairs and
     column sweeps.
 
-    A run is a pipeline of named stages. The first iteration runs the start stages in order, and
-    each stage's point replaces the run's whenever its F is lower (so F never rises):
+    A run is a pipeline of named stages, run in order; each stage's point replaces the run's
+    whenever its F is lower (so F never rises):
 
     1. ``"start"`` — the lowest-F of ``x0`` and the ``starts`` candidates
        (:func:`~orthoplug.solvers.sparse_starts.start_candidates`; rounded by
@@ -112,9 +112,15 @@ class SparseOBCD(OBCD):
        full-direction step leaves such points (ℓ1-SPCA: SparseOBCD's pair steps stopped up to
        1e-3 above ManPG from the PCA start, ``benchmarks/l1_any_start.py``).
 
-    The run's iterations count pair steps; the start stages have their own budgets, counted in
-    their own iterations (defaults below: rules of n, the rows, never of the instance), and
-    each ends early once the run's ``max_time`` has run out
+    **Iterations** (``docs/guide/options.md``, "What one iteration is": about one full gradient
+    of work each). The start stages count their work in full-gradient equivalents, ``⌈work⌉``
+    iterations (a prox or splitting iteration is one, a partition move a fraction, a start
+    candidate none); the pair steps count as OBCD's iterations, ``⌈n/2⌉`` pair steps each.
+    ``max_iterations`` bounds the whole run, so a budget smaller than the stages' ends the run
+    inside a stage; the run loop evaluates and records its history every ``eval_every``
+    iterations in every stage (``info["stage_iterations"]``: the stages' share). Each stage also
+    has its own budget in its own unit (defaults below: rules of n, the rows, never of the
+    instance) and ends early once the run's ``max_time`` has run out
     (:meth:`~orthoplug.solvers.base.Run.out_of_time`). Nothing else reads a clock: the same
     seed and budgets give the same bits on any machine and under any load.
 
@@ -154,14 +160,14 @@ class SparseOBCD(OBCD):
         partition: the partition search stage and the refinement of the splitting's points;
             ``"auto"``: for the nonnegativity indicator (its feasible points are row
             partitions, whose local minima pair steps cannot leave).
-        alpha: OBCD's proximal weight α > 0.
+        theta: OBCD's proximal weight θ > 0.
         refresh_every: pair steps between recomputations of ``CX`` (OBCD's fast path).
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
             ``seed``, ``eval_every``, ...).
 
     Raises:
         ValueError: an unknown start, ``candidates < 1``, a negative budget, an OBCD option
-            that fixes the pairs (``k``, ``working_set``, ``curvature``); at run time, column
+            that fixes the pairs (``k``, ``pairs``, ``curvature``); at run time, column
             sweeps or starts requested on a cost they do not apply to (not a quadratic
             ``s·tr(XᵀCX)`` without ``D``).
     """
@@ -173,13 +179,13 @@ class SparseOBCD(OBCD):
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
                  prox_steps: int | str = "auto", split_steps: int | str = "auto",
                  split_smoothing: float | str = "auto", split_from: str = "auto",
-                 partition: bool | str = "auto", alpha: float = 1e-5,
+                 partition: bool | str = "auto", theta: float = 1e-5,
                  refresh_every: int = 10_000, **kwargs):
-        for key in ("k", "working_set", "curvature", "sigma", "sweeps"):
+        for key in ("k", "pairs", "curvature", "sigma", "sweeps"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2, the exact curvature and its own "
                                  f"pairs; {key}= is not an option here")
-        super().__init__(h, alpha=alpha, refresh_every=refresh_every, **kwargs)
+        super().__init__(h, theta=theta, refresh_every=refresh_every, **kwargs)
         bad = [s for s in starts if s not in self.start_names]
         if bad:
             raise ValueError(f"unknown start(s) {bad}; choose from {self.start_names}")
@@ -233,8 +239,9 @@ class SparseOBCD(OBCD):
         every = self.column_every_user
         run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
         run.budgets = self.budgets(tracker.x.shape[0])
-        run.started = False
+        run.pipeline = None
         run.stages, run.start_chosen = [], "x0"
+        run.stage_work, run.stage_iterations, run.stages_done = 0.0, 0, False
         run.column_sweeps_done, run.sweep_decrease, run.pair_gradients = 0, 0.0, 0.0
         run.manpg_steps, run.manpg_decrease, run.manpg_gradients = 0, 0.0, 0.0
         run.manpg_solver = run.manpg = None
@@ -257,24 +264,34 @@ class SparseOBCD(OBCD):
             x = column_rotations(x, self.h, run.generator, self.start_sweeps)
         return x, self._objective(run, x)
 
-    def _stage(self, run, name: str, items) -> None:
-        """Run one stage: ``items`` yields ``(point, its F, iterations so far)``; a point of
-        lower F than the run's replaces it; the stage ends when ``items`` does or the run is
-        out of time; its record goes to ``run.stages``."""
+    def _stage(self, run, name: str, items):
+        """Run one stage, yielding after each of its items: ``items`` yields ``(point, its F,
+        iterations so far)``; a point of lower F than the run's replaces it; the work of each
+        item (its gradients) is added to ``run.stage_work``; the stage ends when ``items`` does
+        or the run is out of time (or closed: the run's budget ended); its record goes to
+        ``run.stages``."""
         tracker = run.tracker
-        before, gradients, done = run.f, tracker.gradient_evaluations, 0
-        for x, fx, count in items:
-            done = count
-            if fx < run.f:  # F never rises in a run (and an infinite F is never taken)
-                tracker.set_point(x.contiguous())
-                run.f = fx
-                if name != "start" and not run.start_chosen.endswith(name):
-                    run.start_chosen += f" + {name}"
-            if run.out_of_time():
-                break
-        run.stages.append({"name": name, "unit": STAGE_UNITS[name], "iterations": done,
-                           "gradient_evaluations": tracker.gradient_evaluations - gradients,
-                           "decrease": before - run.f})
+        before, gradients, done = run.f, 0.0, 0
+        items = iter(items)
+        try:
+            while not run.out_of_time():
+                start = tracker.gradient_evaluations
+                item = next(items, None)
+                work = tracker.gradient_evaluations - start
+                gradients += work
+                run.stage_work += work
+                if item is None:
+                    break
+                x, fx, done = item
+                if fx < run.f:  # F never rises in a run (and an infinite F is never taken)
+                    tracker.set_point(x.contiguous())
+                    run.f = fx
+                    if name != "start" and not run.start_chosen.endswith(name):
+                        run.start_chosen += f" + {name}"
+                yield
+        finally:
+            run.stages.append({"name": name, "unit": STAGE_UNITS[name], "iterations": done,
+                               "gradient_evaluations": gradients, "decrease": before - run.f})
 
     def _candidates(self, run):
         """The start stage's items: each start candidate, prepared, with its F (the lowest
@@ -322,19 +339,17 @@ class SparseOBCD(OBCD):
                                   gradient=gradient or tracker.gradient_at, refine=refine,
                                   dtype=dtype, tangent=self.partition)
 
-    def _pipeline(self, run) -> None:
-        """The start stages (class docstring), in order; then ``run.f_stages``, F after them."""
+    def _pipeline(self, run):
+        """The start stages (class docstring), in order, yielding after each item of each."""
         tracker = run.tracker
-        run.x0 = tracker.x.clone()
-        run.f = run.f0 = self._objective(run, run.x0)
         run.start_points = {"x0": run.x0}
         budgets = run.budgets
-        self._stage(run, "start", self._candidates(run) if self.starts else ())
+        yield from self._stage(run, "start", self._candidates(run) if self.starts else ())
         start = tracker.x.clone()
         if budgets["prox_steps"] and not run.out_of_time():
-            self._stage(run, "prox", self._prox(run))
+            yield from self._stage(run, "prox", self._prox(run))
         if budgets["split_steps"] and not run.out_of_time():
-            self._stage(run, "splitting", self._splitting(run))
+            yield from self._stage(run, "splitting", self._splitting(run))
         if self.partition:
             # rounded: a point with tiny overlapping entries is no partition (an exact one is
             # its own rounding up to rounding errors; a point no lower is never taken)
@@ -342,16 +357,37 @@ class SparseOBCD(OBCD):
                 if run.out_of_time():
                     break
                 x = nonneg_rounding(tracker.x if x is None else x)
-                self._stage(run, "partition search",
-                            partition_moves(x, tracker.oracle,
-                                            max_moves=budgets["partition_moves"],
-                                            count_gradients=tracker.count_gradients))
-        run.f_stages = run.f
+                yield from self._stage(run, "partition search",
+                                       partition_moves(x, tracker.oracle,
+                                                       max_moves=budgets["partition_moves"],
+                                                       count_gradients=tracker.count_gradients))
 
-    def _start_once(self, run) -> None:
-        if not run.started:
-            run.started = True
-            self._pipeline(run)
+    def _stage_steps(self, run, count: int) -> int:
+        """Up to ``count`` iterations of the start stages: their items run until their work
+        (gradients, ``run.stage_work``) reaches the iterations counted so far plus ``count``;
+        returns the iterations counted now, ``⌈work⌉`` less those counted before, between 1 and
+        ``count`` (an item of more work is counted over the next calls), or 0 once the stages
+        have ended with no work left to count."""
+        if run.pipeline is None:
+            run.x0 = run.tracker.x.clone()
+            run.f = run.f0 = self._objective(run, run.x0)
+            run.pipeline = self._pipeline(run)
+        while not run.stages_done and run.stage_work < run.stage_iterations + count:
+            if next(run.pipeline, StopIteration) is StopIteration:
+                run.stages_done = True
+                run.f_stages = run.f
+        owed = math.ceil(run.stage_work) - run.stage_iterations
+        if run.stages_done and owed <= 0:
+            return 0
+        done = min(count, max(1, owed))
+        run.stage_iterations += done
+        return done
+
+    @staticmethod
+    def _in_stages(run) -> bool:
+        """Whether the next iteration belongs to the start stages (running, or owed to the work
+        of their last item)."""
+        return not run.stages_done or run.stage_iterations < math.ceil(run.stage_work)
 
     def _sweep_if_due(self, run) -> None:
         """A column sweep after every ``column_every`` pair steps (kept if it lowers h); on the
@@ -385,23 +421,29 @@ class SparseOBCD(OBCD):
         run.manpg_gradients += tracker.gradient_evaluations - gradients
 
     def steps(self, run, count):
-        """The start stages first (in the first call); then on OBCD's compiled pair loop
-        (quadratic f, float64 CPU) up to ``count`` pair steps in the kernel, cut at the next
-        column sweep, the greedy candidates ranked by their exact model decrease (computed in
-        the kernel); elsewhere one :meth:`step`."""
+        """The start stages' iterations first (:meth:`_stage_steps`); then on OBCD's compiled
+        pair loop (quadratic f, float64 CPU) the ``count × run.updates`` pair steps of ``count``
+        iterations in the kernel, cut at each column sweep, the greedy candidates ranked by
+        their exact model decrease (computed in the kernel); elsewhere OBCD's steps."""
+        if self._in_stages(run):
+            done = self._stage_steps(run, count)
+            if done:
+                return done
         if not run.kernel:
             return super().steps(run, count)
-        self._start_once(run)
-        if run.column_every:
-            count = min(count, run.column_every - run.count % run.column_every)
-        gradients = run.tracker.gradient_evaluations
-        done = super().steps(run, count)
-        run.pair_gradients += run.tracker.gradient_evaluations - gradients
-        self._sweep_if_due(run)
-        return done
+        todo = count * run.updates
+        while todo:
+            take = todo
+            if run.column_every:
+                take = min(take, run.column_every - run.count % run.column_every)
+            gradients = run.tracker.gradient_evaluations
+            self.pair_steps(run, take)
+            run.pair_gradients += run.tracker.gradient_evaluations - gradients
+            self._sweep_if_due(run)
+            todo -= take
+        return count
 
     def step(self, run):
-        self._start_once(run)
         gradients = run.tracker.gradient_evaluations
         super().step(run)
         run.pair_gradients += run.tracker.gradient_evaluations - gradients
@@ -421,9 +463,12 @@ class SparseOBCD(OBCD):
     def finalize(self, run, result) -> None:
         """OBCD's ``info["f"]``, ``info["h"]``, and ``info["stages"]`` (class docstring)."""
         super().finalize(run, result)
-        if not run.started:
-            result.info["stages"] = []
+        if run.pipeline is None:
+            result.info.update(stages=[], stage_iterations=0)
             return
+        if not run.stages_done:  # the run's budget ended during a stage: record it
+            run.pipeline.close()
+            run.f_stages = run.f
         pairs = run.f_stages - result.cost - run.sweep_decrease - run.manpg_decrease
         stages = [*run.stages,
                   {"name": "pair steps", "unit": STAGE_UNITS["pair steps"],
@@ -443,8 +488,9 @@ class SparseOBCD(OBCD):
         for stage in stages:
             stage["decrease_share"] = stage["decrease"] / total if total > 0 else 0.0
         result.info["stages"] = stages
+        result.info["stage_iterations"] = run.stage_iterations
 
     def info(self, run=None):
-        return {**super().info(run), "working_set": f"greedy (best of {self.candidates})",
+        return {**super().info(run), "pairs": f"greedy (best of {self.candidates})",
                 "start": None if run is None else run.start_chosen,
                 "budgets": None if run is None else run.budgets}

@@ -151,10 +151,10 @@ SOLVERS: dict[str, tuple[type[IterativeSolver], dict]] = {
     "ColumnJJacobi": (ColumnJJacobi, {}),
     "J-JOBCD": (JJOBCD, {"eval_every": 10}),
     "VR-J-JOBCD": (VRJJOBCD, {"eval_every": 10}),
-    "UMCM": (UMCM, {"lr": 5e-3, "beta0": 1e2, "eval_every": 50}),
+    "UMCM": (UMCM, {"step_size": 5e-3, "beta0": 1e2, "eval_every": 50}),
     "ADMM": (ADMM, {"beta0": 1e2, "eval_every": 10}),
     "ADMM-fixed": (ADMM, {"beta0": "lipschitz", "beta_every": 0, "eval_every": 10}),
-    "CSDM": (CSDM, {"lr": 5e-3, "eval_every": 50}),
+    "CSDM": (CSDM, {"step_size": 5e-3, "eval_every": 50}),
 }
 _JOBCD_NAMES = ("GS-JOBCD", "ColumnJJacobi", "J-JOBCD", "VR-J-JOBCD")
 
@@ -197,7 +197,7 @@ def _common_methods(*, trust_regions: bool, vr: bool, admm_fixed: bool,
                     gs_options: dict | None = None, j_options: dict | None = None,
                     column_jacobi: bool = False) -> list[Method]:
     """The methods shared by the experiments (flags add the ones that apply)."""
-    lr_grid = [{"lr": lr} for lr in ADAGRAD_LR_GRID]
+    step_grid = [{"step_size": lr} for lr in ADAGRAD_LR_GRID]
     geo_grid = [{"lr": lr} for lr in GEOOPT_LR_GRID]
     methods = [solver_method("GS-JOBCD", **(gs_options or {})),
                solver_method("J-JOBCD", **(j_options or {}))]
@@ -214,12 +214,12 @@ def _common_methods(*, trust_regions: bool, vr: bool, admm_fixed: bool,
                              {"lr": 1e-2}, geo_grid),
                 torch_method("geoopt-RAdam", "geoopt", "geoopt.optim:RiemannianAdam",
                              {"lr": 1e-2}, geo_grid),
-                solver_method("UMCM", grid=[{"lr": lr, "beta0": b}
+                solver_method("UMCM", grid=[{"step_size": lr, "beta0": b}
                                             for lr, b in product(ADAGRAD_LR_GRID, BETA0_GRID)]),
                 solver_method("ADMM", grid=[{"beta0": b} for b in BETA0_GRID])]
     if admm_fixed:
         methods.append(solver_method("ADMM-fixed"))
-    methods.append(solver_method("CSDM", grid=lr_grid))
+    methods.append(solver_method("CSDM", grid=step_grid))
     return methods
 
 

@@ -19,7 +19,7 @@ TDT2, 20News, …) are not bundled; the offline stand-ins are scikit-learn's dig
 
 Methods, each under the same wall-clock limit:
 
-* ``OBCD`` — random pairs (k = 2), exact block curvature, α = 1e-5, from ``I(n, r)`` (the
+* ``OBCD`` — random pairs (k = 2), exact block curvature, θ = 1e-5, from ``I(n, r)`` (the
   paper's OBCD-R(id)); ``OBCD-Jacobi`` — n/2 disjoint pairs per iteration; ``OBCD-rnd`` — plain
   OBCD from the shared random start, the start OBCD-sparse gets (what its stages add);
 * ``OBCD-sparse`` (:class:`~orthoplug.solvers.sparse_obcd.SparseOBCD`, not in the paper) — from
@@ -226,7 +226,7 @@ class L0SPCA(_SPCA):
     time_limits = {"quick": 1.5, "paper": 30.0}
 
     def methods(self, scale: str) -> list[Method]:
-        return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
+        return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", pairs="jacobi"),
                 obcd_method("OBCD-rnd", start="random"), sparse_obcd_method(), manpg_method(),
                 *splitting_methods()]
 
@@ -248,7 +248,7 @@ class L1SPCA(_SPCA):
     time_limits = {"quick": 1.5, "paper": 60.0}
 
     def methods(self, scale: str) -> list[Method]:
-        methods = [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
+        methods = [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", pairs="jacobi"),
                    obcd_method("OBCD-rnd", start="random"), sparse_obcd_method(),
                    manpg_method(), *splitting_methods(("LADMM",)),
                    rsubgrad_method(),
@@ -303,7 +303,7 @@ class NNPCA(CompositeExperiment):
         return out
 
     def methods(self, scale: str) -> list[Method]:
-        return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", working_set="jacobi"),
+        return [obcd_method("OBCD"), obcd_method("OBCD-Jacobi", pairs="jacobi"),
                 obcd_method("OBCD-rnd", start="random"), sparse_obcd_method(), manpg_method(),
                 *splitting_methods()]
 
@@ -352,15 +352,16 @@ def sparse_obcd_method() -> Method:
     """:class:`~orthoplug.solvers.sparse_obcd.SparseOBCD` from the shared random start (the
     start ManPG gets): its stages (starts, prox or splitting, partition search), then greedy
     pairs and column sweeps."""
-    return custom_method("OBCD-sparse", "orthoplug", _run_sparse_obcd, {"eval_every": 200})
+    return custom_method("OBCD-sparse", "orthoplug", _run_sparse_obcd, {"eval_every": 10})
 
 
-def obcd_method(name: str, *, working_set: str = "random", start: str = "identity") -> Method:
-    """OBCD (k = 2, exact curvature, α = 1e-5) from ``I(n, r)`` (``start="identity"``) or the
-    shared random start (``"random"``); random pairs or Jacobi."""
-    every = 5 if working_set == "jacobi" else 200
+def obcd_method(name: str, *, pairs: str = "random", start: str = "identity") -> Method:
+    """OBCD (k = 2, exact curvature, θ = 1e-5) from ``I(n, r)`` (``start="identity"``) or the
+    shared random start (``"random"``); random pairs (an iteration: n/2 pairs) or Jacobi (an
+    iteration: one matching); evaluated every 5 iterations."""
+    every = 5
     return custom_method(name, "orthoplug", _run_obcd,
-                         {"working_set": working_set, "eval_every": every, "start": start})
+                         {"pairs": pairs, "eval_every": every, "start": start})
 
 
 def _run_manpg(experiment: CompositeExperiment, instance: Instance, *, seed: int,
