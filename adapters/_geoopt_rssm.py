@@ -125,7 +125,7 @@ class RSSM(OrthoplugOptimizer):
             ``⌈ℓ/2⌉`` steps. ``step="auto"`` in a fixed schedule is ``0.5/‖grad f(X₀)‖_F`` at
             the first step (RMS over the matrices of a batched parameter).
         num_blocks: ℓ ∈ [2, p] (default ``min(4, p)``); or ``blocks``: an explicit partition.
-        reorthogonalize: project the step off the fixed columns before the polar factor.
+        project_step: project the step off the fixed columns before the polar factor.
         stabilize: ``projx`` every this many steps (``None``: never).
         seed: seed of the pair draws (saved in ``state_dict``; ``None``: random, the same on
             every rank).
@@ -137,12 +137,12 @@ class RSSM(OrthoplugOptimizer):
     def __init__(self, params: Iterable[torch.Tensor | dict],
                  lr: StepRule | float | str = "polyak", *, num_blocks: int | None = None,
                  blocks: Sequence[Sequence[int]] | None = None,
-                 reorthogonalize: bool = True, stabilize: int | None = None,
+                 project_step: bool = True, stabilize: int | None = None,
                  seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         defaults = dict(lr=lr, rule=None, num_blocks=num_blocks, blocks=blocks,
-                        reorthogonalize=reorthogonalize, stabilize=stabilize)
+                        project_step=project_step, stabilize=stabilize)
         super().__init__(params, defaults, seed=seed, process_group=process_group,
                          replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
@@ -256,7 +256,7 @@ class RSSM(OrthoplugOptimizer):
                 key = draw_block_pair(len(blocks), self.generator(p.device))
                 cols, rest = (t.to(p.device) for t in column_pair(blocks, *key, p.shape[-1]))
                 new = block_step(p.detach(), cols, rest, g[..., cols], steps, lambda: value,
-                                 reorthogonalize=group["reorthogonalize"])
+                                 project_step=group["project_step"])
                 updates.append((p, cols, new, steps))
         for p, cols, new, _ in updates:
             p[..., cols] = new

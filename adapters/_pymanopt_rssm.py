@@ -61,7 +61,7 @@ class RSSM(SolverOptimizer):
     Args:
         num_blocks: ℓ, the number of column blocks (``None``: ``min(4, p)``).
         blocks: an explicit partition of the columns (instead of ``num_blocks``).
-        reorthogonalize: project the step off the fixed columns before the polar factor.
+        project_step: project the step off the fixed columns before the polar factor.
         refresh_every: re-orthonormalise the iterate (``polar(X)``) every this many
             iterations (0: never).
         pairs: how the block pairs are drawn: ``"uniform"`` or ``"matching"``.
@@ -81,7 +81,7 @@ class RSSM(SolverOptimizer):
     geometries = (StiefelGeometry,)
 
     def __init__(self, *, num_blocks: int | None = None,
-                 blocks: Sequence[Sequence[int]] | None = None, reorthogonalize: bool = True,
+                 blocks: Sequence[Sequence[int]] | None = None, project_step: bool = True,
                  refresh_every: int = 0, pairs: str = "uniform",
                  step_size: StepRule | float | str = "polyak",
                  h: SeparableTerm | None = None, return_best: bool = False,
@@ -96,7 +96,7 @@ class RSSM(SolverOptimizer):
                          log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
                          stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
                          target_cost=target_cost,
-                         num_blocks=num_blocks, blocks=blocks, reorthogonalize=reorthogonalize,
+                         num_blocks=num_blocks, blocks=blocks, project_step=project_step,
                          refresh_every=refresh_every, pairs=pairs, step_size=step_size,
                          h=h, return_best=return_best, final_prox=final_prox)
 

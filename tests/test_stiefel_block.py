@@ -83,7 +83,7 @@ def test_block_update_equals_15_then_projection_and_keeps_orthogonality():
 
 def test_reorthogonalisation_repairs_inherited_cross_error():
     """Inject ‖X_RᵀX_C‖ ≈ 1e-8: one corrected step brings it to round-off; the paper's formula
-    alone (``reorthogonalize=False``) keeps it at the 1e-8 level."""
+    alone (``project_step=False``) keeps it at the 1e-8 level."""
     n, p = 50, 10
     x = _point(n, p, 3)
     cols, rest = torch.tensor([2, 3, 7]), torch.tensor([0, 1, 4, 5, 6, 8, 9])
@@ -93,7 +93,7 @@ def test_reorthogonalisation_repairs_inherited_cross_error():
     assert before > 1e-9
     g = torch.randn(n, 3, dtype=torch.float64, generator=_gen(5))
     fixed = block_update(x, cols, g, 0.1, rest)
-    plain = block_update(x, cols, g, 0.1, rest, reorthogonalize=False)
+    plain = block_update(x, cols, g, 0.1, rest, project_step=False)
     assert float(torch.linalg.matrix_norm(x[:, rest].mT @ fixed)) < 5e-15
     assert float(torch.linalg.matrix_norm(x[:, rest].mT @ plain)) > 0.1 * before
 

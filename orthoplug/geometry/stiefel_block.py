@@ -169,17 +169,17 @@ def complement(cols: torch.Tensor, p: int) -> torch.Tensor:
 
 
 def block_update(x: torch.Tensor, cols: torch.Tensor, g: torch.Tensor, step: float,
-                 rest: torch.Tensor | None = None, *, reorthogonalize: bool = True
+                 rest: torch.Tensor | None = None, *, project_step: bool = True
                  ) -> torch.Tensor:
     r"""New columns ``X_C⁺ = P_M(X_C − γ ξ)`` of one RSSM step (formulas (15)–(16)).
 
     ``ξ`` is the block tangent projection (15) of the partial (sub)gradient ``G`` (n × q). With
-    ``reorthogonalize=True`` (default) the step is projected onto M by Lemma 3.2,
+    ``project_step=True`` (default) the step is projected onto M by Lemma 3.2,
     ``polar((I − X_R X_Rᵀ)Ξ)``; since ``ξ`` and ``ξ_St = G − X_C sym(X_CᵀG)`` differ only by
     ``X_R(X_RᵀG)``, which that projector removes, the computation uses ``ξ_St`` and costs
     ``2 n q² + 2 n r q`` flops for the products plus ``O(n q² + q³)`` for the polar factor —
     ``O(n p q)`` in all, half of evaluating (15) and then re-orthogonalising. With
-    ``reorthogonalize=False`` it is the paper's update ``polar(X_C − γ ξ)`` with ξ from (15)
+    ``project_step=False`` it is the paper's update ``polar(X_C − γ ξ)`` with ξ from (15)
     (orthogonality to ``X_R`` then holds up to the rounding of (15) and of earlier steps).
 
     Returns the ``n × q`` block; the caller writes it into columns ``cols`` (the other columns
@@ -190,12 +190,12 @@ def block_update(x: torch.Tensor, cols: torch.Tensor, g: torch.Tensor, step: flo
         rest = complement(cols, p)
     xc = take_columns(x, cols)
     xr = take_columns(x, rest)
-    if reorthogonalize and x.ndim == 2:  # fused BLAS calls for the common unbatched case
+    if project_step and x.ndim == 2:  # fused BLAS calls for the common unbatched case
         h = xc.mT @ g  # y = X_C − γ ξ_St = X_C − γ G + γ X_C sym(X_CᵀG)
         y = torch.addmm(torch.add(xc, g, alpha=-step), xc, h + h.mT, alpha=0.5 * step)
         if rest.numel():
             y = torch.addmm(y, xr, xr.mT @ y, alpha=-1.0)  # (I − X_R X_Rᵀ)(·)
-    elif reorthogonalize:
+    elif project_step:
         y = xc - step * (g - xc @ sym(xc.mT @ g))
         if rest.numel():
             y = y - xr @ (xr.mT @ y)

@@ -115,7 +115,7 @@ def auto_step_size(rgrad: torch.Tensor, move: float = 0.5) -> float:
 
 def block_step(x: torch.Tensor, cols: torch.Tensor, rest: torch.Tensor, g: torch.Tensor,
                steps: SubgradientSteps, f: Callable[[], float], *,
-               reorthogonalize: bool = True) -> torch.Tensor:
+               project_step: bool = True) -> torch.Tensor:
     """One RSSM step of the columns ``C = cols`` of ``X`` (not written): ``γ_k`` from ``steps``
     (``f()`` gives ``f(X)`` to the adaptive rules), then
     :func:`~orthoplug.geometry.stiefel_block.block_update` with the partial subgradient ``g``.
@@ -125,7 +125,7 @@ def block_step(x: torch.Tensor, cols: torch.Tensor, rest: torch.Tensor, g: torch
     """
     gamma = steps.length(f, lambda: block_subgradient_sq(x, cols, rest, g),
                          cols.numel() / x.shape[-1])
-    new = block_update(x, cols, g, gamma, rest, reorthogonalize=reorthogonalize)
+    new = block_update(x, cols, g, gamma, rest, project_step=project_step)
     if not all_finite(new):
         raise NonFiniteError("non-finite block update")
     return new
@@ -322,7 +322,7 @@ class RSSM(SubgradientSolver):
         step_size: the step rule (see :class:`SubgradientSolver`); an epoch is ``ℓ/2``
             iterations (every column updated once in expectation), so a geometric β per epoch
             is the same decay per column update as RSubGrad's.
-        reorthogonalize: project the step onto the block, ``(I − X_R X_Rᵀ)Ξ``, before the
+        project_step: project the step onto the block, ``(I − X_R X_Rᵀ)Ξ``, before the
             polar factor (default True; keeps ``‖X_RᵀX_C‖`` at round-off every step).
         refresh_every: re-orthonormalise the whole iterate (``polar(X)``) every this many
             iterations (0, the default, never; useful in float32 with large ℓ).
@@ -350,7 +350,7 @@ class RSSM(SubgradientSolver):
     pair_rules = ("uniform", "matching")
 
     def __init__(self, *, num_blocks: int | None = None, blocks=None,
-                 reorthogonalize: bool = True, refresh_every: int = 0, pairs: str = "uniform",
+                 project_step: bool = True, refresh_every: int = 0, pairs: str = "uniform",
                  **kwargs):
         super().__init__(**kwargs)
         if pairs not in self.pair_rules:
@@ -364,7 +364,7 @@ class RSSM(SubgradientSolver):
         if blocks is not None:
             partition_columns(sum(len(b) for b in blocks), blocks=blocks)  # validate now
         self.num_blocks, self.blocks_user = num_blocks, blocks
-        self.reorthogonalize, self.refresh_every = bool(reorthogonalize), int(refresh_every)
+        self.project_step, self.refresh_every = bool(project_step), int(refresh_every)
 
     def partition(self, p: int) -> list[torch.Tensor]:
         """The column blocks for ``p`` columns (``ValueError`` if the options do not fit p)."""
@@ -414,7 +414,7 @@ class RSSM(SubgradientSolver):
         cols, rest = pair
         g = partial_subgradient(tracker, cols)
         new = block_step(x, cols, rest, g, run.steps, lambda: float(tracker.value()),
-                         reorthogonalize=self.reorthogonalize)
+                         project_step=self.project_step)
         write_columns(tracker, cols, new)
         if self.refresh_every and (run.steps.k + 1) % self.refresh_every == 0:
             tracker.set_point(polar_tall(tracker.x))
@@ -433,5 +433,5 @@ class RSSM(SubgradientSolver):
                    if run is not None and isinstance(run.tracker, ColumnTracker) else None)
         return {**super().info(run), "num_blocks": len(blocks), "gradient_columns": columns,
                 "block_sizes": [int(b.numel()) for b in blocks],
-                "reorthogonalize": self.reorthogonalize, "refresh_every": self.refresh_every,
+                "project_step": self.project_step, "refresh_every": self.refresh_every,
                 "pairs": self.pairs}
