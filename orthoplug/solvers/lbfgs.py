@@ -21,7 +21,9 @@ One iteration, with ``A = J skew(J Xᵀ ∇f(X))`` the left-translated Riemannia
    singularity at the eigenvalue 2 of Ω), accepting ``f(X⁺) ≤ f(X) + c·t⟨A, D⟩`` with
    ``f(X⁺) < f(X)`` (a step that rounding hides is no progress); a rejected trial
    shrinks t by the minimiser of the quadratic through ``f(X)``, the slope and the trial value,
-   clamped to ``[t/10, t/2]``; a non-finite trial value counts as a rejection.
+   clamped to ``[t/10, t/2]``; a non-finite trial value counts as a rejection. The search gives
+   up after :data:`MAX_TRIALS` trials or once the predicted decrease ``t|⟨A, D⟩|`` is below the
+   rounding ``ε·max(1, |f(X)|)`` of the cost.
    If no trial is accepted the memory is cleared and the next iteration tries the gradient
    direction; if that fails too, f cannot decrease beyond its rounding and the run stops.
 
@@ -54,38 +56,78 @@ from orthoplug.oracles import NonFiniteError
 
 from .base import IterativeSolver, Run
 
-__all__ = ["CayleyLBFGS", "lbfgs_direction"]
+__all__ = ["CayleyLBFGS", "LBFGSMemory"]
 
 #: line-search trials per iteration before the memory is cleared
 MAX_TRIALS = 40
 
 
-def lbfgs_direction(a: torch.Tensor, s: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``H a`` for the L-BFGS inverse-Hessian approximation of the pairs ``(s_i, y_i)``.
+class LBFGSMemory:
+    """The last ``memory`` secant pairs ``(s_i, y_i)`` and the L-BFGS product ``H a``.
 
-    Compact form (Nocedal and Wright, eq. 7.24): with the pairs as rows of ``S, Y`` (oldest
-    first), ``R`` the upper triangle of ``S Yᵀ``, ``Dg`` its diagonal and ``γ = ⟨s, y⟩/⟨y, y⟩`` of
-    the newest pair, ``H a = γa + Sᵀ R⁻ᵀ((Dg + γ Y Yᵀ) w − γ Y a) − γ Yᵀ w`` with ``w = R⁻¹ S a``.
-    It equals the two-loop recursion's result. The tensor work is two products with the
-    ``2m × N`` matrix ``[S; Y]`` (its Gram matrix and its product with ``a``) and one back; the
-    ``m × m`` algebra runs on the host in float64 (microseconds, one read-back).
+    The pairs are the rows of ``W = [S; Y]`` (oldest first, ``2m × N``); their products
+    ``S Yᵀ`` and ``Y Yᵀ`` are kept on the host in float64 and extended by one ``W [s, y]``
+    product per new pair, so a direction costs two products with W and ``O(m³)`` host work.
+
+    :meth:`direction` is the compact form (Nocedal and Wright, eq. 7.24): with ``R`` the upper
+    triangle of ``S Yᵀ``, ``Dg`` its diagonal and ``γ = ⟨s, y⟩/⟨y, y⟩`` of the newest pair,
+    ``H a = γa + Sᵀ R⁻ᵀ((Dg + γ Y Yᵀ) w − γ Y a) − γ Yᵀ w`` with ``w = R⁻¹ S a``, which equals
+    the two-loop recursion's result.
 
     Args:
-        a: the vector, any shape with ``N`` entries.
-        s, y: ``(m, N)`` steps and gradient differences, every ``⟨s_i, y_i⟩ > 0``.
+        memory: the number of pairs kept (``m``).
     """
-    m = s.shape[0]
-    flat = a.reshape(-1)
-    w_mat = torch.cat((s, y))
-    gram = torch.cat((w_mat @ w_mat.mT, (w_mat @ flat)[:, None]), dim=1).cpu().numpy()
-    gram = gram.astype(np.float64, copy=False)
-    sy, yy, sa, ya = gram[:m, m:2 * m], gram[m:, m:2 * m], gram[:m, -1], gram[m:, -1]
-    r = np.triu(sy)
-    gamma = sy[-1, -1] / yy[-1, -1]
-    w = solve_triangular(r, sa)
-    top = solve_triangular(r, (np.diag(np.diag(sy)) + gamma * yy) @ w - gamma * ya, trans=1)
-    coef = torch.as_tensor(np.concatenate((top, -gamma * w)), dtype=a.dtype, device=a.device)
-    return (gamma * flat + w_mat.mT @ coef).reshape(a.shape)
+
+    def __init__(self, memory: int):
+        self.memory = memory
+        self.s: torch.Tensor | None = None  # (m, N)
+        self.y: torch.Tensor | None = None
+        self.sy = np.zeros((0, 0))
+        self.yy = np.zeros((0, 0))
+
+    def __len__(self) -> int:
+        return 0 if self.s is None else self.s.shape[0]
+
+    def clear(self) -> None:
+        """Forget every pair."""
+        self.__init__(self.memory)
+
+    def add(self, s: torch.Tensor, y: torch.Tensor) -> None:
+        """Append the pair ``(s, y)`` (flat, ``⟨s, y⟩ > 0``), dropping the oldest beyond
+        ``memory``."""
+        if self.s is None:
+            self.s, self.y = s[None], y[None]
+            prods = torch.stack((s @ y, y @ y)).cpu().numpy().astype(np.float64)
+            self.sy, self.yy = prods[:1, None], prods[1:, None]
+            return
+        # rows: S s, S y, Y s, Y y of the stored pairs, then the new pair's own products
+        new = torch.stack((s, y))
+        cross = (torch.cat((self.s, self.y, new)) @ new.mT).cpu().numpy().astype(np.float64)
+        k = len(self)
+        s_y, y_s, y_y = cross[:k, 1], cross[k:2 * k, 0], cross[k:2 * k, 1]
+        own_sy, own_yy = cross[2 * k, 1], cross[2 * k + 1, 1]
+        self.sy = np.block([[self.sy, s_y[:, None]], [y_s[None, :], np.array([[own_sy]])]])
+        self.yy = np.block([[self.yy, y_y[:, None]], [y_y[None, :], np.array([[own_yy]])]])
+        self.s, self.y = torch.cat((self.s, s[None])), torch.cat((self.y, y[None]))
+        if k + 1 > self.memory:
+            self.s, self.y = self.s[1:], self.y[1:]
+            self.sy, self.yy = self.sy[1:, 1:], self.yy[1:, 1:]
+
+    def direction(self, a: torch.Tensor) -> torch.Tensor:
+        """``H a`` (any shape with ``N`` entries; at least one pair stored)."""
+        m = len(self)
+        flat = a.reshape(-1)
+        w_mat = torch.cat((self.s, self.y))
+        proj = (w_mat @ flat).cpu().numpy().astype(np.float64)
+        sa, ya = proj[:m], proj[m:]
+        r = np.triu(self.sy)
+        gamma = self.sy[-1, -1] / self.yy[-1, -1]
+        w = solve_triangular(r, sa, check_finite=False)
+        top = solve_triangular(r, (np.diag(np.diag(self.sy)) + gamma * self.yy) @ w
+                               - gamma * ya, trans=1, check_finite=False)
+        coef = torch.as_tensor(np.concatenate((top, -gamma * w)), dtype=a.dtype,
+                               device=a.device)
+        return (gamma * flat + w_mat.mT @ coef).reshape(a.shape)
 
 
 class CayleyLBFGS(IterativeSolver):
@@ -129,8 +171,7 @@ class CayleyLBFGS(IterativeSolver):
 
     def setup(self, run: Run) -> None:
         x = run.tracker.x
-        run.pairs_s: list[torch.Tensor] = []
-        run.pairs_y: list[torch.Tensor] = []
+        run.memory = LBFGSMemory(self.memory)
         run.last = None  # (step s, algebra gradient A) of the last accepted step
         run.curvature_tol = math.sqrt(torch.finfo(x.dtype).eps)
         run.trials = run.resets = run.skipped_pairs = 0
@@ -139,7 +180,7 @@ class CayleyLBFGS(IterativeSolver):
         out = {"memory": self.memory, "max_step": self.max_step, "armijo": self.armijo}
         if run is not None:
             out.update(line_search_trials=run.trials, resets=run.resets,
-                       skipped_pairs=run.skipped_pairs, pairs=len(run.pairs_s))
+                       skipped_pairs=run.skipped_pairs, pairs=len(run.memory))
         return out
 
     def measure(self, run: Run) -> tuple[float, float, float]:
@@ -159,16 +200,12 @@ class CayleyLBFGS(IterativeSolver):
         sy = float(s @ y)
         if sy > run.curvature_tol * float(torch.linalg.vector_norm(s)
                                           * torch.linalg.vector_norm(y)):
-            run.pairs_s.append(s)
-            run.pairs_y.append(y)
-            if len(run.pairs_s) > self.memory:
-                del run.pairs_s[0], run.pairs_y[0]
+            run.memory.add(s, y)
         else:
             run.skipped_pairs += 1
 
     def _reset(self, run: Run) -> None:
-        run.pairs_s.clear()
-        run.pairs_y.clear()
+        run.memory.clear()
         run.resets += 1
 
     def step(self, run: Run) -> None:
@@ -178,20 +215,20 @@ class CayleyLBFGS(IterativeSolver):
         self._store_pair(run, a)
         run.last = None
         for _ in range(2):
-            if run.pairs_s:
-                d = -lbfgs_direction(a, torch.stack(run.pairs_s), torch.stack(run.pairs_y))
+            if run.memory:
+                d = -run.memory.direction(a)
             else:
                 d = -a
             slope = float((a * d).sum())
             if not slope < 0:
-                if not run.pairs_s:  # A = 0: X is stationary
+                if not run.memory:  # A = 0: X is stationary
                     run.finished = "zero gradient"
                     return
                 self._reset(run)
                 continue
             if self._line_search(run, d, slope, a):
                 return
-            if not run.pairs_s:
+            if not run.memory:
                 break
             self._reset(run)
         run.finished = "line search: no decrease along the gradient beyond the cost's rounding"
@@ -202,7 +239,10 @@ class CayleyLBFGS(IterativeSolver):
         tracker = run.tracker
         x, f0 = tracker.x, float(tracker.value())
         t = min(1.0, self.max_step / float(torch.linalg.vector_norm(d)))
+        rounding = torch.finfo(x.dtype).eps * max(1.0, abs(f0))
         for _ in range(MAX_TRIALS):
+            if -t * slope < rounding:  # no trial this short can show a decrease
+                return False
             run.trials += 1
             x_new = jo.cayley_step(x, t * d)
             try:
