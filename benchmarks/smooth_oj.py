@@ -136,6 +136,11 @@ def main() -> None:
     for method in args.methods:
         run_method(method, small, x_small, 1.0)
 
+    meta = {"target": args.target, "rounds": args.rounds, "cap": args.cap,
+            "cap_large": args.cap_large, "set": args.set, "families": args.families,
+            "sizes": args.sizes, "machine": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__, "threads": 1,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     rows = []
     header = f"{'family':>8s} {'n':>4s} {'p':>3s} {'st':>2s} {'f*':>14s} " + " ".join(
         f"{m:>9s}" for m in args.methods) + f" {'best/def':>8s}"
@@ -185,14 +190,9 @@ def main() -> None:
             print(f"{inst['family']:>8s} {n:4d} {p:3d} {start:2d} {ref:14.8g} "
                   + " ".join(fmt(summary[m]) for m in args.methods)
                   + f" {'-' if ratio is None else f'{ratio:8.2f}'}", flush=True)
-    if args.out:
-        meta = {"target": args.target, "rounds": args.rounds, "cap": args.cap,
-                "cap_large": args.cap_large, "set": args.set,
-                "machine": platform.platform(), "python": platform.python_version(),
-                "torch": torch.__version__, "threads": 1,
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        with open(args.out, "w") as fh:
-            json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+            if args.out:  # after every row: a long run keeps what it measured
+                with open(args.out, "w") as fh:
+                    json.dump({"meta": meta, "rows": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ Three families, each bounded below on O(J) with a minimiser (the cost grows with
   number 10 (G Gaussian); with ``J = diag(1, −1, …, −1)`` it aligns two point clouds by a
   Lorentz transformation.
 
-:func:`smooth_oj_problem` draws an instance; :meth:`SmoothOJProblem.pymanopt_problem` builds the
+:func:`smooth_oj_problem` draws an instance, :func:`lorentz_fit_problem` the Lorentz fit of two
+clouds on the hyperboloid; :meth:`SmoothOJProblem.pymanopt_problem` builds the
 autograd ``pymanopt.Problem`` (cost, gradient and Hessian by autodiff);
 :meth:`SmoothOJProblem.torch_cost` is the same cost on torch tensors (for the torch optimizers).
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["FAMILIES", "SmoothOJProblem", "smooth_oj_problem"]
+__all__ = ["FAMILIES", "SmoothOJProblem", "smooth_oj_problem", "lorentz_fit_problem"]
 
 FAMILIES = ("quartic", "logcosh", "lorentz")
 
@@ -116,3 +117,33 @@ def smooth_oj_problem(family: str, n: int, p: int, seed: int = 0, *, points: int
         pts = rng.standard_normal((n, big_n))
         data = {"P": pts, "Q": x_star @ pts + noise * rng.standard_normal((n, big_n))}
     return SmoothOJProblem(family, signature, data)
+
+
+def lorentz_fit_problem(d: int, points: int, noise: float, seed: int = 0) -> SmoothOJProblem:
+    """``min ‖XP − Q‖_F²`` over the Lorentz group O(1, d) (``J = diag(1, −1, …, −1)``).
+
+    The columns of ``P`` lie on the hyperboloid ``{x : xᵀJx = 1, x₀ > 0}``:
+    ``x = (cosh r, sinh r · u)`` with ``u`` uniform on the sphere and ``r = |N(0, 1)|``;
+    ``Q = X★P + noise·G`` with ``X★`` a random element of O(1, d) of condition number 10 and G
+    Gaussian (the clouds are aligned up to noise by a Lorentz transformation).
+
+    Raises:
+        ValueError: ``d < 1``, ``points < 1`` or ``noise < 0``.
+    """
+    if not (isinstance(d, int) and d >= 1 and isinstance(points, int) and points >= 1
+            and noise >= 0):
+        raise ValueError(f"need integers d >= 1, points >= 1 and noise >= 0, got d={d!r}, "
+                         f"points={points!r}, noise={noise!r}")
+    from orthoplug.geometry.manifolds import JOrthogonalGeometry
+
+    rng = np.random.default_rng(seed)
+    signature = np.array([1.0] + [-1.0] * d)
+    u = rng.standard_normal((d, points))
+    u /= np.linalg.norm(u, axis=0)
+    r = np.abs(rng.standard_normal(points))
+    pts = np.vstack((np.cosh(r), np.sinh(r) * u))
+    gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
+    x_star = JOrthogonalGeometry(d + 1, signature=signature.tolist()).random_point(
+        cond=10.0, generator=gen).numpy()
+    q = x_star @ pts + noise * rng.standard_normal(pts.shape)
+    return SmoothOJProblem("lorentz", signature, {"P": pts, "Q": q})
