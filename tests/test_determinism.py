@@ -117,6 +117,7 @@ PYMANOPT = {  # registry name: (problem, options)
     "GSJOBCD": (_jorth, {}),
     "JJOBCD": (_jorth, {}),
     "VRJJOBCD": (_finite_sum, dict(batch_size=10, small_batch=3)),
+    "CayleyLBFGS": (_jorth, {}),
     "OBCD": (_stiefel, dict(h=L1(0.05))),
     "SparseOBCD": (_stiefel, dict(h=L1(0.05), prox_steps=5, candidates=4)),
     "RSSM": (_stiefel, {}),

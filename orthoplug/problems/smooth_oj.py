@@ -39,6 +39,7 @@ class SmoothOJProblem:
 
     @property
     def n(self) -> int:
+        """The matrix size (the length of the signature)."""
         return int(self.signature.size)
 
     def _cost(self, x, xp):

@@ -65,9 +65,10 @@ MAX_TRIALS = 40
 class LBFGSMemory:
     """The last ``memory`` secant pairs ``(s_i, y_i)`` and the L-BFGS product ``H a``.
 
-    The pairs are the rows of ``W = [S; Y]`` (oldest first, ``2m × N``); their products
-    ``S Yᵀ`` and ``Y Yᵀ`` are kept on the host in float64 and extended by one ``W [s, y]``
-    product per new pair, so a direction costs two products with W and ``O(m³)`` host work.
+    The pairs are rows of one buffer ``W = [S; Y]`` (``2m × N``, allocated at the first pair and
+    overwritten in place, oldest slot first); their products ``S Yᵀ`` and ``Y Yᵀ`` are kept on
+    the host in float64, in the order the pairs came, and extended by two products ``W s``,
+    ``W y`` per new pair. A direction costs two products with W and ``O(m³)`` host work.
 
     :meth:`direction` is the compact form (Nocedal and Wright, eq. 7.24): with ``R`` the upper
     triangle of ``S Yᵀ``, ``Dg`` its diagonal and ``γ = ⟨s, y⟩/⟨y, y⟩`` of the newest pair,
@@ -80,54 +81,61 @@ class LBFGSMemory:
 
     def __init__(self, memory: int):
         self.memory = memory
-        self.s: torch.Tensor | None = None  # (m, N)
-        self.y: torch.Tensor | None = None
+        self.buffer: torch.Tensor | None = None  # (2m, N): S in rows :m, Y in rows m:
+        self.slots: list[int] = []  # buffer slots of the stored pairs, oldest first
         self.sy = np.zeros((0, 0))
         self.yy = np.zeros((0, 0))
 
     def __len__(self) -> int:
-        return 0 if self.s is None else self.s.shape[0]
+        return len(self.slots)
 
     def clear(self) -> None:
-        """Forget every pair."""
-        self.__init__(self.memory)
+        """Forget every pair (the buffer is kept for reuse)."""
+        self.slots = []
+        self.sy = np.zeros((0, 0))
+        self.yy = np.zeros((0, 0))
 
     def add(self, s: torch.Tensor, y: torch.Tensor) -> None:
         """Append the pair ``(s, y)`` (flat, ``⟨s, y⟩ > 0``), dropping the oldest beyond
         ``memory``."""
-        if self.s is None:
-            self.s, self.y = s[None], y[None]
-            prods = torch.stack((s @ y, y @ y)).cpu().numpy().astype(np.float64)
-            self.sy, self.yy = prods[:1, None], prods[1:, None]
-            return
-        # rows: S s, S y, Y s, Y y of the stored pairs, then the new pair's own products
-        new = torch.stack((s, y))
-        cross = (torch.cat((self.s, self.y, new)) @ new.mT).cpu().numpy().astype(np.float64)
-        k = len(self)
-        s_y, y_s, y_y = cross[:k, 1], cross[k:2 * k, 0], cross[k:2 * k, 1]
-        own_sy, own_yy = cross[2 * k, 1], cross[2 * k + 1, 1]
-        self.sy = np.block([[self.sy, s_y[:, None]], [y_s[None, :], np.array([[own_sy]])]])
-        self.yy = np.block([[self.yy, y_y[:, None]], [y_y[None, :], np.array([[own_yy]])]])
-        self.s, self.y = torch.cat((self.s, s[None])), torch.cat((self.y, y[None]))
-        if k + 1 > self.memory:
-            self.s, self.y = self.s[1:], self.y[1:]
+        m = self.memory
+        if self.buffer is None:
+            self.buffer = torch.zeros(2 * m, s.numel(), dtype=s.dtype, device=s.device)
+        if len(self.slots) == m:
+            slot = self.slots.pop(0)
             self.sy, self.yy = self.sy[1:, 1:], self.yy[1:, 1:]
+        else:
+            slot = next(i for i in range(m) if i not in self.slots)
+        self.buffer[slot] = s
+        self.buffer[m + slot] = y
+        self.slots.append(slot)
+        idx = np.asarray(self.slots)
+        with_s = (self.buffer @ s).cpu().numpy().astype(np.float64)
+        with_y = (self.buffer @ y).cpu().numpy().astype(np.float64)
+        s_y, y_s, y_y = with_y[idx], with_s[m + idx], with_y[m + idx]
+        k = len(idx)
+        sy = np.empty((k, k))
+        yy = np.empty((k, k))
+        sy[:-1, :-1], yy[:-1, :-1] = self.sy, self.yy
+        sy[:, -1], sy[-1, :] = s_y, y_s
+        yy[:, -1] = yy[-1, :] = y_y
+        self.sy, self.yy = sy, yy
 
     def direction(self, a: torch.Tensor) -> torch.Tensor:
         """``H a`` (any shape with ``N`` entries; at least one pair stored)."""
-        m = len(self)
+        m, idx = self.memory, np.asarray(self.slots)
         flat = a.reshape(-1)
-        w_mat = torch.cat((self.s, self.y))
-        proj = (w_mat @ flat).cpu().numpy().astype(np.float64)
-        sa, ya = proj[:m], proj[m:]
+        proj = (self.buffer @ flat).cpu().numpy().astype(np.float64)
+        sa, ya = proj[idx], proj[m + idx]
         r = np.triu(self.sy)
         gamma = self.sy[-1, -1] / self.yy[-1, -1]
         w = solve_triangular(r, sa, check_finite=False)
         top = solve_triangular(r, (np.diag(np.diag(self.sy)) + gamma * self.yy) @ w
                                - gamma * ya, trans=1, check_finite=False)
-        coef = torch.as_tensor(np.concatenate((top, -gamma * w)), dtype=a.dtype,
-                               device=a.device)
-        return (gamma * flat + w_mat.mT @ coef).reshape(a.shape)
+        coef = np.zeros(2 * m)
+        coef[idx], coef[m + idx] = top, -gamma * w
+        coef = torch.as_tensor(coef, dtype=a.dtype, device=a.device)
+        return (gamma * flat + self.buffer.mT @ coef).reshape(a.shape)
 
 
 class CayleyLBFGS(IterativeSolver):
