@@ -37,6 +37,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from smooth_oj import time_to  # noqa: E402  (this folder: the same gap rule)
 
 
 class _Stop(Exception):
@@ -121,13 +122,6 @@ def _best(summary: dict, prefix: str):
     cands = [(s["time_to_target"], n) for n, s in summary.items()
              if n.startswith(prefix) and s["time_to_target"] is not None]
     return min(cands) if cands else (None, None)
-
-
-def time_to(trace, ref: float, target: float) -> float | None:
-    for t, f in trace:
-        if (f - ref) / max(1.0, abs(ref)) <= target:
-            return t
-    return None
 
 
 def main() -> None:

@@ -105,6 +105,8 @@ def run_method(method: str, problem_def, x0: np.ndarray, cap: float) -> dict:
 
 
 def time_to(trace, ref: float, target: float) -> float | None:
+    """The first time of ``trace`` (``(t, f)`` pairs) with ``(f − ref)/max(1, |ref|) ≤ target``
+    (``None``: never)."""
     for t, f in trace:
         if (f - ref) / max(1.0, abs(ref)) <= target:
             return t

@@ -194,10 +194,19 @@ class CayleyLBFGS(IterativeSolver):
     def measure(self, run: Run) -> tuple[float, float, float]:
         """The base measures, with the gradient norm read off the algebra gradient (the metric
         is ``⟨XΩ₁, XΩ₂⟩ = tr(Ω₁ᵀΩ₂)``, so ``‖grad f‖ = ‖A‖_F``)."""
-        tracker, geometry = run.tracker, run.geometry
-        a = jo.algebra_gradient(geometry.j, tracker.x, tracker.gradient())
-        return (float(tracker.value()), float(torch.linalg.matrix_norm(a)),
-                float(geometry.violation(tracker.x)))
+        tracker = run.tracker
+        return (float(tracker.value()), float(torch.linalg.matrix_norm(self._gradient(run))),
+                float(run.geometry.violation(tracker.x)))
+
+    @staticmethod
+    def _gradient(run: Run) -> torch.Tensor:
+        """The algebra gradient ``A`` at the current point, computed once per gradient (the
+        evaluation and the next step share it)."""
+        g = run.tracker.gradient()
+        cached = getattr(run, "algebra_gradient", None)
+        if cached is None or cached[0] is not g:
+            run.algebra_gradient = (g, jo.algebra_gradient(run.geometry.j, run.tracker.x, g))
+        return run.algebra_gradient[1]
 
     def _store_pair(self, run: Run, a: torch.Tensor) -> None:
         """Keep ``(s, A − A_prev)`` of the last step if it has positive curvature."""
@@ -217,9 +226,7 @@ class CayleyLBFGS(IterativeSolver):
         run.resets += 1
 
     def step(self, run: Run) -> None:
-        tracker, j = run.tracker, run.geometry.j
-        x = tracker.x
-        a = jo.algebra_gradient(j, x, tracker.gradient())
+        a = self._gradient(run)
         self._store_pair(run, a)
         run.last = None
         for _ in range(2):
