@@ -100,7 +100,7 @@ def run_lbfgs(prob, target: float | None, cap: float) -> dict:
     def value(x):
         f = loss(x)
         trace.append((time.process_time() - t0, float(f)))
-        if target is not None and float(f) <= target:
+        if target is not None and float(f) <= target or trace[-1][0] > cap:
             raise _Stop
         return f
 
@@ -108,7 +108,7 @@ def run_lbfgs(prob, target: float | None, cap: float) -> dict:
     geo = JOrthogonalGeometry(prob.n, 1)
     res = None
     try:
-        res = CayleyLBFGS(max_iterations=10**6, min_gradient_norm=0.0, max_time=cap).run(
+        res = CayleyLBFGS(max_iterations=10**6, min_gradient_norm=0.0).run(
             oracle, torch.eye(prob.n, dtype=torch.float64), geo)
     except _Stop:
         pass
