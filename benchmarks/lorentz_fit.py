@@ -158,6 +158,11 @@ def main() -> None:
         run_torch(name, make, warm, None, 50, 1.0)
     run_lbfgs(warm, None, 1.0)
 
+    meta = {"target": args.target, "cap": args.cap, "max_steps": args.max_steps,
+            "adam_lrs": args.adam_lrs, "sgd_cs": args.sgd_cs, "noise": args.noise,
+            "machine": platform.platform(), "python": platform.python_version(),
+            "torch": torch.__version__, "threads": 1,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     rows = []
     print(f"{'d':>3s} {'N':>5s} {'noise':>6s} {'f*':>12s} {'JJOBCD':>8s} {'JJ-fit':>8s} "
           f"{'best Adam':>16s} "
@@ -208,14 +213,9 @@ def main() -> None:
                       f"{fmt(lb):>8s} {'-' if ratio is None else f'{ratio:7.2f}':>7s} "
                       f"{summary['JJOBCD']['violation']:8.1e} "
                       f"{'-' if viol_adam is None else f'{viol_adam:9.1e}':>9s}", flush=True)
-    if args.out:
-        meta = {"target": args.target, "cap": args.cap, "max_steps": args.max_steps,
-                "adam_lrs": args.adam_lrs, "sgd_cs": args.sgd_cs,
-                "machine": platform.platform(), "python": platform.python_version(),
-                "torch": torch.__version__, "threads": 1,
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        with open(args.out, "w") as fh:
-            json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+                if args.out:  # after every row: a long run keeps what it measured
+                    with open(args.out, "w") as fh:
+                        json.dump({"meta": meta, "rows": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":

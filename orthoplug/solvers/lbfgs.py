@@ -146,7 +146,7 @@ class CayleyLBFGS(IterativeSolver):
         memory: number of secant pairs kept (``m ≥ 1``).
         max_step: largest Frobenius norm of the first trial step ``tD`` ∈ o(J) of an iteration.
         armijo: sufficient-decrease constant ``c`` ∈ (0, 1/2).
-        stopping, eval_every, seed, log_verbosity, verbosity, callback, **criteria: as
+        stopping, eval_every, seed, log_verbosity, verbosity, callback, ``**criteria``: as
             :class:`~orthoplug.solvers.base.IterativeSolver` (evaluations every iteration by
             default; the gradient of an evaluation is the one the next step uses).
     """
