@@ -16,10 +16,9 @@ Random points are drawn with a seed taken from numpy's global generator, so
 ``np.random.seed`` makes pymanopt runs reproducible as with pymanopt's own manifolds.
 
 The optimizers — orthoplug's solvers (``GSJOBCD``, ``JJOBCD``, ``VRJJOBCD``, ``ColumnJJacobi``,
-``OBCD``,
-``SparseOBCD``, ``RSDM``, ``RSSM``) and the comparison methods of :mod:`orthoplug.baselines`
-(``ManPG``, ``RSubGrad``, ``Landing``, ``PCAL``, ``RCD``, ``LADMM``, ``RADMM``, ``PSM``, ``ADMM``,
-``UMCM``, ``CSDM``) — are
+``CayleyLBFGS``, ``OBCD``, ``SparseOBCD``, ``RSDM``, ``RSSM``) and the comparison methods of
+:mod:`orthoplug.baselines` (``ManPG``, ``RSubGrad``, ``Landing``, ``PCAL``, ``RCD``, ``LADMM``,
+``RADMM``, ``PSM``, ``ADMM``, ``UMCM``, ``CSDM``) — are
 subclasses of :class:`SolverOptimizer`: ``Optimizer(...).run(problem)`` on a user's
 ``pymanopt.Problem``. ``HyperbolicEig`` solves ``min tr(XᵀCXD)`` (``C ≻ 0``) over ``JOrthogonal``
 and ``IndefiniteStiefel`` directly, from ``run(problem, oracle=QuadraticOracle(C, D))``.
@@ -46,6 +45,7 @@ from ._pymanopt_baselines import (
     RSubGrad,
 )
 from ._pymanopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD, ColumnJJacobi
+from ._pymanopt_lbfgs import CayleyLBFGS
 from ._pymanopt_obcd import OBCD, SparseOBCD
 from ._pymanopt_quadratic import HyperbolicEig
 from ._pymanopt_rsdm import RSDM
@@ -53,7 +53,7 @@ from ._pymanopt_rssm import RSSM, StiefelBlock
 
 __all__ = ["JOrthogonal", "IndefiniteStiefel", "StiefelBlock", "SolverOptimizer", "geometry_of",
            "GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi", "OBCD", "SparseOBCD", "RSDM", "RSSM",
-           "HyperbolicEig",
+           "HyperbolicEig", "CayleyLBFGS",
            "ManPG", "RSubGrad", "Landing", "PCAL", "RCD", "UMCM", "ADMM", "CSDM", "LADMM",
            "RADMM", "PSM"]
 

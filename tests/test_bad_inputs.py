@@ -29,7 +29,7 @@ from orthoplug.oracles import FiniteSumOracle, FunctionOracle, QuadraticOracle
 NAMED = (ValueError, TypeError, FloatingPointError)
 N, K = 6, 3  # O(3, 3) and St(6, 3)
 J_SOLVERS = {"GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi", "ADMM", "UMCM", "CSDM",
-             "HyperbolicEig"}
+             "HyperbolicEig", "CayleyLBFGS"}
 
 
 def _named(call, cause: str):

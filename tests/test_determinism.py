@@ -119,6 +119,7 @@ PYMANOPT = {  # registry name: (problem, options)
     "VRJJOBCD": (_finite_sum, dict(batch_size=10, small_batch=3)),
     "ColumnJJacobi": (lambda: (*_jorth()[:2], QuadraticOracle(torch.from_numpy(C_SPD))),
                       dict(pairs="random")),
+    "CayleyLBFGS": (_jorth, {}),
     "OBCD": (_stiefel, dict(h=L1(0.05))),
     "SparseOBCD": (_stiefel, dict(h=L1(0.05), prox_steps=5, candidates=4)),
     "RSSM": (_stiefel, {}),

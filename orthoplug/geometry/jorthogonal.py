@@ -41,8 +41,10 @@ __all__ = [
     "algebra",
     "inner",
     "proj",
+    "algebra_gradient",
     "egrad2rgrad",
     "ehess2rhess",
+    "cayley_step",
     "retr_cayley",
     "expmap",
     "transp",
@@ -96,9 +98,15 @@ def proj(j: Signature, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     return x @ algebra(j, x, u)
 
 
+def algebra_gradient(j: Signature, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """``A = J skew(J Xᵀ G)`` ∈ o(J): the Riemannian gradient ``X A`` left-translated to the
+    identity, so ``d/dt f(X exp(tΩ))|₀ = ⟨A, Ω⟩_F`` for every Ω ∈ o(J)."""
+    return j.left(skew(j.left(x.mT @ g)))
+
+
 def egrad2rgrad(j: Signature, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """Riemannian gradient ``X J skew(J Xᵀ G)`` for the left-invariant metric."""
-    return x @ j.left(skew(j.left(x.mT @ g)))
+    return x @ algebra_gradient(j, x, g)
 
 
 def _bracket(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -114,7 +122,7 @@ def ehess2rhess(
     ``Hess f[ξ] = X (DA[ξ] + ½([Ω, A] − [Ωᵀ, A] − [Aᵀ, Ω]))``, where
     ``DA[ξ] = J skew(J ξᵀ G + J Xᵀ H)`` and ``H = ∇²f(X)[ξ]``.
     """
-    a = j.left(skew(j.left(x.mT @ g)))
+    a = algebra_gradient(j, x, g)
     da = j.left(skew(j.left(xi.mT @ g + x.mT @ h)))
     om = algebra(j, x, xi)
     conn = 0.5 * (_bracket(om, a) - _bracket(om.mT, a) - _bracket(a.mT, om))
@@ -129,9 +137,19 @@ def retr_cayley(j: Signature, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     jumps to another connected component. Line-search steps that far out are rejected by the
     cost anyway; use :func:`expmap` when very long steps are intended.
     """
-    om = 0.5 * algebra(j, x, u)
+    return cayley_step(x, algebra(j, x, u))
+
+
+def cayley_step(x: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """``X (I − Ω/2)⁻¹ (I + Ω/2)`` for an algebra element ``Ω`` ∈ o(J) (one n×n solve).
+
+    For ``Ω = J S`` with S exactly skew the factor lies in O(J) up to the solve's rounding, so
+    the product stays on the group to rounding (no projection). :func:`retr_cayley` is this map
+    with ``Ω`` taken from a tangent vector.
+    """
+    half = 0.5 * omega
     eye = eye_like(x)
-    return x @ torch.linalg.solve(eye - om, eye + om)
+    return x @ torch.linalg.solve(eye - half, eye + half)
 
 
 def expmap(j: Signature, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,278 @@
+r"""Cayley L-BFGS: limited-memory BFGS on the J-orthogonal group in its Lie algebra.
+
+The problem is ``min f(X)`` over ``O(J) = {XᵀJX = J}`` for a smooth ``f`` with a Euclidean
+gradient (no Hessian needed). The method works in the left-trivialisation of the tangent
+bundle: a tangent vector ``XΩ`` is stored as its algebra element ``Ω`` ∈ o(J) = {J S : S skew},
+the metric is the Frobenius product of the algebra elements (the left-invariant metric of
+:mod:`orthoplug.geometry.jorthogonal`) and vectors at different points are compared by left
+translation, which is an isometry — so the secant pairs need no transport and BFGS is the
+Euclidean one in o(J).
+
+One iteration, with ``A = J skew(J Xᵀ ∇f(X))`` the left-translated Riemannian gradient:
+
+1. pair update: ``s = t·D`` (the last step) and ``y = A − A_prev``; the pair is kept when
+   ``⟨s, y⟩ > √ε ‖s‖‖y‖`` (curvature condition; else skipped), the oldest is dropped beyond
+   ``memory`` pairs;
+2. direction ``D = −H A`` from the compact representation of the L-BFGS inverse Hessian
+   (Byrd, Nocedal and Schnabel 1994) with the scaling ``γ = ⟨s, y⟩/⟨y, y⟩`` of the newest pair;
+   ``D = −A`` without pairs, and after a reset when ``D`` is no descent direction;
+3. Armijo backtracking on ``t ↦ f(X cay(tD))`` from ``t = min(1, max_step/‖D‖_F)``
+   (``cay(Ω) = (I − Ω/2)⁻¹(I + Ω/2)``; ``max_step`` keeps the first trial off the Cayley map's
+   singularity at the eigenvalue 2 of Ω), accepting ``f(X⁺) ≤ f(X) + c·t⟨A, D⟩`` with
+   ``f(X⁺) < f(X)`` (a step that rounding hides is no progress); a rejected trial
+   shrinks t by the minimiser of the quadratic through ``f(X)``, the slope and the trial value,
+   clamped to ``[t/10, t/2]``; a non-finite trial value counts as a rejection. The search gives
+   up after :data:`MAX_TRIALS` trials or once the predicted decrease ``t|⟨A, D⟩|`` is below the
+   rounding ``ε·max(1, |f(X)|)`` of the cost.
+   If no trial is accepted the memory is cleared and the next iteration tries the gradient
+   direction; if that fails too, f cannot decrease beyond its rounding and the run stops.
+
+Feasibility: ``X⁺ = X cay(tD)`` with ``D = J·(skew matrix)`` exactly (two sign flips of the rows
+of a skew matrix), so the factor lies in O(J) up to the rounding of one n×n solve; nothing is
+projected.
+
+Cost per iteration: one gradient (counted in ``gradient_evaluations``), one cost value per
+line-search trial (usually one), one n×n solve and O(n³) products per trial, and
+O(m n² + m³) for the direction with ``m`` pairs.
+
+When to pick it: smooth f on square O(J) with gradients only (or with Hessians that cost several
+gradients, as autodiff Hessian-vector products do), when high accuracy is wanted; it is
+orthoplug's recommended solver for such problems. For ``tr(XᵀCX)`` with C ≻ 0 use
+:class:`~orthoplug.solvers.hyperbolic.HyperbolicEig`; for costs with a cheap 2×2 block structure
+the JOBCD family.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from scipy.linalg import solve_triangular
+
+from orthoplug.geometry import jorthogonal as jo
+from orthoplug.geometry.manifolds import JOrthogonalGeometry
+from orthoplug.oracles import NonFiniteError
+
+from .base import IterativeSolver, Run
+
+__all__ = ["CayleyLBFGS", "LBFGSMemory"]
+
+#: line-search trials per iteration before the memory is cleared
+MAX_TRIALS = 40
+
+
+class LBFGSMemory:
+    """The last ``memory`` secant pairs ``(s_i, y_i)`` and the L-BFGS product ``H a``.
+
+    The pairs are rows of one buffer ``W = [S; Y]`` (``2m × N``, allocated at the first pair and
+    overwritten in place, oldest slot first); their products ``S Yᵀ`` and ``Y Yᵀ`` are kept on
+    the host in float64, in the order the pairs came, and extended by two products ``W s``,
+    ``W y`` per new pair. A direction costs two products with W and ``O(m³)`` host work.
+
+    :meth:`direction` is the compact form (Nocedal and Wright, eq. 7.24): with ``R`` the upper
+    triangle of ``S Yᵀ``, ``Dg`` its diagonal and ``γ = ⟨s, y⟩/⟨y, y⟩`` of the newest pair,
+    ``H a = γa + Sᵀ R⁻ᵀ((Dg + γ Y Yᵀ) w − γ Y a) − γ Yᵀ w`` with ``w = R⁻¹ S a``, which equals
+    the two-loop recursion's result.
+
+    Args:
+        memory: the number of pairs kept (``m``).
+    """
+
+    def __init__(self, memory: int):
+        self.memory = memory
+        self.buffer: torch.Tensor | None = None  # (2m, N): S in rows :m, Y in rows m:
+        self.slots: list[int] = []  # buffer slots of the stored pairs, oldest first
+        self.sy = np.zeros((0, 0))
+        self.yy = np.zeros((0, 0))
+
+    def __len__(self) -> int:
+        return len(self.slots)
+
+    def clear(self) -> None:
+        """Forget every pair (the buffer is kept for reuse)."""
+        self.slots = []
+        self.sy = np.zeros((0, 0))
+        self.yy = np.zeros((0, 0))
+
+    def add(self, s: torch.Tensor, y: torch.Tensor) -> None:
+        """Append the pair ``(s, y)`` (flat, ``⟨s, y⟩ > 0``), dropping the oldest beyond
+        ``memory``."""
+        m = self.memory
+        if self.buffer is None:
+            self.buffer = torch.zeros(2 * m, s.numel(), dtype=s.dtype, device=s.device)
+        if len(self.slots) == m:
+            slot = self.slots.pop(0)
+            self.sy, self.yy = self.sy[1:, 1:], self.yy[1:, 1:]
+        else:
+            slot = next(i for i in range(m) if i not in self.slots)
+        self.buffer[slot] = s
+        self.buffer[m + slot] = y
+        self.slots.append(slot)
+        idx = np.asarray(self.slots)
+        with_s = (self.buffer @ s).cpu().numpy().astype(np.float64)
+        with_y = (self.buffer @ y).cpu().numpy().astype(np.float64)
+        s_y, y_s, y_y = with_y[idx], with_s[m + idx], with_y[m + idx]
+        k = len(idx)
+        sy = np.empty((k, k))
+        yy = np.empty((k, k))
+        sy[:-1, :-1], yy[:-1, :-1] = self.sy, self.yy
+        sy[:, -1], sy[-1, :] = s_y, y_s
+        yy[:, -1] = yy[-1, :] = y_y
+        self.sy, self.yy = sy, yy
+
+    def direction(self, a: torch.Tensor) -> torch.Tensor:
+        """``H a`` (any shape with ``N`` entries; at least one pair stored)."""
+        m, idx = self.memory, np.asarray(self.slots)
+        flat = a.reshape(-1)
+        proj = (self.buffer @ flat).cpu().numpy().astype(np.float64)
+        sa, ya = proj[idx], proj[m + idx]
+        r = np.triu(self.sy)
+        gamma = self.sy[-1, -1] / self.yy[-1, -1]
+        w = solve_triangular(r, sa, check_finite=False)
+        top = solve_triangular(r, (np.diag(np.diag(self.sy)) + gamma * self.yy) @ w
+                               - gamma * ya, trans=1, check_finite=False)
+        coef = np.zeros(2 * m)
+        coef[idx], coef[m + idx] = top, -gamma * w
+        coef = torch.as_tensor(coef, dtype=a.dtype, device=a.device)
+        return (gamma * flat + self.buffer.mT @ coef).reshape(a.shape)
+
+
+class CayleyLBFGS(IterativeSolver):
+    """L-BFGS on O(J) in the Lie algebra with the Cayley retraction (see the module docstring
+    for the iteration, its cost and when to pick it).
+
+    Args:
+        memory: number of secant pairs kept (``m ≥ 1``).
+        max_step: largest Frobenius norm of the first trial step ``tD`` ∈ o(J) of an iteration.
+        armijo: sufficient-decrease constant ``c`` ∈ (0, 1/2).
+        stopping, eval_every, seed, log_verbosity, verbosity, callback, ``**criteria``: as
+            :class:`~orthoplug.solvers.base.IterativeSolver` (evaluations every iteration by
+            default; the gradient of an evaluation is the one the next step uses).
+    """
+
+    name = "CayleyLBFGS"
+
+    def __init__(self, *, memory: int = 10, max_step: float = 1.0, armijo: float = 1e-4,
+                 **kwargs):
+        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 1:
+            raise ValueError(f"memory must be an integer >= 1, got {memory!r}")
+        if not max_step > 0:
+            raise ValueError(f"max_step must be > 0, got {max_step!r}")
+        if not 0 < armijo < 0.5:
+            raise ValueError(f"armijo must lie in (0, 1/2), got {armijo!r}")
+        super().__init__(**kwargs)
+        self.memory = memory
+        self.max_step = float(max_step)
+        self.armijo = float(armijo)
+
+    def prepare(self, oracle, x0, geometry):
+        if not isinstance(geometry, JOrthogonalGeometry):
+            raise ValueError(f"{self.name} runs on the square J-orthogonal group O(J) (its Lie "
+                             f"algebra carries the secant pairs), got {geometry!r}; on the "
+                             "indefinite Stiefel set use JJOBCD or pymanopt's "
+                             "ConjugateGradient / TrustRegions")
+        if x0.ndim != 2:
+            raise ValueError(f"{self.name}: the solver takes one n×n matrix, got shape "
+                             f"{tuple(x0.shape)}")
+        return oracle
+
+    def setup(self, run: Run) -> None:
+        x = run.tracker.x
+        run.memory = LBFGSMemory(self.memory)
+        run.last = None  # (step s, algebra gradient A) of the last accepted step
+        run.curvature_tol = math.sqrt(torch.finfo(x.dtype).eps)
+        run.trials = run.resets = run.skipped_pairs = 0
+
+    def info(self, run: Run | None = None) -> dict:
+        out = {"memory": self.memory, "max_step": self.max_step, "armijo": self.armijo}
+        if run is not None:
+            out.update(line_search_trials=run.trials, resets=run.resets,
+                       skipped_pairs=run.skipped_pairs, pairs=len(run.memory))
+        return out
+
+    def measure(self, run: Run) -> tuple[float, float, float]:
+        """The base measures, with the gradient norm read off the algebra gradient (the metric
+        is ``⟨XΩ₁, XΩ₂⟩ = tr(Ω₁ᵀΩ₂)``, so ``‖grad f‖ = ‖A‖_F``)."""
+        tracker = run.tracker
+        return (float(tracker.value()), float(torch.linalg.matrix_norm(self._gradient(run))),
+                float(run.geometry.violation(tracker.x)))
+
+    @staticmethod
+    def _gradient(run: Run) -> torch.Tensor:
+        """The algebra gradient ``A`` at the current point, computed once per gradient (the
+        evaluation and the next step share it)."""
+        g = run.tracker.gradient()
+        cached = getattr(run, "algebra_gradient", None)
+        if cached is None or cached[0] is not g:
+            run.algebra_gradient = (g, jo.algebra_gradient(run.geometry.j, run.tracker.x, g))
+        return run.algebra_gradient[1]
+
+    def _store_pair(self, run: Run, a: torch.Tensor) -> None:
+        """Keep ``(s, A − A_prev)`` of the last step if it has positive curvature."""
+        if run.last is None:
+            return
+        s, a_prev = run.last
+        y = (a - a_prev).reshape(-1)
+        sy = float(s @ y)
+        if sy > run.curvature_tol * float(torch.linalg.vector_norm(s)
+                                          * torch.linalg.vector_norm(y)):
+            run.memory.add(s, y)
+        else:
+            run.skipped_pairs += 1
+
+    def _reset(self, run: Run) -> None:
+        run.memory.clear()
+        run.resets += 1
+
+    def step(self, run: Run) -> None:
+        a = self._gradient(run)
+        self._store_pair(run, a)
+        run.last = None
+        for _ in range(2):
+            if run.memory:
+                d = -run.memory.direction(a)
+            else:
+                d = -a
+            slope = float((a * d).sum())
+            if not slope < 0:
+                if not run.memory:  # A = 0: X is stationary
+                    run.finished = "zero gradient"
+                    return
+                self._reset(run)
+                continue
+            if self._line_search(run, d, slope, a):
+                return
+            if not run.memory:
+                break
+            self._reset(run)
+        run.finished = "line search: no decrease along the gradient beyond the cost's rounding"
+
+    def _line_search(self, run: Run, d: torch.Tensor, slope: float, a: torch.Tensor) -> bool:
+        """Armijo backtracking along ``t ↦ X cay(tD)``; moves the tracker and returns True on
+        acceptance."""
+        tracker = run.tracker
+        x, f0 = tracker.x, float(tracker.value())
+        t = min(1.0, self.max_step / float(torch.linalg.vector_norm(d)))
+        rounding = torch.finfo(x.dtype).eps * max(1.0, abs(f0))
+        for _ in range(MAX_TRIALS):
+            if -t * slope < rounding:  # no trial this short can show a decrease
+                return False
+            run.trials += 1
+            x_new = jo.cayley_step(x, t * d)
+            try:
+                value = tracker.oracle.value(x_new)
+                f1 = float(value)
+            except NonFiniteError:
+                f1 = math.inf
+            if f1 < f0 and f1 <= f0 + self.armijo * t * slope:
+                run.last = ((t * d).reshape(-1), a)
+                tracker.set_point(x_new, value=value)
+                return True
+            if math.isfinite(f1):
+                curv = f1 - f0 - slope * t
+                t_quad = -slope * t * t / (2.0 * curv) if curv > 0 else 0.5 * t
+                t = min(0.5 * t, max(0.1 * t, t_quad))
+            else:
+                t *= 0.1
+        return False
