@@ -19,7 +19,7 @@ class CayleyLBFGS(SolverOptimizer):
     Args:
         memory: number of secant pairs kept.
         max_step: largest Frobenius norm of an iteration's first trial step in o(J).
-        armijo: sufficient-decrease constant in (0, 1/2).
+        sufficient_decrease: sufficient-decrease constant in (0, 1/2).
         max_time, max_iterations, min_gradient_norm, verbosity, log_verbosity: as in
             :class:`~orthoplug.adapters.pymanopt.SolverOptimizer` (pymanopt's options).
         seed, eval_every, stall_evaluations, stall_tolerance, target_cost: as in
@@ -29,8 +29,9 @@ class CayleyLBFGS(SolverOptimizer):
     solver_class = lbfgs.CayleyLBFGS
     geometries = (JOrthogonalGeometry,)
 
-    def __init__(self, *, memory: int = 10, max_step: float = 1.0, armijo: float = 1e-4,
-                 max_time: float = 1000, max_iterations: int = 1000,
+    def __init__(self, *, memory: int = 10, max_step: float = 1.0,
+                 sufficient_decrease: float = 1e-4, max_time: float = 1000,
+                 max_iterations: int = 1000,
                  min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
                  seed: int | None = None, eval_every: int | None = None,
                  stall_evaluations: int = 0, stall_tolerance: float = 1e-15,
@@ -40,4 +41,4 @@ class CayleyLBFGS(SolverOptimizer):
                          log_verbosity=log_verbosity, seed=seed, eval_every=eval_every,
                          stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
                          target_cost=target_cost,
-                         memory=memory, max_step=max_step, armijo=armijo)
+                         memory=memory, max_step=max_step, sufficient_decrease=sufficient_decrease)

@@ -131,8 +131,8 @@ def test_bad_input_is_refused_before_any_work():
         CayleyLBFGS(memory=0)
     with pytest.raises(ValueError, match="max_step"):
         CayleyLBFGS(max_step=0.0)
-    with pytest.raises(ValueError, match="armijo"):
-        CayleyLBFGS(armijo=0.5)
+    with pytest.raises(ValueError, match="sufficient_decrease"):
+        CayleyLBFGS(sufficient_decrease=0.5)
     calls = []
     oracle = FunctionOracle(lambda x: calls.append(1) or x.sum(), lambda x: torch.ones_like(x))
     geo = IndefiniteStiefelGeometry(6, 2, 3, 1)

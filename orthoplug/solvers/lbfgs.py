@@ -145,7 +145,7 @@ class CayleyLBFGS(IterativeSolver):
     Args:
         memory: number of secant pairs kept (``m ≥ 1``).
         max_step: largest Frobenius norm of the first trial step ``tD`` ∈ o(J) of an iteration.
-        armijo: sufficient-decrease constant ``c`` ∈ (0, 1/2).
+        sufficient_decrease: sufficient-decrease constant ``c`` ∈ (0, 1/2).
         stopping, eval_every, seed, log_verbosity, verbosity, callback, ``**criteria``: as
             :class:`~orthoplug.solvers.base.IterativeSolver` (evaluations every iteration by
             default; the gradient of an evaluation is the one the next step uses).
@@ -153,18 +153,19 @@ class CayleyLBFGS(IterativeSolver):
 
     name = "CayleyLBFGS"
 
-    def __init__(self, *, memory: int = 10, max_step: float = 1.0, armijo: float = 1e-4,
-                 **kwargs):
+    def __init__(self, *, memory: int = 10, max_step: float = 1.0,
+                 sufficient_decrease: float = 1e-4, **kwargs):
         if isinstance(memory, bool) or not isinstance(memory, int) or memory < 1:
             raise ValueError(f"memory must be an integer >= 1, got {memory!r}")
         if not max_step > 0:
             raise ValueError(f"max_step must be > 0, got {max_step!r}")
-        if not 0 < armijo < 0.5:
-            raise ValueError(f"armijo must lie in (0, 1/2), got {armijo!r}")
+        if not 0 < sufficient_decrease < 0.5:
+            raise ValueError("sufficient_decrease must lie in (0, 1/2), got "
+                             f"{sufficient_decrease!r}")
         super().__init__(**kwargs)
         self.memory = memory
         self.max_step = float(max_step)
-        self.armijo = float(armijo)
+        self.sufficient_decrease = float(sufficient_decrease)
 
     def prepare(self, oracle, x0, geometry):
         if not isinstance(geometry, JOrthogonalGeometry):
@@ -185,7 +186,8 @@ class CayleyLBFGS(IterativeSolver):
         run.trials = run.resets = run.skipped_pairs = 0
 
     def info(self, run: Run | None = None) -> dict:
-        out = {"memory": self.memory, "max_step": self.max_step, "armijo": self.armijo}
+        out = {"memory": self.memory, "max_step": self.max_step,
+               "sufficient_decrease": self.sufficient_decrease}
         if run is not None:
             out.update(line_search_trials=run.trials, resets=run.resets,
                        skipped_pairs=run.skipped_pairs, pairs=len(run.memory))
@@ -265,7 +267,7 @@ class CayleyLBFGS(IterativeSolver):
                 f1 = float(value)
             except NonFiniteError:
                 f1 = math.inf
-            if f1 < f0 and f1 <= f0 + self.armijo * t * slope:
+            if f1 < f0 and f1 <= f0 + self.sufficient_decrease * t * slope:
                 run.last = ((t * d).reshape(-1), a)
                 tracker.set_point(x_new, value=value)
                 return True
