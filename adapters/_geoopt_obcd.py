@@ -1,10 +1,11 @@
 """OBCD as a torch optimizer over geoopt Stiefel ``ManifoldParameter``\\ s.
 
-``OBCD(params, h=L1(1e-3), working_set="random"|"cyclic"|"jacobi")``: each ``step(closure)``
-updates every matrix of every (possibly batched) parameter — one row pair per matrix (uniformly
-random, ``"random"``, drawn in batches of 1024 iterations as the core solver does, or the next
-pair of the lexicographic sweep, ``"cyclic"``) or a random perfect matching of its rows
-(``"jacobi"``) — by :func:`orthoplug.solvers.obcd.scalar_pair_step`, the exact O(2) subproblem
+``OBCD(params, h=L1(1e-3), working_set="jacobi"|"random"|"cyclic")``: each ``step(closure)``
+updates every matrix of every (possibly batched) parameter — a random perfect matching of its
+rows (``"jacobi"``, the default), or one row pair per matrix (uniformly random, ``"random"``,
+drawn in batches of 1024 iterations as the core solver does, or the next pair of the
+lexicographic sweep, ``"cyclic"``) — by
+:func:`orthoplug.solvers.obcd.scalar_pair_step`, the exact O(2) subproblem
 of OBCD with the scalar curvature ``ς = σ‖X[B]‖₂²`` (all pairs of a parameter in one batched
 solve). The loss is the smooth part ``f``; ``h`` (a separable term of
 :mod:`orthoplug.nonsmooth`) is handled exactly by the subproblem. Rows of different matrices are
@@ -18,6 +19,13 @@ parameters in order) through the core's draw functions
 :func:`~orthoplug.solvers.pairs.random_matching`), so with one parameter holding one matrix, the
 same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N iterations of
 :class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"``.
+
+**Why Jacobi by default** (the core solver's default is ``"random"``): a step of this optimizer
+pays for a full gradient (the closure's ``backward``), whatever rows it moves. The core solver
+draws one pair per iteration because its quadratic oracle gives the two gradient rows of that
+pair in ``O(nr)``; here one pair would use 2 of the n gradient rows and discard the rest, so a
+training loop of T steps would move each row about 2T/n times. The Jacobi matching moves all
+rows (⌊n/2⌋ disjoint pairs, one batched solve) for the same gradient.
 
 **lr** (every group, default 1; read at every step, so torch's schedulers work): the
 subproblem's quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``α_eff = α/lr``, so
@@ -68,8 +76,8 @@ class OBCD(OrthoplugOptimizer):
             (..., n, r) with n ≥ 2; they must be feasible (and ``h`` finite there) at the first
             step.
         h: separable nonsmooth term (default zero).
-        working_set: ``"random"`` (one pair per matrix per step), ``"cyclic"`` or
-            ``"jacobi"``.
+        working_set: ``"jacobi"`` (default: a perfect matching of the rows per matrix per
+            step), ``"random"`` (one pair per matrix per step) or ``"cyclic"``.
         alpha: proximal weight α > 0 (default 1e-5).
         sigma: scalar curvature constant σ ≥ max(0, λ_max(∇²loss)); None: backtracking from
             ``sigma0``.
@@ -83,10 +91,10 @@ class OBCD(OrthoplugOptimizer):
         average_gradients: average the gradients over the group after each closure call.
     """
 
-    working_sets = ("random", "cyclic", "jacobi")
+    working_sets = ("jacobi", "random", "cyclic")
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
-                 *, h: SeparableTerm | None = None, working_set: str = "random",
+                 *, h: SeparableTerm | None = None, working_set: str = "jacobi",
                  alpha: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
                  max_backtracks: int = MAX_REJECTIONS, lr: float = 1.0,
                  stabilize: int | None = None, seed: int | None = None,

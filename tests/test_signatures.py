@@ -43,6 +43,9 @@ KNOWN_DIFFERENCES = {
     ("JJOBCD", "side"): ("auto", "row"),
     ("JJOBCD", "sigma_rule"): ("auto", "backtracking"),
     ("ColumnJJacobi", "pairs"): (None, "cyclic"),
+    # a torch step pays for the full gradient (backward) whatever it moves: the torch OBCD moves
+    # all rows by a matching, the core draws one pair (its quadratic oracle gives two rows cheaply)
+    ("OBCD", "working_set"): ("random", "jacobi"),
     # the torch VR-J-JOBCD has no backtracking on a minibatch difference: σ is required there
     ("VRJJOBCD", "sigma"): (None, EMPTY),
 }
