@@ -187,7 +187,7 @@ def train_orthonet(optimizer: str = "RSDM", *, epochs: int = 10, lr: float = 0.0
                 loss.backward()
                 return loss
 
-            total += float(opt.step(closure)) * len(idx)
+            total += float(opt.step(closure).detach()) * len(idx)
         elapsed += time.perf_counter() - start
         result.history.append((elapsed, total / len(xtr), accuracy(model, xte, yte)))
         result.epochs += 1
