@@ -51,18 +51,22 @@ def feasibility_tol(dtype: torch.dtype, n: int) -> float:
 
 def check_arguments(name: str, shape: tuple[int, int], *tensors: torch.Tensor) -> None:
     """Check the arguments of a manifold map before any arithmetic: tensors of one real
-    floating-point dtype on one device, each of shape ``(..., *shape)``.
+    floating-point dtype, float32 or float64 (torch.linalg has no half-precision CPU kernels,
+    and a half-precision constraint would hold to 1e-3 at best), on one device, each of shape
+    ``(..., *shape)``.
 
     Raises:
-        TypeError: a non-tensor, an integer or complex tensor, or mixed dtypes / devices.
+        TypeError: a non-tensor, an integer, complex or half-precision tensor, or mixed dtypes
+            / devices.
         ValueError: a tensor whose last two dimensions are not ``shape``.
     """
     first = tensors[0]
     for i, t in enumerate(tensors):
         if not torch.is_tensor(t):
             raise TypeError(f"{name}: argument {i} must be a tensor, got {type(t).__name__}")
-        if not t.dtype.is_floating_point:
-            raise TypeError(f"{name}: argument {i} must be real floating point, got {t.dtype}")
+        if t.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{name}: argument {i} must be real floating point (float32 or "
+                            f"float64), got {t.dtype}")
         if t.dtype != first.dtype or t.device != first.device:
             raise TypeError(f"{name}: arguments must share one dtype and device, got "
                             f"{first.dtype} on {first.device} and {t.dtype} on {t.device}")

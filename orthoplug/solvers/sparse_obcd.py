@@ -291,10 +291,11 @@ class SparseOBCD(OBCD):
                                   dtype=dtype, tangent=self.partition)
 
     def _pipeline(self, run) -> None:
-        """The start stages (class docstring), in order; then ``run.f_stages``, F after them."""
+        """The start stages (class docstring), in order; ``run.f_stages``: F after them (after
+        the last finished one if a stage stops the run on a non-finite value)."""
         tracker = run.tracker
         run.x0 = tracker.x.clone()
-        run.f = run.f0 = self._objective(run, run.x0)
+        run.f = run.f0 = run.f_stages = self._objective(run, run.x0)
         budgets = run.budgets
         self._stage(run, "start", self._candidates(run) if self.starts else ())
         start = tracker.x.clone()
