@@ -394,3 +394,21 @@ def test_stiefel_block_maps():
 def test_pymanopt_random_points_cond():
     for cond in (float("nan"), 1e200, 0.5):
         _named(lambda c=cond: pm.JOrthogonal(N, p=3, cond=c).random_point(), "cond")
+
+
+def test_maps_at_zero_are_the_documented_values():
+    """X = 0 is on neither J-manifold: the maps return their formula's value there (stated in
+    :mod:`orthoplug.geometry.manifolds`): 0 on O(J), NaN for iSt's projection (its Lyapunov
+    system is singular); ``projx`` refuses the point."""
+    u = torch.ones(N, N, dtype=torch.float64)
+    oj = go.JOrthogonal(N, p=3)
+    zero = torch.zeros(N, N, dtype=torch.float64)
+    for value in (oj.proju(zero, u), oj.egrad2rgrad(zero, u), oj.transp(zero, zero, u),
+                  oj.retr(zero, u), oj.expmap(zero, u)):
+        assert torch.equal(value, zero)
+    ist = go.IndefiniteStiefel(N, K, p=3, k_plus=2)
+    zero_k = torch.zeros(N, K, dtype=torch.float64)
+    for value in (ist.proju(zero_k, u[:, :K]), ist.egrad2rgrad(zero_k, u[:, :K])):
+        assert torch.isnan(value).all()
+    for manifold, z in ((oj, zero), (ist, zero_k)):
+        _named(lambda m=manifold, x=z: m.projx(x), "projx restores")

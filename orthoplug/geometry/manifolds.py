@@ -1,6 +1,18 @@
 """Front-end-neutral manifold objects: one API that the pymanopt and geoopt adapters wrap.
 
 Every method takes torch tensors with optional leading batch dimensions.
+
+**Points off the manifold.** The maps (``proj``, ``egrad2rgrad``, ``retr``, ``exp``,
+``transp``, ``inner``) are the formulas at a point X of the manifold, and X is not checked: a
+check costs as much as the map and, on a GPU, a synchronisation per call. Points enter checked
+through ``check_point``, the optimizers' start checks and ``projx`` (which raises
+:class:`InfeasiblePointError` outside its range). At a rank-deficient X, such as X = 0, which
+lies on neither manifold (``XᵀJX = J_k`` needs rank k), a map's value is its formula's: on O(J)
+every map is a polynomial or rational function of X that is 0 at X = 0 (``proj``,
+``egrad2rgrad``, ``transp``: ``X·(…)``; ``retr``, ``exp``: ``X·(a group element)``), and on
+iSt the projection's Lyapunov system ``(XᵀX)S + S(XᵀX) = 2 sym(XᵀJU)`` is singular, so
+``proj``, ``egrad2rgrad`` and ``transp`` return NaN. Neither is a tangent vector or a point of
+the manifold.
 """
 
 from __future__ import annotations
