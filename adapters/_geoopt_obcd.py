@@ -45,6 +45,16 @@ returns the loss at the old point; ``optimizer.last_h`` holds ``h`` at the new p
 non-finite loss or gradient raises ``FloatingPointError`` naming it, with the parameters left at
 their last values.
 
+**Options of the core solver that are not here**, and why: ``curvature="exact"``, the
+``"greedy"`` working set with ``candidates`` and ``refresh_every`` need a
+:class:`~orthoplug.oracles.core.QuadraticOracle` (the exact block curvature, ranked candidate
+pairs and the cached ``CX``), and a closure is an arbitrary loss: here the curvature is
+the scalar one, ``σ‖X[B]‖₂²``. ``k > 2`` with ``sweeps`` (the local solve of a k-row block)
+evaluates f at many trial points of the block per step, each a closure call here; the
+Jacobi matching already moves every row per gradient. ``sigma0`` and ``max_backtracks`` exist only
+here: the core starts σ from the known Lipschitz constant or a secant estimate, which a
+closure does not give.
+
 Under ``torch.distributed`` the descent check uses the loss averaged over the process group and
 the gradients are averaged after each closure call (see :mod:`orthoplug.distributed`), so all
 ranks take the same steps.
