@@ -1,10 +1,11 @@
 """OBCD as a torch optimizer over geoopt Stiefel ``ManifoldParameter``\\ s.
 
-``OBCD(params, h=L1(1e-3), pairs="random"|"cyclic"|"jacobi")``: each ``step(closure)``
-updates every matrix of every (possibly batched) parameter — one row pair per matrix (uniformly
-random, ``"random"``, drawn in batches of 1024 iterations as the core solver does, or the next
-pair of the lexicographic sweep, ``"cyclic"``) or a random perfect matching of its rows
-(``"jacobi"``) — by :func:`orthoplug.solvers.obcd.scalar_pair_step`, the exact O(2) subproblem
+``OBCD(params, h=L1(1e-3), pairs="jacobi"|"random"|"cyclic")``: each ``step(closure)``
+updates every matrix of every (possibly batched) parameter — a random perfect matching of its
+rows (``"jacobi"``, the default), or one row pair per matrix (uniformly random, ``"random"``,
+drawn in batches of 1024 iterations as the core solver does, or the next pair of the
+lexicographic sweep, ``"cyclic"``) — by
+:func:`orthoplug.solvers.obcd.scalar_pair_step`, the exact O(2) subproblem
 of OBCD with the scalar curvature ``ς = σ‖X[B]‖₂²`` (all pairs of a parameter in one batched
 solve). The loss is the smooth part ``f``; ``h`` (a separable term of
 :mod:`orthoplug.nonsmooth`) is handled exactly by the subproblem. Rows of different matrices are
@@ -20,6 +21,14 @@ same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of 
 of :class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"`` (a step is one update, as
 torch.optim counts; the core solver's iteration is ``⌈n/2⌉`` of them when its oracle reads
 gradient rows, ``docs/guide/options.md``).
+
+**Why Jacobi by default** (the core solver's default is ``"random"``; the one default that
+differs between the two front-ends): a step of this optimizer
+pays for a full gradient (the closure's ``backward``), whatever rows it moves. The core solver
+draws one pair per iteration because its quadratic oracle gives the two gradient rows of that
+pair in ``O(nr)``; here one pair would use 2 of the n gradient rows and discard the rest, so a
+training loop of T steps would move each row about 2T/n times. The Jacobi matching moves all
+rows (⌊n/2⌋ disjoint pairs, one batched solve) for the same gradient.
 
 **lr** (every group, default 1; read at every step, so torch's schedulers work): the
 subproblem's quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``θ_eff = θ/lr``, so
@@ -38,6 +47,16 @@ step redone) until the loss at the new point is below the linear-plus-quadratic 
 returns the loss at the old point; ``optimizer.last_h`` holds ``h`` at the new point. A
 non-finite loss or gradient raises ``FloatingPointError`` naming it, with the parameters left at
 their last values.
+
+**Options of the core solver that are not here**, and why: ``curvature="exact"``, the
+``"greedy"`` working set with ``candidates`` and ``refresh_every`` need a
+:class:`~orthoplug.oracles.core.QuadraticOracle` (the exact block curvature, ranked candidate
+pairs and the cached ``CX``), and a closure is an arbitrary loss: here the curvature is
+the scalar one, ``σ‖X[B]‖₂²``. ``k > 2`` with ``sweeps`` (the local solve of a k-row block)
+evaluates f at many trial points of the block per step, each a closure call here; the
+Jacobi matching already moves every row per gradient. ``sigma0`` and ``max_backtracks`` exist only
+here: the core starts σ from the known Lipschitz constant or a secant estimate, which a
+closure does not give.
 
 Under ``torch.distributed`` the descent check uses the loss averaged over the process group and
 the gradients are averaged after each closure call (see :mod:`orthoplug.distributed`), so all
@@ -70,8 +89,8 @@ class OBCD(OrthoplugOptimizer):
             (..., n, r) with n ≥ 2; they must be feasible (and ``h`` finite there) at the first
             step.
         h: separable nonsmooth term (default zero).
-        pairs: ``"random"`` (one pair per matrix per step), ``"cyclic"`` or
-            ``"jacobi"``.
+        pairs: ``"jacobi"`` (default: a perfect matching of the rows per matrix per step),
+            ``"random"`` (one pair per matrix per step) or ``"cyclic"``.
         theta: proximal weight θ > 0 (default 1e-5).
         sigma: scalar curvature constant σ ≥ max(0, λ_max(∇²loss)); None: backtracking from
             ``sigma0``.
@@ -85,10 +104,10 @@ class OBCD(OrthoplugOptimizer):
         average_gradients: average the gradients over the group after each closure call.
     """
 
-    pair_orders = ("random", "cyclic", "jacobi")
+    pair_orders = ("jacobi", "random", "cyclic")
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
-                 *, h: SeparableTerm | None = None, pairs: str = "random",
+                 *, h: SeparableTerm | None = None, pairs: str = "jacobi",
                  theta: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
                  max_backtracks: int = MAX_REJECTIONS, lr: float = 1.0,
                  stabilize: int | None = None, seed: int | None = None,

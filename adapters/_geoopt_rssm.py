@@ -33,6 +33,12 @@ the closure once more at the end of each epoch, to compare the new point with th
 A non-finite loss or gradient raises ``FloatingPointError`` naming it before anything is
 written.
 
+**Options of the core solver that are not here**, and why: ``refresh_every`` (the polar factor
+of the whole iterate every this many iterations) is ``stabilize`` here (geoopt's ``projx`` of
+``geoopt.Stiefel``, the same polar factor); ``pairs="matching"`` (the blocks drawn as
+random perfect matchings) is not offered: this door draws independent uniform pairs, the core's
+default and the paper's rule.
+
 Under ``torch.distributed`` (see :mod:`orthoplug.distributed`) ``seed=None`` is drawn on rank 0
 and broadcast, and ``step`` averages the gradients over the process group (after the closure,
 if one is given; ``average_gradients=False`` skips this under DDP), so all ranks draw the same

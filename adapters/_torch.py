@@ -18,7 +18,11 @@ step, which it takes from :mod:`orthoplug.solvers`:
   step, so ``torch.optim.lr_scheduler`` works; ``lr = 0`` never moves a parameter) and a
   ``stabilize`` (``k``: every ``k`` steps each manifold parameter is replaced by its
   ``projx``, as geoopt's ``stabilize``; ``None``: never); ``add_param_group`` checks a new group
-  as the constructor checks its groups (:meth:`~OrthoplugOptimizer._check_group`);
+  as the constructor checks its groups (:meth:`~OrthoplugOptimizer._check_group`); a key of a
+  group dict overrides the constructor's value for that group if it is a per-group option (a
+  key of ``defaults``), and any other key is refused, naming the class, the key and the
+  per-group options (an optimizer-wide option, e.g. ``seed``, is named as one to give to the
+  constructor);
 * **start checks**: at its first step every manifold parameter must be feasible to
   :func:`~orthoplug.geometry.manifolds.feasibility_tol` of its dtype, else
   :class:`~orthoplug.geometry.manifolds.InfeasiblePointError` (a ``ValueError``) names the
@@ -27,6 +31,7 @@ step, which it takes from :mod:`orthoplug.solvers`:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Iterable
 
@@ -140,9 +145,11 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         (which call this first).
 
         Raises:
-            ValueError, TypeError: ``lr`` not a finite number ≥ 0, ``stabilize`` not ``None``
-                or an integer ≥ 1, a parameter whose dtype is not float32 or float64.
+            ValueError, TypeError: a key that is no per-group option, ``lr`` not a finite
+                number ≥ 0, ``stabilize`` not ``None`` or an integer ≥ 1, a parameter whose
+                dtype is not float32 or float64.
         """
+        self._check_group_keys(group)
         self._check_lr(group["lr"])
         if group["stabilize"] is not None:
             check_number("stabilize", group["stabilize"], integer=True, minimum=1)
@@ -151,6 +158,27 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
                 raise TypeError(f"{type(self).__name__} takes float32 or float64 parameters, "
                                 f"got {p.dtype} (shape {tuple(p.shape)}); keep float32 master "
                                 "weights for half-precision models")
+
+    def _check_group_keys(self, group: dict) -> None:
+        """Every key of ``group`` is ``params``, a per-group option (a key of ``defaults``) or
+        torch's scheduler key ``initial_lr``.
+
+        Raises:
+            ValueError: naming the class, the unknown key and the per-group options; a
+                constructor option that is optimizer-wide is named as such.
+        """
+        name = type(self).__name__
+        unknown = sorted(set(group) - set(self.defaults) - {"params", "initial_lr"})
+        if not unknown:
+            return
+        wide = sorted(set(inspect.signature(type(self).__init__).parameters)
+                      - set(self.defaults) - {"self", "params"})
+        key = unknown[0]
+        where = (f"{key!r} is an optimizer-wide option of {name}: give it to the constructor "
+                 f"(optimizer-wide: {', '.join(wide)})" if key in wide else
+                 f"unknown option {key!r} in a parameter group of {name}")
+        raise ValueError(f"{where}; the per-group options are "
+                         f"{', '.join(sorted(self.defaults))}")
 
     @staticmethod
     def _check_lr(lr) -> float:

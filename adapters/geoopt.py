@@ -16,8 +16,10 @@ device and dtype, so ``model.to(device)`` needs nothing from the manifold::
 a nearly feasible point (``‖J_k(XᵀJX − J_k)‖₂ ≤ ½``) by six quadratically convergent steps
 ``X ← X(I − ½ J_k (XᵀJX − J_k))``, which is what geoopt's ``stabilize`` option needs after
 round-off drift, and raises ``InfeasiblePointError`` (a ``ValueError``) for a point farther
-away. The maps check their arguments (one real floating-point dtype and device, shape
-``(..., n, k)``) before any arithmetic.
+away. The maps check their arguments (one dtype, float32 or float64, one device, shape
+``(..., n, k)``) before any arithmetic; they do not check that X lies on the manifold (their
+values at X = 0 and other rank-deficient points are stated in
+:mod:`orthoplug.geometry.manifolds`).
 
 The optimizers follow torch.optim's conventions: an ``lr`` in every parameter group, read at
 every step (schedulers work; ``lr = 0`` never moves a parameter), ``stabilize``, validated

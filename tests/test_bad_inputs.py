@@ -292,9 +292,8 @@ def test_geoopt_manifold_maps(manifold):
     for call in (manifold.proju, manifold.egrad2rgrad, manifold.retr, manifold.inner):
         _named(lambda f=call: f(x, u[:-1]), "shape")
         _named(lambda f=call: f(x, u.float()), "one dtype")
-        _named(lambda f=call: f(x.long(), u.long()), "real floating point")
-        _named(lambda f=call: f(x.to(torch.complex128), u.to(torch.complex128)),
-               "real floating point")
+        for dtype in (torch.int64, torch.float16, torch.bfloat16, torch.complex128):
+            _named(lambda f=call, d=dtype: f(x.to(d), u.to(d)), "real floating point")
     _named(lambda: manifold.random(*shape, cond=float("nan")), "cond must be")
     _named(lambda: manifold.random(*shape, cond=1e200), "cond must be")
 
@@ -306,3 +305,110 @@ def test_pymanopt_manifold_maps():
     _named(lambda: manifold.retraction(x, np.ones((N, N), dtype=complex)), "real floating")
     _named(lambda: manifold.inner_product(x, np.ones((N, N), dtype=int), np.ones((N, N))),
            "real floating")
+
+
+def _function_oracle(value, gradient):
+    return FunctionOracle(value, gradient, lipschitz=100.0)
+
+
+def _pm_function_run(name, value, gradient):
+    """``name`` on the pymanopt problem with the cost and gradient given as a FunctionOracle
+    (SparseOBCD without its quadratic-only stages)."""
+    plain = {"starts": (), "column_every": 0} if name == "SparseOBCD" else {}
+    return _pm_run(name, oracle=_function_oracle(value, gradient), **plain)
+
+
+FUNCTION_SOLVERS = [n for n in PYMANOPT if n not in DIRECT | {"VRJJOBCD"}]  # need a finite sum
+
+
+@pytest.mark.parametrize("name", FUNCTION_SOLVERS)
+def test_pymanopt_bad_oracle_outputs(name):
+    """A cost that is not one number and a gradient of the wrong shape are named (by the oracle,
+    at the first evaluation), never a broadcasting error from inside the solver."""
+    c = C if name in J_SOLVERS else -C
+
+    def cost(x):
+        return torch.trace(x.mT @ c.to(x.dtype) @ x)
+
+    def grad(x):
+        return 2 * c.to(x.dtype) @ x
+
+    _named(lambda: _pm_function_run(name, lambda x: (x * x).sum(0), grad), "one number|scalar")
+    _named(lambda: _pm_function_run(name, cost, lambda x: grad(x)[:-1]), "shape")
+    if name not in J_SOLVERS:  # (a transposed gradient of a square X has X's shape)
+        _named(lambda: _pm_function_run(name, cost, lambda x: grad(x).mT), "shape")
+
+
+@pytest.mark.parametrize("name", FUNCTION_SOLVERS)
+def test_pymanopt_non_finite_after_the_start_ends_the_run(name):
+    """f finite at the start point only: the run stops with a result (the last finite iterate,
+    its reason naming the non-finite value), never an error from ``finalize``."""
+    _, x0 = _pm_problem(name)
+    x0 = torch.as_tensor(x0)
+    c = C if name in J_SOLVERS else -C
+
+    def cost(x):
+        finite = torch.equal(x, x0.to(x.dtype))
+        return torch.trace(x.mT @ c.to(x.dtype) @ x) * (1.0 if finite else float("nan"))
+
+    result = _pm_function_run(name, cost, lambda x: 2 * c.to(x.dtype) @ x)
+    point = np.asarray(result.point)
+    assert np.isfinite(point).all()
+
+
+@pytest.mark.parametrize("name", PYMANOPT)
+def test_pymanopt_wrong_size_data(name):
+    """C of the wrong size for the start point: named (rows), before any step."""
+    if name == "VRJJOBCD":
+        pytest.skip("a finite-sum oracle has no C")
+    _named(lambda: _pm_run(name, oracle=QuadraticOracle(C[:-1, :-1])), "rows|shape|size")
+
+
+def test_quadratic_oracle_non_finite_data_and_wrong_d():
+    _named(lambda: QuadraticOracle(C * float("nan")), "finite")
+    _named(lambda: QuadraticOracle(C, d=torch.eye(K - 1, dtype=torch.float64)).track(_st_start()),
+           "D is .* columns")
+
+
+@pytest.mark.parametrize("name", GEOOPT)
+def test_geoopt_unknown_option_names_the_class(name):
+    _named(lambda: _go_optimizer(name, [_go_param(name)], bogus=1), rf"{name}.*bogus")
+
+
+@pytest.mark.parametrize("name", PYMANOPT)
+def test_pymanopt_unknown_option_names_the_class(name):
+    _named(lambda: registry.get(name, "pymanopt")(bogus=1), rf"{name}.*bogus")
+
+
+def test_stiefel_block_maps():
+    x = _st_start()
+    manifold = go.StiefelBlock(x, columns=[0, 1])
+    y = manifold.origin()
+    u = torch.ones_like(y)
+    for call in (manifold.proju, manifold.egrad2rgrad, manifold.retr, manifold.inner):
+        _named(lambda f=call: f(y, u[:-1]), "shape")
+        _named(lambda f=call: f(y, u.float()), "one dtype")
+        _named(lambda f=call: f(y.half(), u.half()), "float32 or float64")
+
+
+def test_pymanopt_random_points_cond():
+    for cond in (float("nan"), 1e200, 0.5):
+        _named(lambda c=cond: pm.JOrthogonal(N, p=3, cond=c).random_point(), "cond")
+
+
+def test_maps_at_zero_are_the_documented_values():
+    """X = 0 is on neither J-manifold: the maps return their formula's value there (stated in
+    :mod:`orthoplug.geometry.manifolds`): 0 on O(J), NaN for iSt's projection (its Lyapunov
+    system is singular); ``projx`` refuses the point."""
+    u = torch.ones(N, N, dtype=torch.float64)
+    oj = go.JOrthogonal(N, p=3)
+    zero = torch.zeros(N, N, dtype=torch.float64)
+    for value in (oj.proju(zero, u), oj.egrad2rgrad(zero, u), oj.transp(zero, zero, u),
+                  oj.retr(zero, u), oj.expmap(zero, u)):
+        assert torch.equal(value, zero)
+    ist = go.IndefiniteStiefel(N, K, p=3, k_plus=2)
+    zero_k = torch.zeros(N, K, dtype=torch.float64)
+    for value in (ist.proju(zero_k, u[:, :K]), ist.egrad2rgrad(zero_k, u[:, :K])):
+        assert torch.isnan(value).all()
+    for manifold, z in ((oj, zero), (ist, zero_k)):
+        _named(lambda m=manifold, x=z: m.projx(x), "projx restores")

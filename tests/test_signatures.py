@@ -133,7 +133,16 @@ def test_pymanopt_doors_take_the_core_options_and_common_stops(label, name, fron
         assert door[option] == common[option], (label, option)
 
 
+#: (algorithm, option) -> (pymanopt default, geoopt default), each with its reason. A geoopt
+#: OBCD step pays for a full gradient (the closure's backward) whatever rows it moves, so it moves
+#: all rows by a matching; the core solver draws one pair per update because its quadratic oracle
+#: gives the two gradient rows of that pair cheaply.
+KNOWN_DIFFERENCES = {("OBCD", "pairs"): ("random", "jacobi")}
+
+
 def test_pymanopt_geoopt_shared_defaults():
+    """Equal defaults except the listed, explained differences (a new one fails, and so does a
+    listed one that is gone)."""
     found = {}
     for _, name, frontend, cls in DOORS:
         if frontend != "geoopt":
@@ -142,7 +151,7 @@ def test_pymanopt_geoopt_shared_defaults():
         for option in set(pm) & set(go):
             if pm[option] != go[option]:
                 found[name, option] = (pm[option], go[option])
-    assert found == {}
+    assert found == KNOWN_DIFFERENCES
 
 
 @pytest.mark.parametrize("label,name,frontend,cls", DOORS, ids=IDS)

@@ -141,11 +141,16 @@ class SplittingSolver(IterativeSolver):
 
     def finalize(self, run: Run, result: SolverResult) -> None:
         """``info["residual"]``, ``info["y_objective"]`` and ``info["y_orthogonality"]`` (see
-        the module docstring)."""
+        the module docstring); ``y_objective`` is NaN where f is not finite at Y (a run
+        stopped on a non-finite value ends with its result, not an error)."""
         y = run.y
         gram = y.mT @ y - torch.eye(y.shape[1], dtype=y.dtype, device=y.device)
+        try:
+            y_objective = float(run.oracle.value(y)) + float(self.h.value(y))
+        except NonFiniteError:
+            y_objective = math.nan
         result.info.update(residual=float(torch.linalg.norm(run.x - y)),
-                           y_objective=float(run.oracle.value(y)) + float(self.h.value(y)),
+                           y_objective=y_objective,
                            y_orthogonality=float(torch.linalg.norm(gram)))
 
     def info(self, run: Run | None = None) -> dict:

@@ -1,6 +1,18 @@
 """Front-end-neutral manifold objects: one API that the pymanopt and geoopt adapters wrap.
 
 Every method takes torch tensors with optional leading batch dimensions.
+
+**Points off the manifold.** The maps (``proj``, ``egrad2rgrad``, ``retr``, ``exp``,
+``transp``, ``inner``) are the formulas at a point X of the manifold, and X is not checked: a
+check costs as much as the map and, on a GPU, a synchronisation per call. Points enter checked
+through ``check_point``, the optimizers' start checks and ``projx`` (which raises
+:class:`InfeasiblePointError` outside its range). At a rank-deficient X, such as X = 0, which
+lies on neither manifold (``XᵀJX = J_k`` needs rank k), a map's value is its formula's: on O(J)
+every map is a polynomial or rational function of X that is 0 at X = 0 (``proj``,
+``egrad2rgrad``, ``transp``: ``X·(…)``; ``retr``, ``exp``: ``X·(a group element)``), and on
+iSt the projection's Lyapunov system ``(XᵀX)S + S(XᵀX) = 2 sym(XᵀJU)`` is singular, so
+``proj``, ``egrad2rgrad`` and ``transp`` return NaN. Neither is a tangent vector or a point of
+the manifold.
 """
 
 from __future__ import annotations
@@ -51,18 +63,22 @@ def feasibility_tol(dtype: torch.dtype, n: int) -> float:
 
 def check_arguments(name: str, shape: tuple[int, int], *tensors: torch.Tensor) -> None:
     """Check the arguments of a manifold map before any arithmetic: tensors of one real
-    floating-point dtype on one device, each of shape ``(..., *shape)``.
+    floating-point dtype, float32 or float64 (torch.linalg has no half-precision CPU kernels,
+    and a half-precision constraint would hold to 1e-3 at best), on one device, each of shape
+    ``(..., *shape)``.
 
     Raises:
-        TypeError: a non-tensor, an integer or complex tensor, or mixed dtypes / devices.
+        TypeError: a non-tensor, an integer, complex or half-precision tensor, or mixed dtypes
+            / devices.
         ValueError: a tensor whose last two dimensions are not ``shape``.
     """
     first = tensors[0]
     for i, t in enumerate(tensors):
         if not torch.is_tensor(t):
             raise TypeError(f"{name}: argument {i} must be a tensor, got {type(t).__name__}")
-        if not t.dtype.is_floating_point:
-            raise TypeError(f"{name}: argument {i} must be real floating point, got {t.dtype}")
+        if t.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"{name}: argument {i} must be real floating point (float32 or "
+                            f"float64), got {t.dtype}")
         if t.dtype != first.dtype or t.device != first.device:
             raise TypeError(f"{name}: arguments must share one dtype and device, got "
                             f"{first.dtype} on {first.device} and {t.dtype} on {t.device}")

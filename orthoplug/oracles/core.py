@@ -150,23 +150,38 @@ class FunctionOracle(Oracle):
         if hessian is not None:  # the ability exists only when a Hessian was given
             self.hessian_vector = self._hessian_vector
 
+    @staticmethod
+    def _checked(out, x: torch.Tensor, what: str) -> torch.Tensor:
+        """A callable's output as a finite tensor of X's dtype and device: one number for the
+        cost, X's shape otherwise.
+
+        Raises:
+            ValueError: a cost that is not one number, or a matrix of another shape than X.
+            NonFiniteError: non-finite entries.
+        """
+        t = torch.as_tensor(out, dtype=x.dtype, device=x.device)
+        if what == "cost" and t.numel() != 1:
+            raise ValueError(f"FunctionOracle: the cost must return one number, got shape "
+                             f"{tuple(t.shape)}")
+        if what != "cost" and t.shape != x.shape:
+            raise ValueError(f"FunctionOracle: the {what} must have the point's shape "
+                             f"{tuple(x.shape)}, got {tuple(t.shape)}")
+        return finite(t.reshape(()) if what == "cost" else t, what)
+
     def _hessian_vector(self, x, u):
-        return finite(torch.as_tensor(self._hessian(x, u), dtype=x.dtype, device=x.device),
-                      "Hessian-vector product")
+        return self._checked(self._hessian(x, u), x, "Hessian-vector product")
 
     def value(self, x):
-        return finite(torch.as_tensor(self._value(x), dtype=x.dtype, device=x.device), "cost")
+        return self._checked(self._value(x), x, "cost")
 
     def gradient(self, x):
-        return finite(torch.as_tensor(self._gradient(x), dtype=x.dtype, device=x.device),
-                       "gradient")
+        return self._checked(self._gradient(x), x, "gradient")
 
     def value_and_gradient(self, x):
         if self._value_and_gradient is None:
             return super().value_and_gradient(x)
         value, grad = self._value_and_gradient(x)
-        return (finite(torch.as_tensor(value, dtype=x.dtype, device=x.device), "cost"),
-                finite(torch.as_tensor(grad, dtype=x.dtype, device=x.device), "gradient"))
+        return self._checked(value, x, "cost"), self._checked(grad, x, "gradient")
 
 
 class QuadraticOracle(Oracle):
@@ -251,9 +266,17 @@ class QuadraticOracle(Oracle):
         return 2.0 * self.scale * (g if d is None else g @ d)
 
     def track(self, x):
+        """A :class:`QuadraticTracker` at X.
+
+        Raises:
+            ValueError: C's size is not X's number of rows, or D's not its number of columns.
+        """
         if x.shape[-2] != self.c.shape[0]:
             raise ValueError(f"QuadraticOracle: C is {tuple(self.c.shape)} but the point has "
                              f"{x.shape[-2]} rows")
+        if self.d is not None and x.shape[-1] != self.d.shape[0]:
+            raise ValueError(f"QuadraticOracle: D is {tuple(self.d.shape)} but the point has "
+                             f"{x.shape[-1]} columns")
         return QuadraticTracker(self, x)
 
 

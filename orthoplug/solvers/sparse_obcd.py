@@ -370,7 +370,9 @@ class SparseOBCD(OBCD):
         have ended with no work left to count."""
         if run.pipeline is None:
             run.x0 = run.tracker.x.clone()
-            run.f = run.f0 = self._objective(run, run.x0)
+            # f_stages: F after the stages (after the last finished one if a stage stops the
+            # run on a non-finite value)
+            run.f = run.f0 = run.f_stages = self._objective(run, run.x0)
             run.pipeline = self._pipeline(run)
         while not run.stages_done and run.stage_work < run.stage_iterations + count:
             if next(run.pipeline, StopIteration) is StopIteration:

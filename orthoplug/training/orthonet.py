@@ -34,8 +34,33 @@ from orthoplug.problems.stiefel_problems import OrthogonalMLP, digits_data
 __all__ = ["OPTIMIZERS", "OrthonetResult", "accuracy", "make_optimizer", "stiefel_parameters",
            "stiefel_violation", "train_orthonet"]
 
-#: Names accepted by :func:`make_optimizer` / :func:`train_orthonet`.
-OPTIMIZERS = ("RSDM", "RiemannianSGD", "RiemannianAdam")
+#: Names accepted by :func:`make_optimizer` / :func:`train_orthonet`: orthoplug's optimizers of
+#: Stiefel parameters, geoopt's, and ``"frozen"`` (the control: the Stiefel weights stay at their
+#: initialisation, the other parameters train).
+OPTIMIZERS = ("RSDM", "OBCD", "RSSM", "RiemannianSGD", "RiemannianAdam", "frozen")
+#: the optimizers that take only manifold parameters: the other parameters get plain SGD
+_MANIFOLD_ONLY = ("OBCD", "RSSM", "frozen")
+
+
+class _Split(torch.optim.Optimizer):
+    """One optimizer for the Stiefel weights (``None``: frozen) and SGD for the rest; ``step``
+    steps the Stiefel weights first, then the rest with the gradients of the closure's last
+    call."""
+
+    def __init__(self, stiefel: torch.optim.Optimizer | None, rest: torch.optim.SGD):
+        self.parts = [o for o in (stiefel, rest) if o is not None]
+        self.stiefel = stiefel
+        super().__init__([p for o in self.parts for g in o.param_groups for p in g["params"]],
+                         {})
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for o in self.parts:
+            o.zero_grad(set_to_none)
+
+    def step(self, closure):
+        loss = closure() if self.stiefel is None else self.stiefel.step(closure)
+        self.parts[-1].step()
+        return loss
 
 
 @dataclass
@@ -82,17 +107,29 @@ def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def make_optimizer(name: str, model: torch.nn.Module, *, lr: float, r: int = 64,
-                   other_lr: float = 0.1, seed: int = 0) -> torch.optim.Optimizer:
+                   other_lr: float = 0.1, seed: int = 0,
+                   options: dict | None = None) -> torch.optim.Optimizer:
     """``name`` ∈ :data:`OPTIMIZERS` over two groups: the Stiefel weights (``lr``) and the rest
-    (``other_lr``). ``r`` (slice dimension) and ``seed`` (slice sampling) only concern RSDM."""
+    (``other_lr``; plain SGD for the optimizers that take only manifold parameters). ``r``
+    (slice dimension) only concerns RSDM, ``seed`` the random choices of orthoplug's
+    optimizers, ``options`` are further options of orthoplug's optimizers. ``step`` takes a
+    closure (OBCD's σ test evaluates it again)."""
+    options = options or {}
     stiefel = stiefel_parameters(model)
     ids = {id(p) for p in stiefel}
     groups = [{"params": stiefel},
               {"params": [p for p in model.parameters() if id(p) not in ids], "lr": other_lr}]
+    if name in _MANIFOLD_ONLY:
+        rest = torch.optim.SGD(groups[1:], lr=other_lr)
+        if name == "frozen":
+            return _Split(None, rest)
+        from orthoplug.adapters import geoopt as go
+
+        return _Split(getattr(go, name)(groups[:1], lr=lr, seed=seed, **options), rest)
     if name == "RSDM":
         from orthoplug.adapters.geoopt import RSDM
 
-        return RSDM(groups, lr=lr, r=r, seed=seed)
+        return RSDM(groups, lr=lr, r=r, seed=seed, **options)
     if name == "RiemannianSGD":
         return geoopt.optim.RiemannianSGD(groups, lr=lr)
     if name == "RiemannianAdam":
@@ -104,11 +141,12 @@ def train_orthonet(optimizer: str = "RSDM", *, epochs: int = 10, lr: float = 0.0
                    seed: int = 0, time_limit: float | None = None, hidden: int = 128,
                    layers: int = 2, batch_size: int = 16, other_lr: float | None = None,
                    manifold: geoopt.Stiefel | None = None,
-                   dtype: torch.dtype = torch.float32) -> OrthonetResult:
+                   dtype: torch.dtype = torch.float32,
+                   options: dict | None = None) -> OrthonetResult:
     """Train :class:`~orthoplug.problems.stiefel_problems.OrthogonalMLP` on digits.
 
     Args:
-        optimizer: ``"RSDM"``, ``"RiemannianSGD"`` or ``"RiemannianAdam"``.
+        optimizer: a name in :data:`OPTIMIZERS`.
         epochs: passes over the training set (shuffled with ``seed``).
         lr: learning rate of the Stiefel weights.
         other_lr: learning rate of the other parameters (default 0.1 for the SGD-type
@@ -121,6 +159,7 @@ def train_orthonet(optimizer: str = "RSDM", *, epochs: int = 10, lr: float = 0.0
         manifold: the ``geoopt.Stiefel`` manifold of the hidden weights (default
             ``geoopt.EuclideanStiefel()``; RSDM's steps do not depend on the metric).
         dtype: parameter and data dtype.
+        options: further options of orthoplug's optimizer (e.g. RSSM's ``schedule``).
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
@@ -130,7 +169,8 @@ def train_orthonet(optimizer: str = "RSDM", *, epochs: int = 10, lr: float = 0.0
                           manifold=manifold or geoopt.EuclideanStiefel(), seed=seed, dtype=dtype)
     if other_lr is None:
         other_lr = lr if optimizer == "RiemannianAdam" else 0.1
-    opt = make_optimizer(optimizer, model, lr=lr, r=r, other_lr=other_lr, seed=seed)
+    opt = make_optimizer(optimizer, model, lr=lr, r=r, other_lr=other_lr, seed=seed,
+                         options=options)
     gen = torch.Generator().manual_seed(seed)
     result = OrthonetResult(optimizer, 0.0, 0.0, model=model)
     elapsed = 0.0
@@ -140,11 +180,14 @@ def train_orthonet(optimizer: str = "RSDM", *, epochs: int = 10, lr: float = 0.0
         total = 0.0
         for k in range(0, len(xtr), batch_size):
             idx = perm[k:k + batch_size]
-            opt.zero_grad()
-            loss = torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx])
-            loss.backward()
-            opt.step()
-            total += float(loss.detach()) * len(idx)
+
+            def closure(idx=idx):
+                opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(xtr[idx]), ytr[idx])
+                loss.backward()
+                return loss
+
+            total += float(opt.step(closure).detach()) * len(idx)
         elapsed += time.perf_counter() - start
         result.history.append((elapsed, total / len(xtr), accuracy(model, xte, yte)))
         result.epochs += 1
