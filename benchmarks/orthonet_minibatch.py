@@ -33,7 +33,7 @@ METHODS = (
     ("OBCD", "OBCD", 1.0, {}),
     ("OBCD random pair", "OBCD", 1.0, {"pairs": "random"}),
     ("RSDM", "RSDM", 0.05, {}),
-    ("RSSM", "RSSM", "auto", {}),
+    ("RSSM", "RSSM", "diminishing", {}),
     ("geoopt RiemannianSGD", "RiemannianSGD", 0.02, {}),
     ("geoopt RiemannianAdam", "RiemannianAdam", 3e-3, {}),
 )

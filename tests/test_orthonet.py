@@ -14,7 +14,7 @@ pytest.importorskip("sklearn")
 
 EPOCHS, HIDDEN = 3, 64
 #: orthoplug's optimizers of Stiefel parameters with their defaults (RSDM: the rsdm suite's lr)
-ORTHOPLUG = {"OBCD": 1.0, "RSDM": 0.05, "RSSM": "auto"}
+ORTHOPLUG = {"OBCD": 1.0, "RSDM": 0.05, "RSSM": "diminishing"}
 
 
 def _train(name, lr, **options):

@@ -346,8 +346,8 @@ def test_add_param_group_validated_like_the_constructor(name):
 
 
 #: a per-group option of each optimizer and a value that changes its iterates
-GROUP_OPTION = {"GSJOBCD": ("sigma_rule", 80.0), "JJOBCD": ("sigma_rule", 80.0),
-                "VRJJOBCD": ("sigma_rule", 160.0), "ColumnJJacobi": ("stabilize", 1),
+GROUP_OPTION = {"GSJOBCD": ("theta", 10.0), "JJOBCD": ("theta", 10.0),
+                "VRJJOBCD": ("theta", 10.0), "ColumnJJacobi": ("stabilize", 1),
                 "OBCD": ("theta", 1.0), "RSDM": ("r", 2),
                 "RSSM": ("project_step", False)}
 
