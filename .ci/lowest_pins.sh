@@ -12,4 +12,4 @@ venv="$work/venv/bin"
 "$venv/pip" list 2>/dev/null | grep -iE '^(numpy|scipy|numba|torch|pymanopt|geoopt|autograd) '
 cd "$tree"
 NUMBA_CACHE_DIR="$work/numba-cache" "$venv/python" -m pytest -q -p no:cacheprovider \
-  tests/test_certificates.py tests/test_public_api.py tests/test_subproblem_jorth2.py
+  tests/solvers/test_certificates.py tests/adapters/test_public_api.py tests/kernels/test_subproblem_jorth2.py

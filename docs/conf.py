@@ -1,7 +1,7 @@
 """Sphinx configuration of the orthoplug documentation.
 
 Build with ``python -m sphinx -W -b html docs <out>`` after ``pip install -e ".[docs]"``. The
-gallery executes ``examples/`` at the tiny sizes that ``tests/test_examples.py`` uses, and the
+gallery executes ``examples/`` at the tiny sizes that ``tests/docs/test_examples.py`` uses, and the
 "which solver when" page is generated from the measured records in ``docs/results/``.
 """
 
@@ -71,7 +71,7 @@ sphinx_gallery_conf = {
     "show_memory": False,
 }
 os.environ.setdefault("MPLBACKEND", "Agg")
-# The examples run in this process at tiny sizes, single-threaded as in tests/test_examples.py:
+# The examples run in this process at tiny sizes, single-threaded as in tests/docs/test_examples.py:
 # with matrices this small, thread start-up dominates on a loaded machine.
 torch.set_num_threads(1)
 

@@ -20,7 +20,7 @@ matrix stays on St(n, p). It is a Stiefel manifold St(n − r, q) living in the 
   ``R_Y(ξ) = P_M(Y + ξ)``. In exact arithmetic ``X_RᵀΞ = 0`` already for tangent ξ, so the
   factor ``I − X_R X_Rᵀ`` is redundant; in floating point it is the cheap (``O(n r q)``)
   re-orthogonalisation that keeps ``‖X_RᵀY⁺‖`` at the rounding level of one product instead of
-  inheriting the error of earlier steps (tested in ``tests/test_stiefel_block.py``);
+  inheriting the error of earlier steps (tested in ``tests/geometry/test_stiefel_block.py``);
 * Riemannian Hessian ``Hess f(Y)[ξ] = P_Y(∇²f(Y)[ξ] − ξ sym(Yᵀ∇f(Y)))`` (M is a Stiefel manifold
   inside a linear subspace, whose projector commutes with ``P_Y``).
 

@@ -29,10 +29,9 @@ demonstrating this.
 Cost: a minibatch ``idx`` of components needs all ``m`` probed rows (``O(m n k)``) and the
 ``|idx| × m`` distance block (``O(|idx| m k)``), in row chunks (memory ``O(chunk · m)``). The
 gradient in ``Q`` is derived by hand over that block (checked against autograd in
-``tests/test_hspp_gradient.py``; 1.6× faster than autograd's value and gradient at the paper's
-Gaussian size), then back-propagated through ``φ`` and ``D X`` by autograd. If ``X`` requires
-grad the result comes from autograd and keeps the graph, so double backward (Hessian-vector
-products, e.g. for UMCM) works.
+``tests/oracles/test_hspp_gradient.py``), then back-propagated through ``φ`` and ``D X`` by
+autograd. If ``X`` requires grad the result comes from autograd and keeps the graph, so double
+backward (Hessian-vector products, e.g. for UMCM) works.
 """
 
 from __future__ import annotations

@@ -505,7 +505,7 @@ def test_example_runs_at_tiny_size(tmp_path):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "rssm_dpcp.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "rssm_dpcp.py"
     spec = importlib.util.spec_from_file_location("rssm_dpcp_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -12,7 +12,7 @@ import pytest
 from orthoplug.bench import recommendations as rc
 from orthoplug.bench.which import write_which_solver_page
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "docs" / "results"
 README_LINE = re.compile(r"^- \*\*(.+?)\*\*: `([^`]+)`", re.MULTILINE)
 TABLE_ROW = re.compile(r"^\| (.+?) \| `([^`]+)`", re.MULTILINE)

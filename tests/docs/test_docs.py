@@ -24,7 +24,7 @@ import pytest
 import orthoplug
 import orthoplug.adapters
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: numpydoc section headers ("Parameters" underlined with dashes): the style we do not use.
 NUMPYDOC_SECTION = re.compile(

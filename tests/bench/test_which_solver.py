@@ -11,7 +11,7 @@ from orthoplug.bench import report
 from orthoplug.bench.core import Record
 from orthoplug.bench.which import rank_runs, which_solver, write_which_solver_page
 
-RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 
 def _rec(experiment, dataset, solver, objective, **kw):

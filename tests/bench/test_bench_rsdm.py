@@ -153,7 +153,7 @@ def test_rsdm_stiefel_speedup_marks_censored_sides(monkeypatch):
     import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "rsdm_stiefel.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "rsdm_stiefel.py"
     spec = importlib.util.spec_from_file_location("rsdm_stiefel_benchmark", path)
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look themselves up

@@ -17,7 +17,7 @@ from numba.core.registry import CPUDispatcher
 import orthoplug
 from orthoplug.solvers.clock import RunClock
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_version_is_the_distributions():

@@ -12,7 +12,7 @@ import pytest
 from orthoplug import registry
 from orthoplug.adapters.geoopt import ColumnJJacobi
 
-GLOSSARY = Path(__file__).resolve().parents[1] / "docs" / "guide" / "options.md"
+GLOSSARY = Path(__file__).resolve().parents[2] / "docs" / "guide" / "options.md"
 FRONTEND = {"pm": "pymanopt", "go": "geoopt"}
 
 #: names that must not appear as options (a role's second name), per front-end

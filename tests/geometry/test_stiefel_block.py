@@ -1,7 +1,7 @@
 """Submanifold blocks of St(n, p): formula (15), the projection onto M, and host solvers.
 
-The conformance battery (tests/conformance.py, cases ``StiefelBlock-*``) checks the manifold
-axioms for both adapters; this file checks the RSSM-specific mathematics.
+The conformance battery (tests/geometry/conformance.py, cases ``StiefelBlock-*``) checks the
+manifold axioms for both adapters; this file checks the RSSM-specific mathematics.
 """
 
 from __future__ import annotations

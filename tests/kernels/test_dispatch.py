@@ -34,7 +34,7 @@ from orthoplug.subproblems import jorth2
 from orthoplug.subproblems.jorth2 import solve_jorth2x2
 from orthoplug.subproblems.o2 import solve_o2
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DT = torch.float64
 N = 8
 C = torch.from_numpy(make_spd(N, seed=0))
@@ -197,7 +197,8 @@ def _steps(opt, x, steps):
 
 def test_geoopt_gsjobcd_torch_path_equals_compiled_path(monkeypatch):
     """The geoopt GS-JOBCD optimizer's one-pair steps: plain-float solve on the CPU, batched
-    torch solve elsewhere; 50 steps agree to 1e-10. (J-JOBCD: tests/test_torch_conventions.py.)"""
+    torch solve elsewhere; 50 steps agree to 1e-10. (J-JOBCD:
+    tests/adapters/test_torch_conventions.py.)"""
     x = _jorth_param()
     ref = _steps(GeooptGSJOBCD([x], seed=3), x, 50)
     _simulate_device(monkeypatch, jobcd_steps, jorth2)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 #: argv of each example at a size that runs in a few seconds, and a line its output must contain
 #: (besides a zero exit code); the same file drives the install check of ``.ci/check_install.sh``.

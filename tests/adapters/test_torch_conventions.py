@@ -419,7 +419,7 @@ def test_projx_restores_near_points_and_refuses_far_ones(manifold):
         manifold.projx(far)
 
 
-# ---- device dispatch (the rule itself: tests/test_dispatch.py) ----------------------------
+# ---- device dispatch (the rule itself: tests/kernels/test_dispatch.py) ------------------------
 
 @pytest.mark.parametrize("options", [{}, {"matchings": 3}])
 def test_torch_path_equals_compiled_path(monkeypatch, options):

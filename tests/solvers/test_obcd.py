@@ -332,7 +332,7 @@ def test_example_runs():
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).parents[1] / "examples" / "obcd_sparse_pca.py"
+    path = pathlib.Path(__file__).parents[2] / "examples" / "obcd_sparse_pca.py"
     spec = importlib.util.spec_from_file_location("obcd_example", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
