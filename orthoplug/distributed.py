@@ -300,6 +300,9 @@ class DataParallelOptimizer:
     construction, so a rank started with another seed is reported before its first step.
     """
 
+    #: the optimizer's random stream, if it has one (compared across ranks)
+    generator: torch.Generator | None = None
+
     def _init_data_parallel(self, process_group, replica_check_every: int | None,
                             average_gradients: bool) -> None:
         if replica_check_every is not None and (
@@ -339,8 +342,7 @@ class DataParallelOptimizer:
 
     def _random_state(self) -> list[tuple[str, object]]:
         """Named generators (or state tensors) to compare across ranks."""
-        gen = getattr(self, "generator", None)
-        return [] if gen is None else [("generator", gen)]
+        return [] if self.generator is None else [("generator", self.generator)]
 
     def _replica_items(self) -> list[tuple[str, object]]:
         items = list(self._random_state())

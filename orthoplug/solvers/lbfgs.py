@@ -184,6 +184,7 @@ class CayleyLBFGS(IterativeSolver):
         run.last = None  # (step s, algebra gradient A) of the last accepted step
         run.curvature_tol = math.sqrt(torch.finfo(x.dtype).eps)
         run.trials = run.resets = run.skipped_pairs = 0
+        run.algebra_gradient = None  # (gradient, its algebra gradient A), computed once each
 
     def info(self, run: Run | None = None) -> dict:
         out = {"memory": self.memory, "max_step": self.max_step,
@@ -205,7 +206,7 @@ class CayleyLBFGS(IterativeSolver):
         """The algebra gradient ``A`` at the current point, computed once per gradient (the
         evaluation and the next step share it)."""
         g = run.tracker.gradient()
-        cached = getattr(run, "algebra_gradient", None)
+        cached = run.algebra_gradient
         if cached is None or cached[0] is not g:
             run.algebra_gradient = (g, jo.algebra_gradient(run.geometry.j, run.tracker.x, g))
         return run.algebra_gradient[1]
