@@ -92,7 +92,8 @@ def run_method(method: str, problem_def, x0: np.ndarray, cap: float) -> dict:
 
     from orthoplug.adapters import pymanopt as pm
 
-    problem = problem_def.pymanopt_problem()
+    problem = problem_def.pymanopt_problem(
+        pm.JOrthogonal(problem_def.n, signature=problem_def.signature))
     tol, wall = 1e-13, 100.0 * cap
     if method == "CG":
         opt = pymanopt.optimizers.ConjugateGradient(max_time=wall, max_iterations=10**9,

@@ -52,15 +52,12 @@ class SmoothOJProblem:
         r = x @ d["P"] - d["Q"]
         return xp.sum(r * r)
 
-    def pymanopt_problem(self, manifold=None):
-        """The autograd ``pymanopt.Problem`` on ``JOrthogonal(n, signature=...)`` (or the given
-        manifold)."""
+    def pymanopt_problem(self, manifold):
+        """The autograd ``pymanopt.Problem`` on ``manifold``, e.g.
+        ``orthoplug.adapters.pymanopt.JOrthogonal(n, signature=problem.signature)`` (problems sit
+        below the adapters, so the caller builds the manifold)."""
         import autograd.numpy as anp
         import pymanopt
-
-        from orthoplug.adapters.pymanopt import JOrthogonal
-
-        manifold = manifold or JOrthogonal(self.n, signature=self.signature)
 
         @pymanopt.function.autograd(manifold)
         def cost(x):

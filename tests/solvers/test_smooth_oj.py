@@ -78,7 +78,8 @@ def test_reaches_trust_regions_value_to_1e10_in_an_iteration_budget(family, p):
     """n = 8, both signatures (O(4, 4) and the Lorentz group O(1, 7)): from the same start as a
     long TrustRegions run, the default reaches TR's value to 1e-10 (relative) within 300
     iterations; the cost never increases and X stays on O(J) to 1e-13 (relative)."""
-    problem = smooth_oj_problem(family, 8, p, seed=0).pymanopt_problem()
+    prob = smooth_oj_problem(family, 8, p, seed=0)
+    problem = prob.pymanopt_problem(pm.JOrthogonal(8, signature=prob.signature))
     geo = problem.manifold.geometry
     x0 = geo.random_point(cond=3.0, generator=torch.Generator().manual_seed(1)).numpy()
     ref = pymanopt.optimizers.TrustRegions(verbosity=0, max_iterations=500,
@@ -101,7 +102,7 @@ def test_noiseless_lorentz_fit_reaches_the_closed_form_optimum(p):
     f ≤ 1e-10 within 300 iterations and its point is X★ to 1e-4 (relative)."""
     prob = smooth_oj_problem("lorentz", 8, p, seed=3, noise=0.0)
     x_star = np.linalg.lstsq(prob.data["P"].T, prob.data["Q"].T, rcond=None)[0].T
-    problem = prob.pymanopt_problem()
+    problem = prob.pymanopt_problem(pm.JOrthogonal(8, signature=prob.signature))
     geo = problem.manifold.geometry
     assert float(geo.relative_violation(torch.from_numpy(x_star))) <= 1e-12  # X★ ∈ O(J)
     x0 = geo.random_point(cond=3.0, generator=torch.Generator().manual_seed(2)).numpy()
