@@ -325,6 +325,7 @@ class SmoothOJData:
 
 #: the methods of ``smooth-oj``, one row each (a new solver: one more line)
 SMOOTH_OJ_METHODS = (
+    lambda: solver_method("CayleyLBFGS"),
     lambda: solver_method("J-JOBCD"),
     lambda: solver_method("GS-JOBCD"),
     lambda: pymanopt_builtin("CG"),

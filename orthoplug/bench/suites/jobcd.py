@@ -85,6 +85,7 @@ from orthoplug.problems.hspp import HSPP, make_hspp_data
 from orthoplug.solvers.base import IterativeSolver
 from orthoplug.solvers.jjacobi import ColumnJJacobi
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
+from orthoplug.solvers.lbfgs import CayleyLBFGS
 
 __all__ = ["EXPERIMENTS", "HEVPTraceMin", "HEVPPaper", "HSPPExperiment", "HEVP_SIZES",
            "SOLVERS", "build_solver", "hevp_data", "make_c", "quadratic_pymanopt_problem",
@@ -149,6 +150,7 @@ def make_c(dataset: str, scale: str, seed: int,
 SOLVERS: dict[str, tuple[type[IterativeSolver], dict]] = {
     "GS-JOBCD": (GSJOBCD, {}),
     "ColumnJJacobi": (ColumnJJacobi, {}),
+    "CayleyLBFGS": (CayleyLBFGS, {}),
     "J-JOBCD": (JJOBCD, {"eval_every": 10}),
     "VR-J-JOBCD": (VRJJOBCD, {"eval_every": 10}),
     "UMCM": (UMCM, {"step_size": 5e-3, "beta0": 1e2, "eval_every": 50}),
@@ -156,7 +158,8 @@ SOLVERS: dict[str, tuple[type[IterativeSolver], dict]] = {
     "ADMM-fixed": (ADMM, {"beta0": "lipschitz", "beta_every": 0, "eval_every": 10}),
     "CSDM": (CSDM, {"step_size": 5e-3, "eval_every": 50}),
 }
-_JOBCD_NAMES = ("GS-JOBCD", "ColumnJJacobi", "J-JOBCD", "VR-J-JOBCD")
+#: orthoplug's own solvers among them (the rest are the papers' baselines)
+_JOBCD_NAMES = ("GS-JOBCD", "ColumnJJacobi", "CayleyLBFGS", "J-JOBCD", "VR-J-JOBCD")
 
 
 def build_solver(name: str, oracle: Oracle, **options) -> IterativeSolver:
