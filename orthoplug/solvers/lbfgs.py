@@ -44,7 +44,9 @@ the JOBCD family.
 
 from __future__ import annotations
 
+import copy
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -56,7 +58,8 @@ from orthoplug.oracles import NonFiniteError
 
 from .base import IterativeSolver, Run
 
-__all__ = ["CayleyLBFGS", "LBFGSMemory"]
+__all__ = ["CayleyLBFGS", "LBFGSMemory", "check_options", "keep_pair", "lbfgs_iteration",
+           "armijo_search"]
 
 #: line-search trials per iteration before the memory is cleared
 MAX_TRIALS = 40
@@ -121,6 +124,25 @@ class LBFGSMemory:
         yy[:, -1] = yy[-1, :] = y_y
         self.sy, self.yy = sy, yy
 
+    def state_dict(self) -> dict:
+        """A copy of the memory in torch tensors and plain data (``torch.load`` with
+        ``weights_only=True`` reads it); :meth:`load_state_dict` restores it exactly."""
+        out: dict = {"host": []}
+        for key, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                out["host"].append(key)
+                value = torch.from_numpy(value.copy())
+            out[key] = value.clone() if torch.is_tensor(value) else copy.copy(value)
+        return out
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a :meth:`state_dict`."""
+        host = state["host"]
+        for key, value in state.items():
+            if key != "host":
+                value = value.clone() if torch.is_tensor(value) else copy.copy(value)
+                setattr(self, key, value.numpy() if key in host else value)
+
     def direction(self, a: torch.Tensor) -> torch.Tensor:
         """``H a`` (any shape with ``N`` entries; at least one pair stored)."""
         m, idx = self.memory, np.asarray(self.slots)
@@ -136,6 +158,97 @@ class LBFGSMemory:
         coef[idx], coef[m + idx] = top, -gamma * w
         coef = torch.as_tensor(coef, dtype=a.dtype, device=a.device)
         return (gamma * flat + self.buffer.mT @ coef).reshape(a.shape)
+
+
+def check_options(memory: int, max_step: float, sufficient_decrease: float) -> None:
+    """Refuse bad options of Cayley L-BFGS (both front-ends), naming the option.
+
+    Raises:
+        ValueError: ``memory`` not an integer ≥ 1, ``max_step`` not > 0 or
+            ``sufficient_decrease`` outside (0, 1/2) (NaN included).
+    """
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 1:
+        raise ValueError(f"memory must be an integer >= 1, got {memory!r}")
+    if not max_step > 0:
+        raise ValueError(f"max_step must be > 0, got {max_step!r}")
+    if not 0 < sufficient_decrease < 0.5:
+        raise ValueError("sufficient_decrease must lie in (0, 1/2), got "
+                         f"{sufficient_decrease!r}")
+
+
+def keep_pair(memory: LBFGSMemory, s: torch.Tensor, y: torch.Tensor, tol: float) -> bool:
+    """Add the secant pair ``(s, y)`` (flat) to ``memory`` if ``⟨s, y⟩ > tol·‖s‖‖y‖`` (the
+    curvature condition, ``tol = √ε`` of the dtype); return whether it was kept."""
+    if float(s @ y) > tol * float(torch.linalg.vector_norm(s) * torch.linalg.vector_norm(y)):
+        memory.add(s, y)
+        return True
+    return False
+
+
+def lbfgs_iteration(memory: LBFGSMemory, a: torch.Tensor, max_step: float,
+                    search: Callable[[torch.Tensor, float, float], bool],
+                    scale: torch.Tensor | None = None) -> tuple[str | None, int]:
+    """Direction, reset rule and line search of one iteration, from the algebra gradient ``a``.
+
+    ``D = −H a`` (``−a`` without pairs) is scaled by ``scale`` where given (entrywise, e.g. a
+    per-parameter factor), its first trial ``t₀ = min(1, max_step/‖D‖_F)`` taken before the
+    scaling; ``search(D, ⟨a, D⟩, t₀)`` moves the point and returns True, or returns False
+    leaving it. When ``D`` is no descent direction, or its search fails, the memory is cleared
+    (a reset) and the gradient direction is tried once.
+
+    Returns:
+        ``(None, resets)`` after a move, else ``(why the run stops, resets)``: a zero (scaled)
+        gradient, or no decrease along the gradient beyond the cost's rounding.
+    """
+    resets = 0
+    for _ in range(2):
+        d = -memory.direction(a) if memory else -a
+        first = min(1.0, max_step / float(torch.linalg.vector_norm(d)))
+        if scale is not None:
+            d = d * scale
+        slope = float((a * d).sum())
+        if not slope < 0:
+            if not memory:  # A = 0 (where scaled): X is stationary
+                return "zero gradient", resets
+            memory.clear()
+            resets += 1
+            continue
+        if search(d, slope, first):
+            return None, resets
+        if not memory:
+            break
+        memory.clear()
+        resets += 1
+    return "line search: no decrease along the gradient beyond the cost's rounding", resets
+
+
+def armijo_search(f0: float, slope: float, t: float, trial: Callable[[float], float],
+                  sufficient_decrease: float, eps: float) -> tuple[float | None, int]:
+    """Armijo backtracking from the first trial ``t``; ``trial(t)`` puts the point at
+    ``X cay(tD)`` and returns its cost (``inf`` if not finite).
+
+    Accepts ``f(X⁺) < f(X)`` with ``f(X⁺) ≤ f(X) + c·t·slope``; a rejected finite trial shrinks
+    t by the minimiser of the quadratic through ``f(X)``, the slope and the trial value, clamped
+    to ``[t/10, t/2]``, a non-finite one by 10. Gives up after :data:`MAX_TRIALS` trials or
+    once ``t|slope|`` is below the rounding ``eps·max(1, |f(X)|)`` of the cost.
+
+    Returns:
+        ``(accepted t or None, trials made)``; the point is at the last trial.
+    """
+    rounding = eps * max(1.0, abs(f0))
+    for trials in range(MAX_TRIALS):
+        if -t * slope < rounding:  # no trial this short can show a decrease
+            return None, trials
+        f1 = trial(t)
+        if f1 < f0 and f1 <= f0 + sufficient_decrease * t * slope:
+            return t, trials + 1
+        if math.isfinite(f1):
+            curv = f1 - f0 - slope * t
+            t_quad = -slope * t * t / (2.0 * curv) if curv > 0 else 0.5 * t
+            t = min(0.5 * t, max(0.1 * t, t_quad))
+        else:
+            t *= 0.1
+    return None, MAX_TRIALS
 
 
 class CayleyLBFGS(IterativeSolver):
@@ -155,13 +268,7 @@ class CayleyLBFGS(IterativeSolver):
 
     def __init__(self, *, memory: int = 10, max_step: float = 1.0,
                  sufficient_decrease: float = 1e-4, **kwargs):
-        if isinstance(memory, bool) or not isinstance(memory, int) or memory < 1:
-            raise ValueError(f"memory must be an integer >= 1, got {memory!r}")
-        if not max_step > 0:
-            raise ValueError(f"max_step must be > 0, got {max_step!r}")
-        if not 0 < sufficient_decrease < 0.5:
-            raise ValueError("sufficient_decrease must lie in (0, 1/2), got "
-                             f"{sufficient_decrease!r}")
+        check_options(memory, max_step, sufficient_decrease)
         super().__init__(**kwargs)
         self.memory = memory
         self.max_step = float(max_step)
@@ -211,71 +318,42 @@ class CayleyLBFGS(IterativeSolver):
             run.algebra_gradient = (g, jo.algebra_gradient(run.geometry.j, run.tracker.x, g))
         return run.algebra_gradient[1]
 
-    def _store_pair(self, run: Run, a: torch.Tensor) -> None:
-        """Keep ``(s, A − A_prev)`` of the last step if it has positive curvature."""
-        if run.last is None:
-            return
-        s, a_prev = run.last
-        y = (a - a_prev).reshape(-1)
-        sy = float(s @ y)
-        if sy > run.curvature_tol * float(torch.linalg.vector_norm(s)
-                                          * torch.linalg.vector_norm(y)):
-            run.memory.add(s, y)
-        else:
-            run.skipped_pairs += 1
-
-    def _reset(self, run: Run) -> None:
-        run.memory.clear()
-        run.resets += 1
-
     def step(self, run: Run) -> None:
         a = self._gradient(run)
-        self._store_pair(run, a)
+        if run.last is not None:  # the pair of the last step, if it has positive curvature
+            s, a_prev = run.last
+            if not keep_pair(run.memory, s, (a - a_prev).reshape(-1), run.curvature_tol):
+                run.skipped_pairs += 1
         run.last = None
-        for _ in range(2):
-            if run.memory:
-                d = -run.memory.direction(a)
-            else:
-                d = -a
-            slope = float((a * d).sum())
-            if not slope < 0:
-                if not run.memory:  # A = 0: X is stationary
-                    run.finished = "zero gradient"
-                    return
-                self._reset(run)
-                continue
-            if self._line_search(run, d, slope, a):
-                return
-            if not run.memory:
-                break
-            self._reset(run)
-        run.finished = "line search: no decrease along the gradient beyond the cost's rounding"
+        stop, resets = lbfgs_iteration(run.memory, a, self.max_step,
+                                       lambda d, slope, t: self._line_search(run, d, slope, t, a))
+        run.resets += resets
+        if stop is not None:
+            run.finished = stop
 
-    def _line_search(self, run: Run, d: torch.Tensor, slope: float, a: torch.Tensor) -> bool:
-        """Armijo backtracking along ``t ↦ X cay(tD)``; moves the tracker and returns True on
+    def _line_search(self, run: Run, d: torch.Tensor, slope: float, t: float,
+                     a: torch.Tensor) -> bool:
+        """:func:`armijo_search` along ``t ↦ X cay(tD)``; moves the tracker and returns True on
         acceptance."""
         tracker = run.tracker
-        x, f0 = tracker.x, float(tracker.value())
-        t = min(1.0, self.max_step / float(torch.linalg.vector_norm(d)))
-        rounding = torch.finfo(x.dtype).eps * max(1.0, abs(f0))
-        for _ in range(MAX_TRIALS):
-            if -t * slope < rounding:  # no trial this short can show a decrease
-                return False
-            run.trials += 1
+        x = tracker.x
+        last: list = []
+
+        def trial(t: float) -> float:
             x_new = jo.cayley_step(x, t * d)
             try:
                 value = tracker.oracle.value(x_new)
                 f1 = float(value)
             except NonFiniteError:
-                f1 = math.inf
-            if f1 < f0 and f1 <= f0 + self.sufficient_decrease * t * slope:
-                run.last = ((t * d).reshape(-1), a)
-                tracker.set_point(x_new, value=value)
-                return True
-            if math.isfinite(f1):
-                curv = f1 - f0 - slope * t
-                t_quad = -slope * t * t / (2.0 * curv) if curv > 0 else 0.5 * t
-                t = min(0.5 * t, max(0.1 * t, t_quad))
-            else:
-                t *= 0.1
-        return False
+                value, f1 = None, math.inf
+            last[:] = [x_new, value]
+            return f1
+
+        t, trials = armijo_search(float(tracker.value()), slope, t, trial,
+                                  self.sufficient_decrease, torch.finfo(x.dtype).eps)
+        run.trials += trials
+        if t is None:
+            return False
+        run.last = ((t * d).reshape(-1), a)
+        tracker.set_point(last[0], value=last[1])
+        return True
