@@ -39,12 +39,13 @@ from ._geoopt_base import _GeometryManifold
 
 # shared base so that a ``from .geoopt import _GeometryManifold`` there also resolves.
 from ._geoopt_jobcd import GSJOBCD, JJOBCD, VRJJOBCD, ColumnJJacobi
+from ._geoopt_lbfgs import CayleyLBFGS
 from ._geoopt_obcd import OBCD
 from ._geoopt_rsdm import RSDM
 from ._geoopt_rssm import RSSM, StiefelBlock
 
 __all__ = ["JOrthogonal", "IndefiniteStiefel", "StiefelBlock", "GSJOBCD", "JJOBCD", "VRJJOBCD",
-           "ColumnJJacobi", "OBCD", "RSDM", "RSSM"]
+           "ColumnJJacobi", "CayleyLBFGS", "OBCD", "RSDM", "RSSM"]
 
 
 class JOrthogonal(_GeometryManifold):

@@ -31,12 +31,13 @@ from orthoplug.adapters.geoopt import (
     RSDM,
     RSSM,
     VRJJOBCD,
+    CayleyLBFGS,
     ColumnJJacobi,
     JOrthogonal,
 )
 from orthoplug.geometry.stiefel import StiefelGeometry, qf
 
-J_OPTIMIZERS = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi")
+J_OPTIMIZERS = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi", "CayleyLBFGS")
 STIEFEL_OPTIMIZERS = ("OBCD", "RSDM", "RSSM")
 N_J, N_ST, P_ST = 10, 20, 5
 
@@ -65,8 +66,8 @@ def build(name: str, dtype: torch.dtype, cond: float, seed: int, device: str = "
     elif name == "RSDM":
         opt = RSDM([x], lr=0.05, r=P_ST, seed=seed, stabilize=None)
     else:
-        opt = {"GSJOBCD": GSJOBCD, "JJOBCD": JJOBCD, "OBCD": OBCD, "RSSM": RSSM}[name](
-            [x], seed=seed)
+        opt = {"GSJOBCD": GSJOBCD, "JJOBCD": JJOBCD, "OBCD": OBCD, "RSSM": RSSM,
+               "CayleyLBFGS": CayleyLBFGS}[name]([x], seed=seed)
     return x, c, opt
 
 

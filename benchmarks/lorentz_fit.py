@@ -2,25 +2,27 @@ r"""Lorentz fits in geoopt: align two point clouds on the hyperboloid by X ∈ O
 ``min ‖XP − Q‖_F²`` (:func:`orthoplug.problems.smooth_oj.lorentz_fit_problem`), full-batch
 closures, from the identity.
 
-Methods, each on a ``geoopt.ManifoldParameter`` of orthoplug's geoopt ``JOrthogonal(d + 1, 1)``:
+Methods, each on a ``geoopt.ManifoldParameter`` of orthoplug's geoopt ``JOrthogonal(d + 1, 1)``
+and the same closure:
 
+* ``CayleyLBFGS``: :class:`orthoplug.adapters.geoopt.CayleyLBFGS` with its defaults (one L-BFGS
+  iteration per ``step``);
 * ``JJOBCD``: :class:`orthoplug.adapters.geoopt.JJOBCD` with its defaults, and ``JJOBCD-fit``
   with ``sigma_rule="fit"`` (σ refitted after every checked step, the core solver's rule);
 * ``Adam(lr)``: geoopt's ``RiemannianAdam`` for ``lr`` in ``--adam-lrs`` (the best is reported);
 * ``SGD(c)``: geoopt's ``RiemannianSGD`` with ``lr = c/L``, ``L = 2‖PPᵀ‖₂`` the Lipschitz constant
-  of the Euclidean gradient, ``c`` in ``--sgd-cs``;
-* ``CayleyLBFGS``: the core :class:`orthoplug.solvers.lbfgs.CayleyLBFGS` on a
-  :class:`~orthoplug.oracles.core.FunctionOracle` of the same torch loss (no geoopt door).
+  of the Euclidean gradient, ``c`` in ``--sgd-cs``.
 
-Every closure call (and every cost evaluation of CayleyLBFGS) records ``(CPU seconds, loss)``;
-the reference ``f★`` is the lowest loss any run found (CayleyLBFGS runs to its own stop, which
-is where f stops decreasing); a method's time is the first recorded time with
+Every closure call records ``(CPU seconds, loss)``; the reference ``f★`` is the lowest loss any
+run found, including a run of the core :class:`orthoplug.solvers.lbfgs.CayleyLBFGS` to its own
+stop (where f stops decreasing) made first; a method's time is the first recorded time with
 ``(f − f★)/max(1, |f★|) ≤ --target``. The methods run interleaved in a random order per
 instance, one thread, one process, after a warm-up; each stops at the target, after
 ``--max-steps`` steps or ``--cap`` CPU seconds. The final point's constraint violation
-``‖XᵀJX − J‖_F/‖X‖_F²`` is reported for every method::
+``‖XᵀJX − J‖_F/‖X‖_F²`` is reported for every method. The instance of ``(d, N)`` is drawn with
+the seed ``d·1000 + N + --seed-offset``::
 
-    python benchmarks/lorentz_fit.py --out docs/results/lorentz-fit.json
+    python benchmarks/lorentz_fit.py --noise 0.1 --cap 2 --out docs/results/lorentz-fit.json
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ def run_torch(method: str, opt_factory, prob, target: float | None, max_steps: i
 
 
 def run_lbfgs(prob, target: float | None, cap: float) -> dict:
+    """The core CayleyLBFGS on the same loss (the reference run)."""
     from orthoplug.geometry.manifolds import JOrthogonalGeometry
     from orthoplug.oracles import FunctionOracle
     from orthoplug.solvers.lbfgs import CayleyLBFGS
@@ -124,6 +127,16 @@ def _best(summary: dict, prefix: str):
     return min(cands) if cands else (None, None)
 
 
+def _ratio(t, base):
+    """``t / base`` where both were reached, else None."""
+    return t / base if t and base else None
+
+
+def _fmt(t, name=None, width=7, digits=3) -> str:
+    s = "-" if t is None else f"{t:.{digits}f}"
+    return f"{s if name is None else f'{s} {name}':>{width}s}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 5, 10])
@@ -134,6 +147,7 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=1e-6)
     parser.add_argument("--max-steps", type=int, default=20_000)
     parser.add_argument("--cap", type=float, default=5.0)
+    parser.add_argument("--seed-offset", type=int, default=0)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -144,7 +158,8 @@ def main() -> None:
     from orthoplug.problems.smooth_oj import lorentz_fit_problem
 
     def factories(lipschitz):
-        out = {"JJOBCD": lambda ps: go.JJOBCD(ps, seed=0),
+        out = {"CayleyLBFGS": lambda ps: go.CayleyLBFGS(ps),
+               "JJOBCD": lambda ps: go.JJOBCD(ps, seed=0),
                "JJOBCD-fit": lambda ps: go.JJOBCD(ps, seed=0, sigma_rule="fit")}
         for lr in args.adam_lrs:
             out[f"Adam({lr:g})"] = lambda ps, lr=lr: geoopt.optim.RiemannianAdam(ps, lr=lr)
@@ -160,32 +175,29 @@ def main() -> None:
 
     meta = {"target": args.target, "cap": args.cap, "max_steps": args.max_steps,
             "adam_lrs": args.adam_lrs, "sgd_cs": args.sgd_cs, "noise": args.noise,
+            "seed_offset": args.seed_offset,
             "machine": platform.platform(), "python": platform.python_version(),
             "torch": torch.__version__, "threads": 1,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     rows = []
-    print(f"{'d':>3s} {'N':>5s} {'noise':>6s} {'f*':>12s} {'JJOBCD':>8s} {'JJ-fit':>8s} "
-          f"{'best Adam':>16s} "
-          f"{'best SGD':>16s} {'LBFGS':>8s} {'Adam/JJ':>7s} {'viol JJ':>8s} {'viol Adam':>9s}",
-          flush=True)
+    print(f"{'d':>3s} {'N':>5s} {'noise':>6s} {'f*':>12s} {'LBFGS':>7s} {'JJOBCD':>7s} "
+          f"{'JJ-fit':>7s} {'best Adam':>16s} {'best SGD':>16s} {'Adam/LB':>7s} {'SGD/LB':>7s} "
+          f"{'viol LB':>8s} {'viol Adam':>9s}", flush=True)
     rng = np.random.default_rng(0)
     for d in args.dims:
         for points in args.points:
             for noise in args.noise:
-                prob = lorentz_fit_problem(d, points, noise, seed=d * 1000 + points)
+                prob = lorentz_fit_problem(d, points, noise,
+                                           seed=d * 1000 + points + args.seed_offset)
                 # the reference first: CayleyLBFGS to its own stop
                 ref_run = run_lbfgs(prob, None, 4 * args.cap)
                 ref = min(f for _, f in ref_run["trace"])
                 target = ref + args.target * max(1.0, abs(ref))
                 runs = {}
                 items = list(factories(_loss_fn(prob)[1]).items())
-                for k in rng.permutation(len(items) + 1):
-                    if k == len(items):
-                        runs["CayleyLBFGS"] = run_lbfgs(prob, target, args.cap)
-                    else:
-                        name, make = items[k]
-                        runs[name] = run_torch(name, make, prob, target, args.max_steps,
-                                               args.cap)
+                for k in rng.permutation(len(items)):
+                    name, make = items[k]
+                    runs[name] = run_torch(name, make, prob, target, args.max_steps, args.cap)
                 ref = min(ref, *(f for r in runs.values() for _, f in r["trace"]))
                 summary = {}
                 for name, r in runs.items():
@@ -196,22 +208,22 @@ def main() -> None:
 
                 adam_t, adam_name = _best(summary, "Adam")
                 sgd_t, sgd_name = _best(summary, "SGD")
-                jj = summary["JJOBCD"]["time_to_target"]
-                lb = summary["CayleyLBFGS"]["time_to_target"]
-                ratio = adam_t / jj if adam_t and jj else None
-                viol_adam = summary[adam_name]["violation"] if adam_name else None
+                times = {n: summary[n]["time_to_target"] for n in ("CayleyLBFGS", "JJOBCD",
+                                                                    "JJOBCD-fit")}
+                lb = times["CayleyLBFGS"]
+
                 rows.append({"d": d, "points": points, "noise": noise, "reference": ref,
                              "methods": summary, "best_adam": adam_name, "best_sgd": sgd_name,
-                             "adam_over_jjobcd": ratio})
+                             "adam_over_lbfgs": _ratio(adam_t, lb),
+                             "sgd_over_lbfgs": _ratio(sgd_t, lb),
+                             "adam_over_jjobcd": _ratio(adam_t, times["JJOBCD"])})
 
-                def fmt(t, name=None):
-                    s = "-" if t is None else f"{t:.3f}"
-                    return s if name is None else f"{s} {name}"
-                jj_fit = summary["JJOBCD-fit"]["time_to_target"]
-                print(f"{d:3d} {points:5d} {noise:6g} {ref:12.6g} {fmt(jj):>8s} {fmt(jj_fit):>8s} "
-                      f"{fmt(adam_t, adam_name):>16s} {fmt(sgd_t, sgd_name):>16s} "
-                      f"{fmt(lb):>8s} {'-' if ratio is None else f'{ratio:7.2f}':>7s} "
-                      f"{summary['JJOBCD']['violation']:8.1e} "
+                viol_adam = summary[adam_name]["violation"] if adam_name else None
+                print(f"{d:3d} {points:5d} {noise:6g} {ref:12.6g} {_fmt(lb)} "
+                      f"{_fmt(times['JJOBCD'])} {_fmt(times['JJOBCD-fit'])} "
+                      f"{_fmt(adam_t, adam_name, 16)} {_fmt(sgd_t, sgd_name, 16)} "
+                      f"{_fmt(_ratio(adam_t, lb), digits=1)} {_fmt(_ratio(sgd_t, lb), digits=1)} "
+                      f"{summary['CayleyLBFGS']['violation']:8.1e} "
                       f"{'-' if viol_adam is None else f'{viol_adam:9.1e}':>9s}", flush=True)
                 if args.out:  # after every row: a long run keeps what it measured
                     with open(args.out, "w") as fh:

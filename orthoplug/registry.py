@@ -148,8 +148,7 @@ for _name, _desc in (("GSJOBCD", "Gauss–Seidel JOBCD: one exact 2×2 row- or c
                      ("VRJJOBCD", "variance-reduced (PAGE) Jacobi JOBCD for finite sums")):
     register(_name, "solver", pymanopt=f"{_PM}:{_name}", geoopt=f"{_GO}:{_name}",
              description=_desc)
-# no geoopt door yet: pymanopt's problem (cost and Euclidean gradient) is its interface
-register("CayleyLBFGS", "solver", pymanopt=f"{_PM}:CayleyLBFGS",
+register("CayleyLBFGS", "solver", pymanopt=f"{_PM}:CayleyLBFGS", geoopt=f"{_GO}:CayleyLBFGS",
          description="L-BFGS on square O(J) in the Lie algebra with the Cayley step: the "
                      "recommended solver for smooth costs given by value and gradient")
 register("OBCD", "solver", pymanopt=f"{_PM}:OBCD", geoopt=f"{_GO}:OBCD",

@@ -144,6 +144,7 @@ BAD_SCALARS = {
     "RSDM": ["r", "momentum", "weight_decay", "decay_time", "contraction",
              "sufficient_decrease", "max_backtracks"],
     "RSSM": ["num_blocks"],
+    "CayleyLBFGS": ["memory", "max_step", "sufficient_decrease"],
 }
 
 
@@ -177,7 +178,7 @@ def test_geoopt_losses_and_closures(name):
 
     if name != "ColumnJJacobi":  # it uses no gradient
         _named(lambda: opt.step(no_backward), "backward")
-    if name in ("GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD"):
+    if name in ("GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "CayleyLBFGS"):
         _named(lambda: opt.step(), "closure")
     assert torch.equal(x.detach(), x0)
 

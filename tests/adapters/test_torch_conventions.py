@@ -23,6 +23,7 @@ from orthoplug.adapters.geoopt import (
     RSDM,
     RSSM,
     VRJJOBCD,
+    CayleyLBFGS,
     ColumnJJacobi,
     IndefiniteStiefel,
     JOrthogonal,
@@ -32,7 +33,7 @@ from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.solvers.sigma_rules import SigmaBacktracking, SigmaFit, cost_rounding
 from orthoplug.solvers.step_rules import Constant
 
-J_OPTIMIZERS = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi")
+J_OPTIMIZERS = ("GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi", "CayleyLBFGS")
 STIEFEL_OPTIMIZERS = ("OBCD", "RSDM", "RSSM")
 ALL = J_OPTIMIZERS + STIEFEL_OPTIMIZERS
 N_J, N_ST, R_ST = 6, 8, 3
@@ -76,8 +77,8 @@ def _optimizer(name: str, params, **options):
         return ColumnJJacobi(params, c=C_J, seed=0, **options)
     if name == "RSDM":
         return RSDM(params, seed=0, **{"r": R_ST, "lr": 0.05, **options})
-    return {"GSJOBCD": GSJOBCD, "JJOBCD": JJOBCD, "OBCD": OBCD, "RSSM": RSSM}[name](
-        params, seed=0, **options)
+    return {"GSJOBCD": GSJOBCD, "JJOBCD": JJOBCD, "OBCD": OBCD, "RSSM": RSSM,
+            "CayleyLBFGS": CayleyLBFGS}[name](params, seed=0, **options)
 
 
 def _loss(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -275,7 +276,7 @@ def test_float32_starts_in_the_pymanopt_doors():
 
 # ---- closures --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD"])
+@pytest.mark.parametrize("name", ["GSJOBCD", "JJOBCD", "VRJJOBCD", "OBCD", "CayleyLBFGS"])
 def test_closure_required(name):
     x = _param(name)
     opt = _optimizer(name, [x])
@@ -309,7 +310,8 @@ def test_vrjjobcd_parameter_without_gradient():
 
 # ---- parameter groups ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["GSJOBCD", "JJOBCD", "ColumnJJacobi", "OBCD", "RSSM"])
+@pytest.mark.parametrize("name", ["GSJOBCD", "JJOBCD", "ColumnJJacobi", "CayleyLBFGS", "OBCD",
+                                  "RSSM"])
 def test_euclidean_parameters_refused_with_advice(name):
     x = _param(name)
     plain = torch.nn.Parameter(torch.zeros(3))
@@ -349,7 +351,7 @@ def test_add_param_group_validated_like_the_constructor(name):
 GROUP_OPTION = {"GSJOBCD": ("theta", 10.0), "JJOBCD": ("theta", 10.0),
                 "VRJJOBCD": ("theta", 10.0), "ColumnJJacobi": ("stabilize", 1),
                 "OBCD": ("theta", 1.0), "RSDM": ("r", 2),
-                "RSSM": ("project_step", False)}
+                "RSSM": ("project_step", False), "CayleyLBFGS": ("lr", 0.5)}
 
 
 def _three_steps(name, params_or_groups, x, **options):
