@@ -233,6 +233,7 @@ def _ultrae_case(seed, steps=STEPS):
 
 CASES = {
     "JJOBCD": lambda seed, steps=STEPS: _jorth_case("JJOBCD", seed, True, steps),
+    "CayleyLBFGS": lambda seed, steps=STEPS: _jorth_case("CayleyLBFGS", seed, True, steps),
     "GSJOBCD": lambda seed, steps=STEPS: _jorth_case("GSJOBCD", seed, True, steps,
                                                      average_gradients=False),
     "JJOBCD fixed sigma": lambda seed, steps=STEPS: _jorth_case("JJOBCD", seed, False, steps,

@@ -196,6 +196,7 @@ GEOOPT = {  # registry name: (parameter, loss, options)
     "VRJJOBCD": (_jorth_param, _rows_loss,
                  dict(num_components=40, sigma_rule=_LIP_SUM, batch_size=10, small_batch=3)),
     "ColumnJJacobi": (_jorth_param, _SPD_LOSS, dict(c=C_SPD, pairs="random")),
+    "CayleyLBFGS": (_jorth_param, _SPD_LOSS, {}),
     "OBCD": (_stiefel_param, _PCA_LOSS, dict(h=L1(0.05))),
     "RSSM": (_stiefel_param, _PCA_LOSS, {}),
     "RSDM": (_stiefel_param, _PCA_LOSS, dict(r=3)),
