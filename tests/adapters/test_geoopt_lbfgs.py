@@ -26,14 +26,17 @@ def _setup(family: str, p: int, seed: int = 0):
     return prob, manifold, x0
 
 
-def _closure(opt, params, cost, calls: list | None = None):
+def _closure(opt, params, cost, calls: list | None = None, spoil=None):
+    """The summed loss of ``params``; each call's loss is appended to ``calls``, and
+    ``spoil(k, loss)`` (after the backward of the k-th call, from 1) gives what it returns."""
+    calls = [] if calls is None else calls
+
     def closure():
         opt.zero_grad()
         loss = sum(cost(x) for x in params)
         loss.backward()
-        if calls is not None:
-            calls.append(float(loss.detach()))
-        return loss
+        calls.append(float(loss.detach()))
+        return loss if spoil is None else spoil(len(calls), loss)
     return closure
 
 
@@ -131,15 +134,8 @@ def test_non_finite_trial_loss_is_a_rejection():
     prob, manifold, x0 = _setup("quartic", 4)
     x = geoopt.ManifoldParameter(x0.clone(), manifold=manifold)
     opt = go.CayleyLBFGS([x])
-    calls: list = []
-
-    def closure():
-        opt.zero_grad()
-        loss = prob.torch_cost(x)
-        loss.backward()
-        calls.append(float(loss.detach()))
-        return loss * float("inf") if len(calls) == 2 else loss
-
+    closure = _closure(opt, [x], prob.torch_cost,
+                       spoil=lambda k, loss: loss * float("inf") if k == 2 else loss)
     opt.step(closure)
     assert opt.info()["trials"] >= 2
     assert float(prob.torch_cost(x.detach())) < float(prob.torch_cost(x0))
@@ -149,17 +145,13 @@ def test_non_finite_gradient_at_the_accepted_trial_restores_the_start():
     prob, manifold, x0 = _setup("logcosh", 4)
     x = geoopt.ManifoldParameter(x0.clone(), manifold=manifold)
     opt = go.CayleyLBFGS([x])
-    calls: list = []
 
-    def closure():
-        opt.zero_grad()
-        loss = prob.torch_cost(x)
-        loss.backward()
-        calls.append(1)
-        if len(calls) >= 2:
+    def spoil(k, loss):
+        if k >= 2:  # every trial's gradient
             x.grad[0, 0] = float("nan")
         return loss
 
+    closure = _closure(opt, [x], prob.torch_cost, spoil=spoil)
     with pytest.raises(FloatingPointError, match="non-finite gradient of parameter 0"):
         opt.step(closure)
     assert torch.equal(x.detach(), x0)
