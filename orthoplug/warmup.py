@@ -16,7 +16,8 @@ __all__ = ["warm_up"]
 def warm_up() -> None:
     """Compile (or load from numba's cache) every compiled kernel, by running each solver that
     has one for a few iterations on a tiny problem: column J-Jacobi (cyclic and random orders),
-    the GS-JOBCD pair loop with its orders, the single 2×2 J-orthogonal and O(2) solves,
+    the GS-JOBCD pair loop with its orders, the single and batched 2×2 J-orthogonal solves, the
+    single O(2) solve,
     J-JOBCD's matching, stale-gradient and Hessian-model sweeps, the OBCD pair loop with its
     greedy order, SparseOBCD's column sweep and partition search (and its move gains), the RCD
     sweep and the DPCP column pass."""
@@ -35,6 +36,7 @@ def warm_up() -> None:
     from orthoplug.solvers.row_partition import row_move_gains
     from orthoplug.solvers.rssm import RSSM
     from orthoplug.solvers.sparse_obcd import SparseOBCD
+    from orthoplug.subproblems.jorth2 import solve_jorth2x2
 
     c = torch.eye(4, dtype=torch.float64) + 0.1
     x = torch.eye(4, dtype=torch.float64)
@@ -43,6 +45,8 @@ def warm_up() -> None:
         ColumnJJacobi(pairs=pairs, seed=0, max_iterations=2).run(QuadraticOracle(c), x, j_geo)
     for options in ({}, {"pairs": "greedy"}):
         GSJOBCD(**options, seed=0, max_iterations=2).run(QuadraticOracle(c), x, j_geo)
+    solve_jorth2x2(torch.tensor([[1.0, -1.0], [1.0, 1.0]]),  # the batched 2×2 solve (K = 2)
+                   torch.ones(2, 2, 2, dtype=torch.float64), s=1.0)
     plain = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y))
     hessian = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y),
                              hessian=lambda y, u: 2.0 * (c @ u))
