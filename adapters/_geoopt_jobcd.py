@@ -73,16 +73,7 @@ from orthoplug.solvers.jjacobi import ColumnJacobi
 from orthoplug.solvers.jobcd import SIDES
 from orthoplug.solvers.jobcd_steps import PageSchedule, jacobi_step
 from orthoplug.solvers.pairs import PairQueue, check_matchings, resolve_matchings
-from orthoplug.solvers.sigma_rules import (
-    SigmaBacktracking,
-    SigmaFixed,
-    SigmaRule,
-    as_sigma_rule,
-    cost_rounding,
-    estimate_bb,
-    estimate_lipschitz,
-    start_sigma_rule,
-)
+from orthoplug.solvers.sigma_rules import SigmaFixed, SigmaRule, as_sigma_rule
 
 from ._geoopt_base import _GeometryManifold
 from ._torch import OrthoplugOptimizer, check_number
@@ -187,50 +178,6 @@ class _JOBCDOptimizer(OrthoplugOptimizer):
                       if "sigma_start" in self.state[p]), {})
         return {"side": "column" if self.column else "row", "sigma_rule": repr(self.sigma_rule),
                 "sigma_start": first.get("sigma_start")}
-
-    def _start_rules(self, closure, grads) -> None:
-        """Start the σ rule of every parameter that has none yet
-        (:func:`~orthoplug.solvers.sigma_rules.start_sigma_rule`; no known Lipschitz constant),
-        the estimate of the first σ taken once for all of them together."""
-        fresh = [p for p in grads if "sigma" not in self.state[p]]
-        if not fresh:
-            return
-        x = [p.detach().clone() for p in fresh]
-        g = [grads[p] for p in fresh]
-
-        def gradient_at(points):
-            try:
-                for p, value in zip(fresh, points, strict=True):
-                    p.copy_(value)
-                self._loss(closure)
-                out = self._grads()
-            finally:
-                self._restore(dict(zip(fresh, x, strict=True)))
-            return [out[p] for p in fresh]
-
-        def estimate(adaptive: bool) -> float:
-            if adaptive:
-                return estimate_bb(x, g, gradient_at)
-            return estimate_lipschitz(x, g, gradient_at,
-                                      [self.generator(p.device) for p in fresh])
-
-        cache: dict = {}
-
-        def estimate_once(adaptive: bool) -> float:
-            if adaptive not in cache:
-                cache[adaptive] = estimate(adaptive)
-            return cache[adaptive]
-
-        for p in fresh:
-            rule = start_sigma_rule(self.sigma_rule, None, estimate_once, p.dtype)
-            self.state[p].update(rule.state_dict(), sigma_start=rule.sigma)
-
-    def _rule(self, group, p) -> SigmaBacktracking:
-        """The σ rule of ``p`` continued from the parameter's state."""
-        state = self.state[p]
-        rule = self.sigma_rule.start(state["sigma"], rtol=cost_rounding(p.dtype))
-        rule.load_state_dict(state)
-        return rule
 
     def _oriented(self, t: torch.Tensor) -> torch.Tensor:
         """Column pairs of X are row pairs of Xᵀ (with the gradient ∇fᵀ)."""

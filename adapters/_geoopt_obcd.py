@@ -1,8 +1,9 @@
 """OBCD as a torch optimizer over geoopt Stiefel ``ManifoldParameter``\\ s.
 
-``OBCD(params, h=L1(1e-3), pairs="jacobi"|"random"|"cyclic")``: each ``step(closure)``
+``OBCD(params, h=L1(1e-3), pairs=None|"jacobi"|"random"|"cyclic")``: each ``step(closure)``
 updates every matrix of every (possibly batched) parameter — a random perfect matching of its
-rows (``"jacobi"``, the default), or one row pair per matrix (uniformly random, ``"random"``,
+rows (``"jacobi"``, what the default ``None`` resolves to), or one row pair per matrix
+(uniformly random, ``"random"``,
 drawn in batches of 1024 iterations as the core solver does, or the next pair of the
 lexicographic sweep, ``"cyclic"``) — by
 :func:`orthoplug.solvers.obcd.scalar_pair_step`, the exact O(2) subproblem
@@ -17,18 +18,21 @@ The pairs come from the optimizer's generator (:class:`~adapters._torch.Orthoplu
 parameters in order) through the core's draw functions
 (:func:`~orthoplug.solvers.pairs.draw_random_pairs`, :func:`~orthoplug.solvers.pairs.cyclic_pairs`,
 :func:`~orthoplug.solvers.pairs.random_matching`), so with one parameter holding one matrix, the
-same seed, start and a fixed σ, N ``step(closure)`` calls give the iterates of N block updates
-of :class:`orthoplug.solvers.obcd.OBCD` with ``curvature="scalar"`` (a step is one update, as
-torch.optim counts; the core solver's iteration is ``⌈n/2⌉`` of them when its oracle reads
-gradient rows, ``docs/guide/options.md``).
+same seed, start and options — the defaults included — N ``step(closure)`` calls give the
+iterates of N block updates of :class:`orthoplug.solvers.obcd.OBCD` with
+``curvature="scalar"`` on a cost without row gradients (e.g. pymanopt's autodiff problem; a
+step is one update, as torch.optim counts; the core solver's iteration is ``⌈n/2⌉`` of them
+when its oracle reads gradient rows, ``docs/guide/options.md``).
 
-**Why Jacobi by default** (the core solver's default is ``"random"``; the one default that
-differs between the two front-ends): a step of this optimizer
-pays for a full gradient (the closure's ``backward``), whatever rows it moves. The core solver
-draws one pair per iteration because its quadratic oracle gives the two gradient rows of that
-pair in ``O(nr)``; here one pair would use 2 of the n gradient rows and discard the rest, so a
-training loop of T steps would move each row about 2T/n times. The Jacobi matching moves all
-rows (⌊n/2⌋ disjoint pairs, one batched solve) for the same gradient.
+**Pair order** (``pairs=None``, the core solver's default and rule,
+:func:`~orthoplug.solvers.obcd.default_pair_order`): ``"random"`` when an update reads gradient
+rows without a full gradient, else ``"jacobi"``. A step of this optimizer pays for a full
+gradient (the closure's ``backward``) whatever rows it moves, so here the rule always gives
+``"jacobi"`` (:meth:`OBCD.info`): one pair would use 2 of the n gradient rows and discard the
+rest, so a training loop of T steps would move each row about 2T/n times, while the matching
+moves all rows (⌊n/2⌋ disjoint pairs, one batched solve) for the same gradient. The core
+solver draws random pairs when its quadratic oracle gives the two gradient rows of a pair in
+``O(nr)``.
 
 **lr** (every group, default 1; read at every step, so torch's schedulers work): the
 subproblem's quadratic coefficients are divided by it, ``σ_eff = σ/lr`` and ``θ_eff = θ/lr``, so
@@ -40,10 +44,18 @@ own optimizer (e.g. ``torch.optim.SGD``).
 
 ``step(closure)`` needs a closure that zeroes the gradients, computes the loss, calls
 ``backward()`` and returns it (``ValueError`` without one or if it writes no gradient).
-With ``sigma=None`` σ starts at ``sigma0`` and is doubled (the
-step redone) until the loss at the new point is below the linear-plus-quadratic model
-(:class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking`, one σ per parameter, saved in
-``state_dict``), which costs one extra closure call per step; pass ``sigma`` to skip it. The step
+**σ rule** (``sigma_rule``, default ``"backtracking"`` as in the core solver): the core
+solver's rule objects (:mod:`orthoplug.solvers.sigma_rules`), started by
+:func:`~orthoplug.solvers.sigma_rules.start_sigma_rule` as the core starts them. A closure
+declares no σ, so a rule without ``sigma0`` starts at the core's local estimate at the start
+point (one more closure call, at the first step only; the first σ is ``sigma_start`` in the
+parameter's state and in :meth:`OBCD.info`). A checked rule
+(:class:`~orthoplug.solvers.sigma_rules.SigmaBacktracking`,
+:class:`~orthoplug.solvers.sigma_rules.SigmaFit`) redoes a step with a larger σ until the loss
+at the new point is below the linear-plus-quadratic model (up to the dtype's rounding,
+:func:`~orthoplug.solvers.sigma_rules.cost_rounding`), which costs one extra closure call per
+trial; a number (a fixed σ, e.g. 0 for a concave loss) skips the check. One started rule per
+parameter, its state in the parameter's ``state`` (``state_dict``). The step
 returns the loss at the old point; ``optimizer.last_h`` holds ``h`` at the new point. A
 non-finite loss or gradient raises ``FloatingPointError`` naming it, with the parameters left at
 their last values.
@@ -54,9 +66,7 @@ their last values.
 pairs and the cached ``CX``), and a closure is an arbitrary loss: here the curvature is
 the scalar one, ``σ‖X[B]‖₂²``. ``k > 2`` with ``sweeps`` (the local solve of a k-row block)
 evaluates f at many trial points of the block per step, each a closure call here; the
-Jacobi matching already moves every row per gradient. ``sigma0`` and ``max_backtracks`` exist only
-here: the core starts σ from the known Lipschitz constant or a secant estimate, which a
-closure does not give.
+Jacobi matching already moves every row per gradient.
 
 Under ``torch.distributed`` the descent check uses the loss averaged over the process group and
 the gradients are averaged after each closure call (see :mod:`orthoplug.distributed`), so all
@@ -72,9 +82,9 @@ import geoopt
 import torch
 
 from orthoplug.nonsmooth import SeparableTerm, Zero
-from orthoplug.solvers.obcd import require_compiled_search, scalar_pair_step
+from orthoplug.solvers.obcd import default_pair_order, require_compiled_search, scalar_pair_step
 from orthoplug.solvers.pairs import cyclic_pairs, draw_random_pairs, random_matching
-from orthoplug.solvers.sigma_rules import MAX_REJECTIONS, SigmaBacktracking, cost_rounding
+from orthoplug.solvers.sigma_rules import SigmaRule, as_sigma_rule
 
 from ._torch import OrthoplugOptimizer, check_number
 
@@ -89,13 +99,14 @@ class OBCD(OrthoplugOptimizer):
             (..., n, r) with n ≥ 2; they must be feasible (and ``h`` finite there) at the first
             step.
         h: separable nonsmooth term (default zero).
-        pairs: ``"jacobi"`` (default: a perfect matching of the rows per matrix per step),
+        pairs: ``None`` (default: the core solver's rule, which for a closure gives
+            ``"jacobi"``), ``"jacobi"`` (a perfect matching of the rows per matrix per step),
             ``"random"`` (one pair per matrix per step) or ``"cyclic"``.
         theta: proximal weight θ > 0 (default 1e-5).
-        sigma: scalar curvature constant σ ≥ max(0, λ_max(∇²loss)); None: backtracking from
-            ``sigma0``.
-        sigma0: the first σ of the backtracking.
-        max_backtracks: consecutive doublings of σ before the step gives up.
+        sigma_rule: the σ rule of ``ς = σ‖X[B]‖₂²``: ``"backtracking"`` (default), ``"fit"``,
+            a rule object of :mod:`orthoplug.solvers.sigma_rules` or a number (a fixed σ ≥
+            max(0, λ_max(∇²loss)) majorises; no check). Without ``sigma0`` in the rule σ starts
+            at a local estimate (module docstring).
         lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move), default 1.
         stabilize: ``projx`` every this many steps (``None``: never).
         seed: seed of the pair choices (``None``: random, the same on every rank).
@@ -107,23 +118,23 @@ class OBCD(OrthoplugOptimizer):
     pair_orders = ("jacobi", "random", "cyclic")
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
-                 *, h: SeparableTerm | None = None, pairs: str = "jacobi",
-                 theta: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
-                 max_backtracks: int = MAX_REJECTIONS, lr: float = 1.0,
+                 *, h: SeparableTerm | None = None, pairs: str | None = None,
+                 theta: float = 1e-5, sigma_rule: SigmaRule = "backtracking", lr: float = 1.0,
                  stabilize: int | None = None, seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):
             raise ValueError(f"h must be a separable term of orthoplug.nonsmooth, got {h!r}")
-        if pairs not in self.pair_orders:
-            raise ValueError(f"unknown pairs {pairs!r}; choose from "
-                             f"{self.pair_orders}")
-        check_number("max_backtracks", max_backtracks, integer=True)
-        self.h, self.pairs, self.max_backtracks = h, pairs, max_backtracks
+        if pairs is not None and pairs not in self.pair_orders:
+            raise ValueError(f"unknown pairs {pairs!r}; choose from None (the core solver's "
+                             f"rule) or {self.pair_orders}")
+        self.sigma_rule = as_sigma_rule(sigma_rule)
+        # every step pays a full gradient (the closure): the rule gives the Jacobi order
+        self.pairs = pairs or default_pair_order(2, row_gradients=False)
+        self.h = h
         self.last_h = 0.0
-        super().__init__(params, dict(sigma=sigma, theta=theta, sigma0=sigma0, lr=lr,
-                                      stabilize=stabilize), seed=seed,
+        super().__init__(params, dict(theta=theta, lr=lr, stabilize=stabilize), seed=seed,
                          process_group=process_group, replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
         self._initial_replica_check()
@@ -131,9 +142,6 @@ class OBCD(OrthoplugOptimizer):
     def _check_group(self, group):
         super()._check_group(group)
         check_number("theta", group["theta"], strict=True)
-        if group["sigma"] is not None:
-            check_number("sigma", group["sigma"])
-        check_number("sigma0", group["sigma0"], strict=True)
         for p in group["params"]:
             manifold = p.manifold if isinstance(p, geoopt.ManifoldTensor) else None
             if not (isinstance(p, geoopt.ManifoldParameter)
@@ -155,15 +163,13 @@ class OBCD(OrthoplugOptimizer):
                 raise ValueError(f"OBCD: infeasible start point for {self.h!r} (h = inf, e.g. "
                                  "negative entries for NonNegative)")
 
-    def _rule(self, group, p) -> SigmaBacktracking:
-        """The parameter's σ rule (restored from its state)."""
-        known = group["sigma"]
-        rule = SigmaBacktracking(group["sigma0"] if known is None else known,
-                                 checked=known is None, max_backtracks=self.max_backtracks,
-                                 rtol=cost_rounding(p.dtype))
-        if "sigma" in self.state[p]:
-            rule.load_state_dict(self.state[p]["sigma"])
-        return rule
+    def info(self) -> dict:
+        """The resolved choices: the pair order, the σ rule and, once a step was taken, the
+        first σ of the first parameter (``result.info`` of the core solver reports the same)."""
+        first = next((self.state[p] for g in self.param_groups for p in g["params"]
+                      if "sigma_start" in self.state[p]), {})
+        return {"pairs": self.pairs, "sigma_rule": repr(self.sigma_rule),
+                "sigma_start": first.get("sigma_start")}
 
     def _draw(self, p, n: int, nb: int) -> torch.Tensor:
         """This step's pairs of the parameter's ``nb`` matrices, ``(nb, m, 2)``."""
@@ -195,6 +201,7 @@ class OBCD(OrthoplugOptimizer):
         self._check_start()
         loss, f0 = self._loss(closure)
         grads = self._grads()
+        self._start_rules(closure, grads)  # before the draws, as the core solver's setup
         plans = []
         for group in self.param_groups:
             if self._check_lr(group["lr"]) == 0:
@@ -229,7 +236,8 @@ class OBCD(OrthoplugOptimizer):
 
         self._majoriser_step(closure, f0, [rule for *_, rule in plans], propose)
         for _, p, *_, rule in plans:
-            self.state[p]["sigma"] = rule.state_dict()
+            if rule.checked:
+                self.state[p].update(rule.state_dict())
         self.last_h = float(sum(float(self.h.value(p.detach()).sum()) for _, p, *_ in plans))
         self._end_step()
         return loss

@@ -15,11 +15,13 @@ The pymanopt ``Problem``'s cost is the smooth part ``f``; the nonsmooth part is 
     result = OBCD(h=L1(1e-3), max_iterations=2000).run(pymanopt.Problem(manifold, cost))
     result.cost, result.h_value, result.f_value     # F = f + h, and its parts
 
-With the problem's autodiff oracle every block update evaluates the full gradient (and, without
-a known Lipschitz constant, the cost for backtracking), and one update is one iteration; for
-``f = s·tr(XᵀCXD)`` pass ``run(problem, oracle=QuadraticOracle(C, D, s))`` for the fast path
-(two gradient rows per update, the exact block curvature, and ``⌈n/k⌉`` updates, one pass over
-the rows, per iteration: ``docs/guide/options.md``, "What one iteration is").
+With the problem's autodiff oracle every update evaluates the full gradient (and, without a
+known Lipschitz constant, the cost to check σ), so the default pair order is the Jacobi
+matching (⌊n/2⌋ disjoint pairs per gradient, one iteration), the order the geoopt optimizer
+takes too; for ``f = s·tr(XᵀCXD)`` pass ``run(problem, oracle=QuadraticOracle(C, D, s))`` for
+the fast path (random pairs of two gradient rows each, the exact block curvature, and ``⌈n/k⌉``
+updates, one pass over the rows, per iteration: ``docs/guide/options.md``, "What one iteration
+is").
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.nonsmooth import SeparableTerm
 from orthoplug.solvers import obcd as _obcd
 from orthoplug.solvers import sparse_obcd
+from orthoplug.solvers.sigma_rules import SigmaRule
 
 from ._pymanopt_base import SolverOptimizer
 
@@ -48,10 +51,14 @@ class OBCD(SolverOptimizer):
     Args:
         h: the separable nonsmooth term (default zero).
         k: block size, ``2 ≤ k ≤ n``.
-        pairs: ``"random"``, ``"cyclic"`` or ``"jacobi"``.
+        pairs: ``None`` (default: ``"random"`` with a row-gradient oracle such as
+            ``QuadraticOracle``, ``"jacobi"`` with the problem's autodiff cost;
+            ``result.solver_result.info["pairs"]``), ``"random"``, ``"cyclic"``, ``"jacobi"``
+            or ``"greedy"``.
         curvature: ``"exact"`` or ``"scalar"``.
         theta: proximal weight θ > 0.
-        sigma: fixed scalar curvature σ (``None``: the solver's rule).
+        sigma_rule: the σ rule of the scalar curvature (:mod:`orthoplug.solvers.sigma_rules`):
+            ``"backtracking"`` (default), ``"fit"``, a rule object or a number (a fixed σ).
         sweeps: pair sweeps of the local method (k > 2, h ≠ 0).
         refresh_every: recompute the fast path's ``CX`` every this many block updates.
         candidates: pairs compared per greedy update.
@@ -65,9 +72,9 @@ class OBCD(SolverOptimizer):
     geometries = (StiefelGeometry,)
 
     def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
-                 pairs: str = "random", curvature: str = "exact", theta: float = 1e-5,
-                 sigma: float | None = None, sweeps: int = 2, refresh_every: int = 10_000,
-                 candidates: int = 8,
+                 pairs: str | None = None, curvature: str = "exact", theta: float = 1e-5,
+                 sigma_rule: SigmaRule = "backtracking", sweeps: int = 2,
+                 refresh_every: int = 10_000, candidates: int = 8,
                  max_time: float = 1000, max_iterations: int = 1000,
                  min_gradient_norm: float = 1e-6, verbosity: int = 0, log_verbosity: int = 0,
                  seed: int | None = None, eval_every: int | None = None,
@@ -79,7 +86,7 @@ class OBCD(SolverOptimizer):
                          stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
                          target_cost=target_cost,
                          h=h, k=k, pairs=pairs, curvature=curvature, theta=theta,
-                         sigma=sigma, sweeps=sweeps, refresh_every=refresh_every,
+                         sigma_rule=sigma_rule, sweeps=sweeps, refresh_every=refresh_every,
                          candidates=candidates)
 
     def run(self, problem, *, initial_point=None, oracle=None):

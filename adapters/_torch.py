@@ -40,6 +40,13 @@ import torch
 
 from orthoplug.distributed import DataParallelOptimizer, shared_seed
 from orthoplug.geometry.stiefel import StiefelGeometry
+from orthoplug.solvers.sigma_rules import (
+    SigmaBacktracking,
+    cost_rounding,
+    estimate_bb,
+    estimate_lipschitz,
+    start_sigma_rule,
+)
 
 from ._geoopt_base import _GeometryManifold
 
@@ -367,6 +374,52 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
                                          f"{self.steps_taken}; the parameters are those "
                                          "before the step") from err
             self._restore(old)
+
+    def _start_rules(self, closure, grads) -> None:
+        """Start the optimizer's σ rule (``self.sigma_rule``, the majoriser optimizers) for every
+        parameter that has none yet (:func:`~orthoplug.solvers.sigma_rules.start_sigma_rule`; a
+        closure declares no Lipschitz constant), the estimate of the first σ taken once for all
+        of them together from the closure at a nearby point; the rule's state and first σ
+        (``sigma_start``) go into the parameter's ``state``."""
+        fresh = [p for p in grads if "sigma" not in self.state[p]]
+        if not fresh:
+            return
+        x = [p.detach().clone() for p in fresh]
+        g = [grads[p] for p in fresh]
+
+        def gradient_at(points):
+            try:
+                for p, value in zip(fresh, points, strict=True):
+                    p.copy_(value)
+                self._loss(closure)
+                out = self._grads()
+            finally:
+                self._restore(dict(zip(fresh, x, strict=True)))
+            return [out[p] for p in fresh]
+
+        def estimate(adaptive: bool) -> float:
+            if adaptive:
+                return estimate_bb(x, g, gradient_at)
+            return estimate_lipschitz(x, g, gradient_at,
+                                      [self.generator(p.device) for p in fresh])
+
+        cache: dict = {}
+
+        def estimate_once(adaptive: bool) -> float:
+            if adaptive not in cache:
+                cache[adaptive] = estimate(adaptive)
+            return cache[adaptive]
+
+        for p in fresh:
+            rule = start_sigma_rule(self.sigma_rule, None, estimate_once, p.dtype)
+            self.state[p].update(rule.state_dict(), sigma_start=rule.sigma)
+
+    def _rule(self, group, p) -> SigmaBacktracking:
+        """The σ rule of ``p`` continued from the parameter's state."""
+        state = self.state[p]
+        rule = self.sigma_rule.start(state["sigma"], rtol=cost_rounding(p.dtype))
+        rule.load_state_dict(state)
+        return rule
 
     @staticmethod
     def _restore(old: dict) -> None:

@@ -18,9 +18,9 @@ block update (each reads a full gradient); one matching for the Jacobi order. ``
 * ``Q``: ``curvature="exact"`` uses ``Q = Q̲ = 2s (Z D Zᵀ) ⊗ C_BB`` for quadratic
   ``f = s·tr(XᵀCXD)`` (:class:`~orthoplug.oracles.core.QuadraticOracle`; any inertia, so for
   SPCA the step is an exact block minimisation of ``F`` plus the tiny prox) when ``k = 2``;
-  otherwise ``Q = ς I`` with ``ς = σ ‖Z‖₂²`` and σ ≥ max(0, λ_max(∇²f)) — 0 for concave quadratic
-  ``f``, the oracle's Lipschitz constant otherwise, or (unknown) a local estimate doubled until
-  ``f(X⁺) ≤ f(X) + ⟨V − I, G⟩ + ς/2‖V − I‖²`` holds.
+  otherwise ``Q = ς I`` with ``ς = σ ‖Z‖₂²`` and σ from ``sigma_rule`` (below): a majoriser
+  when σ ≥ max(0, λ_max(∇²f)), and a checked rule tests
+  ``f(X⁺) ≤ f(X) + ⟨V − I, G⟩ + ς/2‖V − I‖²`` (up to rounding, ``cost_rounding``) otherwise.
 * Subproblem: ``k = 2`` — the exact global solver :func:`~orthoplug.subproblems.o2.solve_o2`
   (``O(r log r)``); ``k > 2, h = 0`` (scalar Q) — the closed form ``V = −polar(G − (ς+θ)I)``;
   ``k > 2, h ≠ 0`` — a local method: sweeps of exact 2×2 rotations/reflections of pairs of the
@@ -35,7 +35,19 @@ block update (each reads a full gradient); one matching for the Jacobi order. ``
   ``∇²f`` couples pairs). Not in the paper. ``"greedy"`` (``k = 2``, exact curvature, quadratic
   f on float64 CPU tensors): Gauss–Southwell type, each update solves the subproblems of
   ``candidates`` random pairs and applies the one with the largest model decrease
-  ``K(I) − K(V)``. Not in the paper.
+  ``K(I) − K(V)``. Not in the paper. The default ``pairs=None`` is resolved once per run from
+  what an update costs (:func:`default_pair_order`): ``"random"`` when the tracker reads
+  gradient rows without a full gradient (the fast path) or ``k > 2``, else ``"jacobi"`` (every
+  update pays a full gradient, so one matching moves all rows for it). ``info["pairs"]``
+  reports the order taken; the geoopt optimizer, whose every step pays a full gradient (the
+  closure), resolves the same rule to ``"jacobi"``.
+* σ (``sigma_rule``, the rule objects of :mod:`orthoplug.solvers.sigma_rules`; default
+  ``"backtracking"``): started by :func:`~orthoplug.solvers.sigma_rules.start_sigma_rule` with
+  the known σ of :func:`safe_sigma` — 0 for concave quadratic f, else the oracle's Lipschitz
+  constant (then σ is fixed and no step is checked) — else at a local estimate at ``X₀``,
+  doubled until the sufficient-decrease test holds. The geoopt optimizer starts the same rule
+  the same way (a closure declares no σ: the estimate, from the same generator), so the two
+  front-ends take the same steps from the same seed and start.
 * Fast path (quadratic f): only the k gradient rows ``2s(CX)[B]D`` are read and ``CX`` is updated
   in ``O(n k r)`` after each change (:class:`~orthoplug.oracles.core.QuadraticTracker`),
   recomputed every ``refresh_every`` block updates against drift. Per update (k = 2):
@@ -87,8 +99,10 @@ from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 
 from .base import IterativeSolver, Run, ScalarCurvature, SolverResult
 from .pairs import PAIR_BATCH, PairQueue, random_matching
+from .sigma_rules import SigmaRule, as_sigma_rule
 
-__all__ = ["OBCD", "safe_sigma", "local_block_solve", "scalar_pair_step", "require_compiled_search"]
+__all__ = ["OBCD", "default_pair_order", "safe_sigma", "local_block_solve", "scalar_pair_step",
+           "require_compiled_search"]
 
 
 def safe_sigma(oracle) -> float | None:
@@ -104,6 +118,17 @@ def safe_sigma(oracle) -> float | None:
                                                        else lam_c.min()) <= 0:
             return 0.0  # s·C ⪯ 0 and D ⪰ 0: f is concave
     return oracle.lipschitz
+
+
+def default_pair_order(k: int, row_gradients: bool) -> str:
+    """The pair order of ``pairs=None``, chosen from what a block update costs.
+
+    ``"random"`` when the gradient rows of a block cost only those rows (``row_gradients``:
+    :attr:`~orthoplug.oracles.core.Tracker.row_gradients`, a quadratic f) or ``k > 2``;
+    otherwise ``"jacobi"``: every update pays a full gradient, and a random perfect matching
+    moves all ⌊n/2⌋ pairs for it (one pair would use 2 of its n rows).
+    """
+    return "random" if row_gradients or k != 2 else "jacobi"
 
 
 def require_compiled_search(x: torch.Tensor, who: str) -> None:
@@ -178,24 +203,51 @@ def local_block_solve(p: torch.Tensor, z: torch.Tensor, h: SeparableTerm,
 
 
 class OBCD(ScalarCurvature, IterativeSolver):
-    """OBCD for ``f + h`` on St(n, r) (see the module docstring for the method).
+    """OBCD: row-block coordinate descent for ``min f(X) + h(X)`` over St(n, r), h separable
+    (the module docstring gives the surrogate and its guarantees).
+
+    **One iteration** is one pass over the rows, about one full gradient's work: ``⌈n/k⌉``
+    block updates ``X[B] ← V X[B]`` (``V ∈ O(k)``, each never increasing ``F = f + h``) when the
+    tracker reads gradient rows without a full gradient (a
+    :class:`~orthoplug.oracles.core.QuadraticOracle`), else one update, or one matching of
+    ⌊n/2⌋ disjoint pairs for the Jacobi order.
+
+    **Cost per iteration:** fast path (quadratic f, k = 2) ``⌈n/2⌉ ×`` (two gradient rows, the
+    ``O(r log r)`` O(2) search and an ``O(n r)`` update of ``CX``) = ``O(n² r)``; any other
+    oracle one full gradient plus the subproblems (Jacobi: ⌊n/2⌋ of them in one batched search),
+    and for a checked σ rule one cost value per trial.
+
+    **When to pick it:** a nonsmooth separable h (ℓ0, ℓ1, capped ℓ1, ``X ≥ 0``) on St(n, r),
+    where each pair step is the exact global minimiser of its majoriser (it lands on zeros and
+    keeps feasibility exactly); for quadratic f (sparse / nonnegative PCA) the fast path makes
+    an iteration as cheap as one gradient. For smooth costs without h a Riemannian gradient
+    method (RSDM, pymanopt's CG) moves all entries per gradient instead.
 
     Args:
         h: separable nonsmooth term (:mod:`orthoplug.nonsmooth`; default :class:`Zero`).
         k: block size, ``2 ≤ k ≤ n`` (default 2: exact subproblems for every h).
-        pairs: the pair / block order, deterministic given ``seed``. Per block update
-            (k = 2, fast path): ``"random"`` (default; uniform pairs, drawn 1024 at a time from
-            the run's generator) and ``"cyclic"`` (all pairs in lexicographic order) cost one
-            model (``O(r)``), one O(2) search (``O(r log r)``) and one row update of X and
-            ``CX`` (``O(n r)``); ``"greedy"`` (k = 2, exact curvature, quadratic f, float64 CPU)
-            costs ``candidates`` models and searches plus one row update — worth it when the
-            ``O(n r)`` update dominates, i.e. n ≫ candidates · log r; ``"jacobi"`` (k = 2) one
-            full gradient plus ⌊n/2⌋ batched searches.
+        pairs: the pair / block order, deterministic given ``seed``. ``None`` (default): by
+            what an update costs (:func:`default_pair_order`, resolved at the start of a run and
+            reported in ``info["pairs"]``): ``"random"`` when the tracker reads gradient rows
+            without a full gradient or k > 2, else ``"jacobi"``. Per block update (k = 2, fast
+            path): ``"random"`` (uniform pairs, drawn 1024 at a time from the run's generator)
+            and ``"cyclic"`` (all pairs in lexicographic order) cost one model (``O(r)``), one
+            O(2) search (``O(r log r)``) and one row update of X and ``CX`` (``O(n r)``);
+            ``"greedy"`` (k = 2, exact curvature, quadratic f, float64 CPU) costs
+            ``candidates`` models and searches plus one row update — worth it when the
+            ``O(n r)`` update dominates, i.e. n ≫ candidates · log r; ``"jacobi"`` (k = 2,
+            scalar curvature) one full gradient plus ⌊n/2⌋ batched searches.
         candidates: pairs compared per greedy update (default 8; ignored otherwise).
-        curvature: ``"exact"`` (default: ``Q̲`` when f is quadratic and k = 2) or ``"scalar"``.
+        curvature: ``"exact"`` (default: ``Q̲`` when f is quadratic, k = 2 and the order is not
+            Jacobi) or ``"scalar"``.
         theta: proximal weight θ > 0 (default 1e-5).
-        sigma: σ of the scalar curvature ``ς = σ‖Z‖₂²``; default :func:`safe_sigma`, else
-            estimated with backtracking.
+        sigma_rule: the σ of the scalar curvature ``ς = σ‖Z‖₂²`` (not used by the exact
+            curvature): a rule object of :mod:`orthoplug.solvers.sigma_rules`, ``"backtracking"``
+            (default), ``"fit"`` or a number (a fixed σ, never checked). Without a ``sigma0`` in
+            the rule σ starts at :func:`safe_sigma` if the oracle gives one (0 for concave
+            quadratic f, else its Lipschitz constant; fixed unless the rule is adaptive), else
+            at a local estimate at ``X₀`` (:func:`~orthoplug.solvers.sigma_rules.start_sigma_rule`),
+            and a checked rule doubles or refits σ until the sufficient-decrease test holds.
         sweeps: pair sweeps of the local method (k > 2, h ≠ 0).
         refresh_every: recompute the fast path's ``CX`` every this many block updates.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
@@ -205,12 +257,6 @@ class OBCD(ScalarCurvature, IterativeSolver):
     Raises:
         ValueError: invalid options; at run time: a manifold other than St(n, r), ``k > n``, an
             initial point where ``h`` is infinite (e.g. negative entries for NonNegative).
-
-    Cost per block update (k = 2): with a :class:`~orthoplug.oracles.core.QuadraticOracle` two
-    gradient rows, an ``O(nr)`` update of ``CX`` and the ``O(r log r)`` breakpoint search of the
-    exact O(2) subproblem, so an iteration of ``⌈n/2⌉`` updates costs ``O(n² r)``, a gradient's
-    worth; with any other oracle one full gradient instead of the two rows (one update per
-    iteration). A Jacobi iteration costs one full gradient plus ⌊n/2⌋ batched subproblems.
     """
 
     name = "OBCD"
@@ -218,9 +264,9 @@ class OBCD(ScalarCurvature, IterativeSolver):
     pair_orders = ("random", "cyclic", "jacobi", "greedy")
 
     def __init__(self, h: SeparableTerm | None = None, *, k: int = 2,
-                 pairs: str = "random", curvature: str = "exact", theta: float = 1e-5,
-                 sigma: float | None = None, sweeps: int = 2, refresh_every: int = 10_000,
-                 candidates: int = 8, **kwargs):
+                 pairs: str | None = None, curvature: str = "exact", theta: float = 1e-5,
+                 sigma_rule: SigmaRule = "backtracking", sweeps: int = 2,
+                 refresh_every: int = 10_000, candidates: int = 8, **kwargs):
         super().__init__(**kwargs)
         h = Zero() if h is None else h
         if not isinstance(h, SeparableTerm):
@@ -228,17 +274,16 @@ class OBCD(ScalarCurvature, IterativeSolver):
                              f"subproblem and the Jacobi variant rely on it), got {h!r}")
         if not (isinstance(k, int) and k >= 2):
             raise ValueError(f"block size k must be an integer >= 2, got {k!r}")
-        if pairs not in self.pair_orders:
-            raise ValueError(f"unknown pairs {pairs!r}; choose from "
-                             f"{self.pair_orders}")
+        if pairs is not None and pairs not in self.pair_orders:
+            raise ValueError(f"unknown pairs {pairs!r}; choose from None (by the cost of an "
+                             f"update) or {self.pair_orders}")
         if pairs == "jacobi" and k != 2:
             raise ValueError("the Jacobi pair order updates disjoint pairs: it needs k = 2")
         if curvature not in ("exact", "scalar"):
             raise ValueError(f"curvature must be 'exact' or 'scalar', got {curvature!r}")
         if not (isinstance(theta, (int, float)) and theta > 0):
             raise ValueError(f"theta must be > 0 (it makes F decrease strictly), got {theta!r}")
-        if sigma is not None and not sigma >= 0:
-            raise ValueError(f"sigma must be >= 0, got {sigma}")
+        self.sigma_rule = as_sigma_rule(sigma_rule)
         if sweeps < 1:
             raise ValueError(f"sweeps must be >= 1, got {sweeps}")
         if not (isinstance(candidates, int) and 1 <= candidates <= PAIR_BATCH):
@@ -247,7 +292,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         if pairs == "greedy" and k != 2:
             raise ValueError("the greedy pair order picks row pairs: it needs k = 2")
         self.h, self.k, self.pairs = h, k, pairs
-        self.curvature, self.theta, self.sigma_user = curvature, float(theta), sigma
+        self.curvature, self.theta = curvature, float(theta)
         self.sweeps, self.refresh_every = sweeps, refresh_every
         self.candidates = candidates if pairs == "greedy" else 1
 
@@ -288,7 +333,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
     def default_eval_every(self, run: Run):
         """1 for the Jacobi pair order, else the iterations of one sweep of the ``C(n, k)`` row
         blocks capped at 1000 block updates (at least 1)."""
-        if self.pairs == "jacobi":
+        if run.pairs == "jacobi":
             return 1
         n = run.tracker.x.shape[-2]
         return max(1, min(1000, math.comb(n, self.k)) // run.updates)
@@ -298,7 +343,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         without a full gradient (:attr:`~orthoplug.oracles.core.Tracker.row_gradients`), else 1
         (each update then reads a full gradient); 1 for the Jacobi order (a matching moves every
         row)."""
-        if self.pairs == "jacobi" or not run.tracker.row_gradients:
+        if run.pairs == "jacobi" or not run.tracker.row_gradients:
             return 1
         return math.ceil(run.tracker.x.shape[-2] / self.k)
 
@@ -307,16 +352,16 @@ class OBCD(ScalarCurvature, IterativeSolver):
         x = tracker.x
         n = x.shape[0]
         run.device, run.dtype = x.device, x.dtype
+        run.pairs = self.pairs or default_pair_order(self.k, tracker.row_gradients)
         if self.k == 2 or not isinstance(self.h, Zero):
             require_compiled_search(x, self.name)
         # the exact curvature on the tracker's arrays (NumPy views on the CPU, QuadraticTracker)
-        run.exact = (self.curvature == "exact" and self.k == 2 and self.pairs != "jacobi"
+        run.exact = (self.curvature == "exact" and self.k == 2 and run.pairs != "jacobi"
                      and isinstance(tracker, PairModel))
         if run.exact:
             run.curvature = None  # no σ: the exact curvature majorises by itself
         else:
-            self.init_sigma(run, self.sigma_user if self.sigma_user is not None
-                            else safe_sigma(tracker.oracle))
+            self.init_sigma(run, safe_sigma(tracker.oracle))
         if run.exact:
             run.vec_eye2 = host_array(torch.eye(2, dtype=run.dtype).reshape(4))
         # the compiled pair loop: float64 NumPy views of CPU tensors, in C order
@@ -324,7 +369,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
                       and runs_compiled(tracker.x) and tracker.xa.dtype == np.float64)
         if run.kernel and not (tracker.xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
             tracker.set_point(tracker.x.contiguous())
-        if self.pairs == "greedy" and not run.kernel:
+        if run.pairs == "greedy" and not run.kernel:
             raise ValueError("the greedy pair order runs in the compiled pair loop: it needs "
                              "k = 2, curvature='exact', a quadratic f (QuadraticOracle) and "
                              "float64 CPU tensors")
@@ -337,11 +382,11 @@ class OBCD(ScalarCurvature, IterativeSolver):
                       else np.ascontiguousarray(tracker.da, dtype=np.float64))
             run.fval = np.empty(1)
         run.count = 0
-        if self.k == 2 and self.pairs != "jacobi":
+        if self.k == 2 and run.pairs != "jacobi":
             # greedy: whole iterations per draw of PAIR_BATCH pairs (random: PAIR_BATCH of them)
-            run.queue = PairQueue(self.pairs, n, run.device, self.candidates,
+            run.queue = PairQueue(run.pairs, n, run.device, self.candidates,
                                   draw_steps=PAIR_BATCH // self.candidates)
-        elif self.pairs == "cyclic":
+        elif run.pairs == "cyclic":
             run.combos = itertools.cycle(itertools.combinations(range(n), self.k))
 
     def steps(self, run: Run, count: int) -> int:
@@ -386,7 +431,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
             run.queue.ensure(run.generator)
             rows = run.queue.next_rows()
             return torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
-        if self.pairs == "cyclic":
+        if run.pairs == "cyclic":
             return torch.tensor(next(run.combos), device=run.device)
         gen = run.generator
         return torch.randperm(run.tracker.x.shape[0], generator=gen, device=gen.device)[
@@ -394,7 +439,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
 
     # ---- steps --------------------------------------------------------------------------
     def step(self, run: Run):
-        if self.pairs == "jacobi":
+        if run.pairs == "jacobi":
             self._jacobi_step(run)
         elif run.exact:
             self._exact_pair_step(run)
@@ -466,11 +511,17 @@ class OBCD(ScalarCurvature, IterativeSolver):
         tracker.set_point(trial, value=run.trial_value)
 
     def info(self, run: Run | None = None):
+        """The options and, given a run, the choices resolved at its start (``pairs``, the
+        curvature, the first σ as ``sigma_start``) and its counters (the current ``sigma``,
+        ``backtracks``, ``block_updates``)."""
         exact = run is not None and run.exact
         rule = run.curvature if run is not None else None
-        return {"h_term": repr(self.h), "k": self.k, "pairs": self.pairs,
+        return {"h_term": repr(self.h), "k": self.k,
+                "pairs": self.pairs if run is None else run.pairs,
                 "curvature": "exact" if exact else "scalar", "theta": self.theta,
-                "sigma": rule.sigma if rule is not None else self.sigma_user,
+                "sigma_rule": repr(self.sigma_rule),
+                "sigma_start": None if rule is None else run.curvature_start,
+                "sigma": None if rule is None else rule.sigma,
                 "backtracks": rule.backtracks if rule is not None else 0,
                 "block_updates": run.count if run is not None else 0,
                 "updates_per_iteration": run.updates if run is not None else None}

@@ -278,8 +278,8 @@ class SubgradientSolver(IterativeSolver):
         # about n pair steps: two OBCD iterations when each is a pass over the rows (⌈n/2⌉ pair
         # steps, row-gradient oracles), else n iterations of one pair step each
         iterations = 2 if run.oracle.smooth.track(x).row_gradients else n
-        polish = OBCD(self.h, max_iterations=iterations, eval_every=iterations, log_verbosity=0,
-                      seed=seed)
+        polish = OBCD(self.h, pairs="random", max_iterations=iterations, eval_every=iterations,
+                      log_verbosity=0, seed=seed)
         res = polish.run(run.oracle.smooth, x, run.geometry)
         before, after = result.cost, res.cost
         accepted = after <= before

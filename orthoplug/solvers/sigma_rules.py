@@ -407,16 +407,18 @@ def start_sigma_rule(rule: SigmaBacktracking, known: float | None,
                      estimate: Callable[[bool], float], dtype: torch.dtype) -> SigmaBacktracking:
     """``rule`` started for one run (:meth:`SigmaBacktracking.start`) by the rule of its class
     docstring: a fixed rule at its σ, else at ``sigma0``, else at a ``known`` Lipschitz constant
-    (unchecked unless the rule is adaptive), else at ``estimate(adaptive)`` (the caller's
-    :func:`estimate_bb` when ``adaptive``, else :func:`estimate_lipschitz`); tested with the
-    rounding level :func:`cost_rounding` of ``dtype``. Both front-ends start their rules here."""
+    (unchecked unless the rule is adaptive; a known σ = 0, a concave f whose linear model
+    majorises it, is fixed for every rule: no σ is smaller and a multiplicative rule cannot
+    leave 0), else at ``estimate(adaptive)`` (the caller's :func:`estimate_bb` when
+    ``adaptive``, else :func:`estimate_lipschitz`); tested with the rounding level
+    :func:`cost_rounding` of ``dtype``. Both front-ends start their rules here."""
     rtol = cost_rounding(dtype)
     if not rule.checked:
         return rule.start(rule.sigma0, rtol=rtol)
     if rule.sigma0 is not None:
         return rule.start(rule.sigma0, rtol=rtol)
     if known is not None:
-        if not rule.adaptive:
+        if not rule.adaptive or known == 0:
             return SigmaFixed(known)
         return rule.start(known, rtol=rtol)
     return rule.start(estimate(rule.adaptive), rtol=rtol)

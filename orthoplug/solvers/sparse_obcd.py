@@ -181,11 +181,11 @@ class SparseOBCD(OBCD):
                  split_smoothing: float | str = "auto", split_from: str = "auto",
                  partition: bool | str = "auto", theta: float = 1e-5,
                  refresh_every: int = 10_000, **kwargs):
-        for key in ("k", "pairs", "curvature", "sigma", "sweeps"):
+        for key in ("k", "pairs", "curvature", "sigma_rule", "sweeps"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2, the exact curvature and its own "
                                  f"pairs; {key}= is not an option here")
-        super().__init__(h, theta=theta, refresh_every=refresh_every, **kwargs)
+        super().__init__(h, pairs="random", theta=theta, refresh_every=refresh_every, **kwargs)
         bad = [s for s in starts if s not in self.start_names]
         if bad:
             raise ValueError(f"unknown start(s) {bad}; choose from {self.start_names}")

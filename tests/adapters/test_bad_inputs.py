@@ -140,7 +140,7 @@ BAD_SCALARS = {
     "JJOBCD": ["sigma_rule", "theta", "matchings", "betas"],
     "VRJJOBCD": ["sigma_rule", "theta", "num_components", "batch_size"],
     "ColumnJJacobi": ["scale", "tol", "max_boost", "candidates"],
-    "OBCD": ["theta", "sigma", "sigma0", "max_backtracks"],
+    "OBCD": ["theta", "sigma_rule"],
     "RSDM": ["r", "momentum", "weight_decay", "decay_time", "contraction",
              "sufficient_decrease", "max_backtracks"],
     "RSSM": ["num_blocks"],

@@ -1,7 +1,7 @@
 """One implementation behind both front-ends of OBCD and RSSM (issue #15).
 
 * N iterations of the pymanopt optimizer equal N ``step(closure)`` calls of the geoopt optimizer
-  (same seed, start and options, fixed σ / step sizes), to 1e-10;
+  (same seed, start and options — OBCD's defaults too — or fixed σ / step sizes), to 1e-10;
 * a torch optimizer saved after k steps and loaded into one built with another seed continues
   exactly as the uninterrupted one;
 * a core solver object run twice gives the same result and is not changed by the run;
@@ -76,10 +76,35 @@ def _closure(opt, x, loss_fn):
     return closure
 
 
+def test_obcd_doors_take_the_same_steps_with_default_options():
+    """No option but the seed: both doors resolve the pair order to Jacobi (every update pays
+    a full gradient) and start the same σ rule at the same local estimate, and their iterates
+    agree over 40 iterations, a doubling of σ included (row 0 of X meets 9 times the curvature
+    of the others, which the estimate along a random direction underrates)."""
+    a, x0, h, steps = _data(), _start(), L1(0.02), 40
+    a[:, 0] *= 3.0
+    res = pm.OBCD(h=h, max_iterations=steps, seed=4).run(_obcd_problem(a),
+                                                          initial_point=x0.numpy())
+    x = _stiefel_param(x0)
+    opt = go.OBCD([x], h=h, seed=4)
+    closure = _closure(opt, x, lambda p: _obcd_cost_torch(a, p))
+    for _ in range(steps):
+        opt.step(closure)
+    info = res.solver_result.info
+    assert info["pairs"] == opt.info()["pairs"] == "jacobi"
+    assert info["sigma_rule"] == opt.info()["sigma_rule"] == "SigmaBacktracking(sigma0=None, " \
+        "shrink=1.0, max_backtracks=60)"
+    assert opt.info()["sigma_start"] == pytest.approx(info["sigma_start"], rel=1e-12)
+    assert info["backtracks"] > 0  # σ doubled on the way: the checked rule was exercised
+    assert opt.state[x]["backtracks"] == info["backtracks"]
+    assert float(torch.linalg.norm(x.detach() - x0)) > 1e-2  # the runs went somewhere
+    assert float(np.abs(x.detach().numpy() - res.point).max()) <= 1e-10
+
+
 @pytest.mark.parametrize("pairs", ["random", "cyclic", "jacobi"])
 def test_obcd_pymanopt_and_geoopt_take_the_same_steps(pairs):
     a, x0, h, steps = _data(), _start(), L1(0.02), 40
-    opts = dict(pairs=pairs, theta=1e-5, sigma=3.0)
+    opts = dict(pairs=pairs, theta=1e-5, sigma_rule=3.0)
     res = pm.OBCD(h=h, curvature="scalar", max_iterations=steps, seed=4, **opts).run(
         _obcd_problem(a), initial_point=x0.numpy())
     x = _stiefel_param(x0)

@@ -110,9 +110,6 @@ def test_door_defaults_equal_core_defaults(label, name, frontend, cls):
         if ({("*", option), (name, option)} & DOOR_CORE_DIFFERENCES) and frontend == "pymanopt":
             assert door[option] != core[option], f"{label}.{option}: listed difference gone"
             continue
-        if (name, option) in KNOWN_DIFFERENCES and frontend == "geoopt":  # explained below
-            assert door[option] == KNOWN_DIFFERENCES[name, option][1], label
-            continue
         assert door[option] == core[option], \
             f"{label}.{option}: door default {door[option]!r} != core {core[option]!r}"
 
@@ -127,7 +124,7 @@ def test_pymanopt_doors_take_the_core_options_and_common_stops(label, name, fron
     specific = set(_core_options(cls.solver_class)) - set(_core_options(IterativeSolver))
     missing = sorted(specific - set(door))
     if name == "SparseOBCD":  # its pair stage fixes OBCD's working set, block and curvature
-        missing = sorted(set(missing) - {"k", "pairs", "curvature", "sigma", "sweeps"})
+        missing = sorted(set(missing) - {"k", "pairs", "curvature", "sigma_rule", "sweeps"})
     assert not missing, f"{label}: core options missing from the signature: {missing}"
     if name == "HyperbolicEig":  # a direct solve: no iterations to stop
         return
@@ -136,16 +133,8 @@ def test_pymanopt_doors_take_the_core_options_and_common_stops(label, name, fron
         assert door[option] == common[option], (label, option)
 
 
-#: (algorithm, option) -> (pymanopt default, geoopt default), each with its reason. A geoopt
-#: OBCD step pays for a full gradient (the closure's backward) whatever rows it moves, so it moves
-#: all rows by a matching; the core solver draws one pair per update because its quadratic oracle
-#: gives the two gradient rows of that pair cheaply.
-KNOWN_DIFFERENCES = {("OBCD", "pairs"): ("random", "jacobi")}
-
-
 def test_pymanopt_geoopt_shared_defaults():
-    """Equal defaults except the listed, explained differences (a new one fails, and so does a
-    listed one that is gone)."""
+    """Every option both doors of an algorithm take has the same default in both."""
     found = {}
     for _, name, frontend, cls in DOORS:
         if frontend != "geoopt":
@@ -154,7 +143,7 @@ def test_pymanopt_geoopt_shared_defaults():
         for option in set(pm) & set(go):
             if pm[option] != go[option]:
                 found[name, option] = (pm[option], go[option])
-    assert found == KNOWN_DIFFERENCES
+    assert found == {}
 
 
 @pytest.mark.parametrize("label,name,frontend,cls", DOORS, ids=IDS)

@@ -19,6 +19,7 @@ from orthoplug.nonsmooth import L0, L1, CappedL1, NonNegative, Zero
 from orthoplug.oracles import FunctionOracle, QuadraticOracle
 from orthoplug.problems import spca
 from orthoplug.solvers.obcd import OBCD, local_block_solve
+from orthoplug.solvers.sigma_rules import SigmaBacktracking, SigmaFit
 from orthoplug.subproblems.o2 import o2_objective
 
 DT = torch.float64
@@ -121,24 +122,38 @@ def _problem(kind, n=14, r=3):
 @pytest.mark.parametrize("kind", ["l1", "l0", "nonneg"])
 @pytest.mark.parametrize("pairs", ["random", "cyclic"])
 def test_monotone_and_feasible_sequential(kind, pairs):
+    """F = f + h non-increasing and (NN-PCA) X ≥ 0 after EVERY pair update: 406 updates (58
+    iterations of n/2 = 7) of the compiled pair loop entered one update at a time
+    (:meth:`OBCD.pair_steps` on a started run), F computed afresh from X each time; the
+    solver's own run of 58 iterations ends at the same point, so these are its updates."""
     p = _problem(kind)
     geo = StiefelGeometry(p.n, p.r)
-    seen = []
+    solver = OBCD(p.h, pairs=pairs, seed=0, max_iterations=58, eval_every=1)
+    run = solver.start(p.oracle, p.initial_point(), geo)
+    assert run.kernel and run.updates == 7
 
-    def cb(it, tracker):
-        seen.append(float(tracker.x.min()))
+    def composite(x):
+        return float(p.oracle.value(x)) + float(p.h.value(x))
 
-    # 58 iterations of n/2 = 7 pair steps, evaluated after each
-    res = OBCD(p.h, pairs=pairs, seed=0, max_iterations=58, eval_every=1,
-               callback=cb).run(p.oracle, p.initial_point(), geo)
-    cost = np.array(res.history["cost"])
+    cost, low = [composite(run.tracker.x)], [float(run.tracker.x.min())]
+    for _ in range(58 * run.updates):
+        solver.pair_steps(run, 1)
+        cost.append(composite(run.tracker.x))
+        low.append(float(run.tracker.x.min()))
+    cost = np.array(cost)
     assert np.all(np.diff(cost) <= 1e-13), np.diff(cost).max()
+    assert np.count_nonzero(np.diff(cost) < 0) > 50  # the check sees many moves
     assert cost[-1] < cost[0] - 1e-3
+    assert float(geo.violation(run.tracker.x)) <= 1e-12
+    if kind == "nonneg":
+        assert min(low) >= 0.0
+
+    res = solver.run(p.oracle, p.initial_point(), geo)
+    assert torch.equal(res.point, run.tracker.x)
+    assert res.info["block_updates"] == 406
     assert res.violation <= 1e-12
     assert res.info["f"] + res.info["h"] == pytest.approx(res.cost)
-    assert len(res.history["h"]) == len(cost)
-    if kind == "nonneg":
-        assert min(seen) >= 0.0
+    assert len(res.history["h"]) == len(res.history["cost"]) == 59
 
 
 @pytest.mark.parametrize("kind", ["l1", "l0", "nonneg"])
@@ -213,13 +228,67 @@ def test_deterministic_with_seed():
     assert torch.equal(a.point, b.point)
 
 
-def test_backtracking_without_lipschitz():
+@pytest.mark.parametrize("pairs", ["random", None])
+def test_backtracking_without_lipschitz(pairs):
     c = spca.covariance(spca.gaussian_data(30, 10, seed=2))
     oracle = FunctionOracle(lambda x: (x * (c @ x)).sum(), lambda x: 2 * c @ x)  # convex f
     geo = StiefelGeometry(10, 2)
-    res = OBCD(L1(0.01), seed=0, max_iterations=200, eval_every=1).run(
+    res = OBCD(L1(0.01), pairs=pairs, seed=0, max_iterations=200, eval_every=1).run(
         oracle, torch.eye(10, 2, dtype=DT), geo)
     assert np.all(np.diff(res.history["cost"]) <= 1e-12)
+    assert res.cost < res.history["cost"][0] - 1e-3
+
+
+def test_default_pair_order_follows_the_cost_of_an_update(capsys):
+    """``pairs=None``: random pairs when the tracker reads gradient rows without a full gradient
+    (``QuadraticOracle``: ⌈n/2⌉ pair updates an iteration) or k > 2, else one Jacobi matching an
+    iteration, with the iterates of the explicit order; reported in ``info`` and printed by
+    the pymanopt door at verbosity 1."""
+    p = _problem("l1", n=10, r=2)
+    geo, x0 = StiefelGeometry(10, 2), p.initial_point()
+    full = FunctionOracle(p.oracle.value, p.oracle.gradient)
+    assert OBCD(p.h).info()["pairs"] is None
+    for oracle, k, order, updates in ((p.oracle, 2, "random", 5), (full, 2, "jacobi", 1),
+                                      (full, 3, "random", 1)):
+        res = OBCD(p.h, k=k, seed=0, max_iterations=3).run(oracle, x0, geo)
+        assert (res.info["pairs"], res.info["updates_per_iteration"]) == (order, updates)
+        same = OBCD(p.h, k=k, pairs=order, seed=0, max_iterations=3).run(oracle, x0, geo)
+        assert torch.equal(res.point, same.point)
+    c = p.c.numpy()
+    manifold = pymanopt.manifolds.Stiefel(10, 2)
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return -anp.trace(x.T @ c @ x)
+
+    pm.OBCD(h=p.h, max_iterations=1, seed=0, verbosity=1).run(
+        pymanopt.Problem(manifold, cost), initial_point=x0.numpy())
+    assert "'pairs': 'jacobi'" in capsys.readouterr().out
+
+
+def test_sigma_rule_start():
+    """A concave quadratic f has the safe σ = 0 (its linear model majorises it): every rule
+    starts there, fixed (a multiplicative rule cannot leave 0); a declared Lipschitz constant
+    starts a rule without ``sigma0`` (fixed for backtracking, refitted for ``"fit"``); a
+    number is a fixed σ and a ``sigma0`` the first σ of a checked rule."""
+    p = _problem("l1", n=10, r=2)  # −tr(XᵀCX) + λ‖X‖₁
+    geo, x0 = StiefelGeometry(10, 2), p.initial_point()
+    for rule in ("backtracking", "fit", SigmaFit()):
+        res = OBCD(p.h, curvature="scalar", sigma_rule=rule, seed=0, max_iterations=5).run(
+            p.oracle, x0, geo)
+        assert (res.info["sigma_start"], res.info["sigma"], res.info["backtracks"]) == (0, 0, 0)
+    dist = _dist_oracle(torch.randn(10, 2, dtype=DT, generator=torch.Generator().manual_seed(0)))
+    fixed = OBCD(sigma_rule="backtracking", seed=0, max_iterations=5).run(dist, x0, geo)
+    fit = OBCD(sigma_rule="fit", seed=0, max_iterations=5).run(dist, x0, geo)  # L = 2
+    assert fixed.info["sigma_start"] == fixed.info["sigma"] == fit.info["sigma_start"] == 2.0
+    assert fit.info["sigma"] != 2.0
+    number = OBCD(sigma_rule=0.5, seed=0, max_iterations=5).run(dist, x0, geo)
+    assert number.info["sigma_start"] == number.info["sigma"] == 0.5
+    first = OBCD(sigma_rule=SigmaBacktracking(1e-3), seed=0, max_iterations=5).run(
+        dist, x0, geo)
+    assert first.info["sigma_start"] == 1e-3 and first.info["backtracks"] > 0
+    with pytest.raises(ValueError, match="sigma_rule"):
+        OBCD(sigma_rule=-1.0)
 
 
 def test_errors():
