@@ -25,8 +25,13 @@ optimizer's generator, parameters in order) and updates those columns by
 :func:`orthoplug.solvers.rssm.block_step` — the step of the core solver, with its step sizes
 (:class:`orthoplug.solvers.steps.SubgradientSteps`) — from the columns C of ``p.grad`` (the
 autograd gradient, a valid subgradient of piecewise-smooth losses). The other columns are not
-written. With the same seed, start and options, N ``step(closure)`` calls on one parameter give
-the iterates of N iterations of :class:`orthoplug.solvers.rssm.RSSM`.
+written. **One step is one block step** (one update, as torch.optim counts, like the OBCD
+optimizer's): it pays the closure's full gradient, so it is one iteration of the core solver
+with an oracle that gives no cheaper columns. With the same seed, start and options, N
+``step(closure)`` calls on one parameter give the iterates of N block steps of
+:class:`orthoplug.solvers.rssm.RSSM` (N iterations of the pymanopt optimizer, whose problem
+gradient is a full one; N/⌈ℓ/2⌉ iterations with a column oracle). The step rules count the
+steps, with epochs of ``⌈ℓ/2⌉`` steps.
 ``step(closure)`` is supported (the closure returns the loss after ``backward``); the step
 rules that read the loss need it: ``Polyak`` (the default) and ``GeometricOnStall`` (which calls
 the closure once more at the end of each epoch, to compare the new point with the best).
@@ -34,7 +39,7 @@ A non-finite loss or gradient raises ``FloatingPointError`` naming it before any
 written.
 
 **Options of the core solver that are not here**, and why: ``refresh_every`` (the polar factor
-of the whole iterate every this many iterations) is ``stabilize`` here (geoopt's ``projx`` of
+of the whole iterate every this many block steps) is ``stabilize`` here (geoopt's ``projx`` of
 ``geoopt.Stiefel``, the same polar factor); ``pairs="matching"`` (the blocks drawn as
 random perfect matchings) is not offered: this door draws independent uniform pairs, the core's
 default and the paper's rule.
@@ -229,7 +234,7 @@ class RSSM(OrthoplugOptimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One RSSM iteration per parameter (see the module docstring); returns the loss of
+        """One RSSM block step per parameter (see the module docstring); returns the loss of
         ``closure`` (``None`` without one).
 
         Raises:

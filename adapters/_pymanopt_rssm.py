@@ -18,6 +18,10 @@ autograd and torch differentiate ``abs`` as ``sign`` with ``sign(0) = 0``). For 
 smooth cost and ``RSSM(h=orthoplug.nonsmooth.L1(mu))``; for the cheap column oracles of
 :mod:`orthoplug.problems.nonsmooth_problems` pass ``run(problem, oracle=...)``.
 
+An iteration is about one full subgradient's work, as in the core solver: the problem's
+gradient is a full one, so here one iteration is one block step; with a column oracle
+(``run(problem, oracle=...)``) it is ``⌈ℓ/2⌉`` block steps, one pass over the columns.
+
 ``StiefelBlock(X, columns)`` is the submanifold block ``{Y ∈ St(n, |C|) : X_Rᵀ Y = 0}``: the
 columns C of the Stiefel point X as the variable, the other columns fixed. Any pymanopt optimizer
 then optimises one block with the rest frozen::
@@ -63,7 +67,7 @@ class RSSM(SolverOptimizer):
         blocks: an explicit partition of the columns (instead of ``num_blocks``).
         project_step: project the step off the fixed columns before the polar factor.
         refresh_every: re-orthonormalise the iterate (``polar(X)``) every this many
-            iterations (0: never).
+            block steps (0: never).
         pairs: how the block pairs are drawn: ``"uniform"`` or ``"matching"``.
         step_size: the step rule: an object of :mod:`orthoplug.solvers.step_rules`
             (``Polyak``, ``Diminishing``, ``Constant``, ``Geometric``, ``GeometricOnStall``), a

@@ -6,23 +6,25 @@ RSSM with ℓ ∈ {4, 10, 20} and RSubGrad (full Riemannian subgradient, polar r
 from the same start — the standard DPCP spectral initialisation (bottom-c eigenvectors of
 YYᵀ; ``--init random`` for a random point) — with the same step rule: γ₀ = 0.5/‖grad f(X₀)‖_F
 ("auto") and geometric decay β per *epoch* (β per RSubGrad iteration, β^(2/ℓ) per RSSM
-iteration, since an RSSM iteration updates 2/ℓ of the columns). Fewer inliers (3d) or a random
+block step, since a block step updates 2/ℓ of the columns). On the DPCP column oracle one
+iteration of every method is one epoch (RSSM: ⌈ℓ/2⌉ block steps). Fewer inliers (3d) or a random
 start made some runs stall at a large angle for the step rules tried (β = 0.95–0.97).
 
 Measured, in one run:
 
 * time to largest principal angle ≤ 1e-6 (``--target``; iteration time only: the angle is
-  checked once per epoch outside the clock), for each step rule of ``--schedules`` (the
+  checked after every iteration, outside the clock), for each step rule of ``--schedules`` (the
   paper's geometric decay, the adaptive ``polyak`` and ``geometric-on-stall`` rules of
   :mod:`orthoplug.solvers.step_rules`, each with every ``--patience``, and ``default``, the
   solvers' default rule with their default options); speed-ups are relative to
   RSubGrad with the first rule and to the fastest RSubGrad run;
-* per-iteration and per-epoch cost, and a breakdown of one iteration, each the median of
-  repeated timings at a fixed point: for RSubGrad the subgradient (``(1/m) Y W``), the Stiefel
-  step and the cache update (``Z = YᵀX``); for RSSM (float64 CPU: the column pass of
-  :mod:`orthoplug.kernels.dpcp`) the column pass (refresh of ``Z_A = Yᵀ X_A`` for the previous
-  block, row norms and weights, and the partial subgradient ``(1/m) Y W_C`` of the next) and the
-  block step (projection (15) + polar).
+* the cost of one epoch and its terms in process CPU time (min and median of ``--repeats``
+  interleaved timings; the terms at a fixed point): for RSubGrad the weights, the subgradient
+  product (``(1/m) Y W``), the Stiefel step and the cache product (``Z = YᵀX``); for RSSM
+  (float64 CPU: the column pass of :mod:`orthoplug.kernels.dpcp`), times the ⌈ℓ/2⌉ block steps
+  of an epoch, the refresh product ``Yᵀ X_A``, its copy into the cache, the weight sweep, the
+  subgradient product ``(1/m) Y W_C``, ``‖ξ‖²`` and the block update (projection (15) +
+  polar); "other" is the whole epoch less its terms (bookkeeping, allocation, Python).
 
 The compiled kernel is loaded (or compiled) by a tiny run before the clocks start.
 
@@ -40,14 +42,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import statistics
 import time
 
+import numpy as np
 import torch
 
 from orthoplug import warm_up
-from orthoplug.bench.suites.rssm import dpcp_solver, epoch_length
+from orthoplug.bench.suites.rssm import dpcp_solver
+from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import (
     block_update,
@@ -56,79 +61,94 @@ from orthoplug.geometry.stiefel_block import (
     polar_tall,
     take_columns,
 )
+from orthoplug.kernels.dpcp import dpcp_weights
 from orthoplug.problems.nonsmooth_problems import dpcp_instance
+from orthoplug.solvers.rssm import block_subgradient_sq
 
 
-def time_to_target(solver, oracle, x0, geometry, prob, *, iters_per_check: int,
-                   max_epochs: int, target: float) -> dict:
-    """Run ``solver`` step by step; stop when the angle is ≤ target or after max_epochs. Wall
-    and process CPU time of the iterations (the CPU clock is less sensitive to other load)."""
+def time_to_target(solver, oracle, x0, geometry, prob, *, max_epochs: int,
+                   target: float) -> dict:
+    """Run ``solver`` iteration by iteration (one epoch each on the DPCP column oracle); stop
+    when the angle is ≤ target or after max_epochs. Wall and process CPU time of the iterations
+    (the CPU clock is less sensitive to other load)."""
     steps = solver.iterate(oracle, x0, geometry)
-    clock, cpu, iterations, tracker = 0.0, 0.0, 0, None
+    clock, cpu, tracker = 0.0, 0.0, None
     trace = []
     reached = cpu_reached = None
     for epoch in range(1, max_epochs + 1):
         start, cpu_start = time.perf_counter(), time.process_time()
-        for _ in range(iters_per_check):
-            tracker = next(steps)
+        tracker = next(steps)
         clock += time.perf_counter() - start
         cpu += time.process_time() - cpu_start
-        iterations += iters_per_check
         angle = prob.principal_angle(tracker.x)
         if epoch % 10 == 0 or angle <= target:
-            trace.append((epoch, iterations, round(clock, 4), angle))
+            trace.append((epoch, round(clock, 4), angle))
         if angle <= target:
             reached, cpu_reached = clock, cpu
             break
     return {"time_to_target": reached, "cpu_to_target": cpu_reached, "time": clock,
-            "cpu_time": cpu, "iterations": iterations,
-            "epochs": iterations / iters_per_check, "final_angle": angle,
-            "time_per_iteration": clock / iterations,
-            "time_per_epoch": clock / iterations * iters_per_check,
+            "cpu_time": cpu, "epochs": epoch, "final_angle": angle,
+            "time_per_epoch": clock / epoch, "cpu_per_epoch": cpu / epoch,
             "cost": float(tracker.value()), "trace": trace}
 
 
-def _median_time(fn, repeats: int) -> float:
+def _cpu(fn) -> float:
+    start = time.process_time()
     fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return time.process_time() - start
 
 
 def breakdown(prob, x0, ells, repeats: int) -> dict:
-    """Median time of the parts of one iteration, at a fixed point."""
+    """CPU seconds (min, median) of one epoch of each method and of its terms, per epoch
+    (RSSM's block-step terms times its ⌈ℓ/2⌉ block steps), the timings interleaved."""
     oracle = prob.oracle()
-    p = x0.shape[1]
-    out = {}
-    tracker = oracle.track(x0.mT.contiguous().mT)
+    p, m = x0.shape[1], prob.data.shape[1]
     geo = StiefelGeometry(*x0.shape)
-    y, x = prob.data, tracker.x
+    y, yt = prob.data, oracle.data_rows()
+    x = x0.mT.contiguous().mT
+    z = oracle.z_of(y, x)
+    zt = z.mT.contiguous()
     g_full = oracle.gradient(x)
-    out["RSubGrad"] = {  # torch products (wide: the BLAS path is the fast one)
-        "subgradient": _median_time(
-            lambda: oracle.g_of(y, oracle.weights(tracker.z)), repeats),
-        "stiefel_step": _median_time(lambda: polar_tall(x - 0.01 * geo.proj(x, g_full)),
-                                     repeats),
-        "cache_update": _median_time(lambda: oracle.z_of(y, x), repeats),
-    }
+    terms = {"RSubGrad": (1, {
+        "weights": lambda: oracle.weights(z),
+        "subgradient product": lambda: oracle.g_of(y, oracle.weights(z)),
+        "stiefel step": lambda: polar_tall(x - 0.01 * (g_full - x @ sym(x.mT @ g_full))),
+        "cache product": lambda: oracle.z_of(y, x)})}
+    epochs = {"RSubGrad": dpcp_solver(None, schedule="polyak").iterate(oracle, x0, geo)}
     for ell in ells:
         blocks = partition_columns(p, ell)
         cols = torch.cat([blocks[0], blocks[ell // 2]])
         rest = complement(cols, p)
-        g = tracker.gradient_columns(cols)
-
-        def column_pass(c=cols):  # write C (its cache refresh is deferred), subgradient of C
-            tracker.set_columns(c, take_columns(tracker.x, c))
-            return tracker.gradient_columns(c)
-
-        out[f"RSSM-{ell}"] = {
-            "column_pass": _median_time(column_pass, repeats),
-            "stiefel_step": _median_time(
-                lambda c=cols, r=rest, g=g: block_update(tracker.x, c, g, 0.01, r), repeats),
-        }
+        x_cols = take_columns(x, cols)
+        g = take_columns(g_full, cols)
+        terms[f"RSSM-{ell}"] = (math.ceil(ell / 2), {
+            "refresh product": lambda a=x_cols: a.mT @ y,
+            "cache copy": lambda c=cols: zt.index_copy_(0, c, zt[c]),
+            "weight sweep": lambda c=cols: dpcp_weights(zt.numpy(), c.numpy(),
+                                                        np.empty((c.numel(), m)), True),
+            "subgradient product": lambda c=cols: torch.from_numpy(
+                np.empty((c.numel(), m))) @ yt,
+            "norm of xi": lambda c=cols, r=rest, g=g: block_subgradient_sq(x, c, r, g),
+            "block update": lambda c=cols, r=rest, g=g: block_update(x, c, g, 0.01, r)})
+        epochs[f"RSSM-{ell}"] = dpcp_solver(ell, schedule="polyak", pairs="matching").iterate(
+            prob.oracle(), x0, geo)
+    times = {name: {"epoch": [], **{k: [] for k in parts}}
+             for name, (_, parts) in terms.items()}
+    for steps in epochs.values():
+        next(steps)  # first iteration (and its setup) outside the timings
+    for _ in range(repeats):
+        for name, (per_epoch, parts) in terms.items():
+            times[name]["epoch"].append(_cpu(lambda s=epochs[name]: next(s)))
+            for key, fn in parts.items():
+                times[name][key].append(per_epoch * _cpu(fn))
+    out = {}
+    for name, parts in times.items():
+        out[name] = {k: (min(v), statistics.median(v)) for k, v in parts.items()}
+        accounted = [sum(v[i] for k, v in parts.items() if k not in ("epoch", "weights"))
+                     for i in range(repeats)]
+        out[name]["other"] = tuple(
+            f(e - a for e, a in zip(parts["epoch"], accounted, strict=True))
+            for f in (min, statistics.median))
     return out
 
 
@@ -201,20 +221,18 @@ def main(argv=None) -> dict:
                for opts in rule_options(sched) for ell in ells
                for pairs in args.pairs.split(",")])
     methods = [(label(ell, sched, **opts),
-                dpcp_solver(ell, args.decay, args.seed, schedule=sched, **opts),
-                epoch_length(ell)) for ell, sched, opts in runs]
+                dpcp_solver(ell, args.decay, args.seed, schedule=sched, **opts))
+               for ell, sched, opts in runs]
     warm_up()
-    rounds = {name: [] for name, _, _ in methods}
+    rounds = {name: [] for name, _ in methods}
     for _ in range(args.rounds):
-        for name, solver, per_epoch in methods:
+        for name, solver in methods:
             res = time_to_target(solver, prob.oracle(), x0, geo, prob,
-                                 iters_per_check=per_epoch, max_epochs=args.max_epochs,
-                                 target=args.target)
+                                 max_epochs=args.max_epochs, target=args.target)
             rounds[name].append(res)
             ttt = res["time_to_target"]
             print(f"  {name:10s} {'not reached' if ttt is None else f'{ttt:8.2f} s'}  "
-                  f"epochs {res['epochs']:7.1f}  angle {res['final_angle']:.1e}  "
-                  f"{1e3 * res['time_per_iteration']:8.2f} ms/it  "
+                  f"epochs {res['epochs']:5d}  angle {res['final_angle']:.1e}  "
                   f"{1e3 * res['time_per_epoch']:8.2f} ms/epoch  "
                   f"cpu {res['cpu_time']:8.2f} s", flush=True)
     for name, runs_of in rounds.items():  # the medians over the rounds (same epochs each)
@@ -225,8 +243,8 @@ def main(argv=None) -> dict:
             res[f"{key}_rounds"] = reached_in
         for key in ("time", "cpu_time"):
             res[key] = statistics.median(r[key] for r in runs_of)
-        res["time_per_iteration"] = res["time"] / res["iterations"]
         res["time_per_epoch"] = res["time"] / res["epochs"]
+        res["cpu_per_epoch"] = res["cpu_time"] / res["epochs"]
         results[name] = res
 
     parts = breakdown(prob, x0, ells, repeats)
@@ -235,7 +253,7 @@ def main(argv=None) -> dict:
                if name.startswith("RSubGrad")]
     best = min((t for t in reached if t), default=None)
     print("\nmethod      time to target   vs RSubGrad (first rule / best rule)   CPU vs first  "
-          "ms/iteration  ms/epoch   breakdown per iteration (ms)")
+          "CPU ms/epoch")
     for name, res in results.items():
         ttt = res["time_to_target"]
         speed = (base["time_to_target"] / ttt) if (ttt and base["time_to_target"]) else None
@@ -244,14 +262,16 @@ def main(argv=None) -> dict:
         cpu_speed = base["cpu_to_target"] / cpu if (cpu and base["cpu_to_target"]) else None
         res["speedup_vs_rsubgrad"], res["speedup_vs_best_rsubgrad"] = speed, vs_best
         res["cpu_speedup_vs_rsubgrad"] = cpu_speed
-        b = parts[name.split("/")[0]]
-        res["breakdown"] = b
+        res["breakdown"] = parts[name.split("/")[0]]
         print(f"{name:18s}  {'—' if ttt is None else f'{ttt:10.2f} s'}   "
               f"{'—' if speed is None else f'{speed:6.2f}x'} / "
               f"{'—' if vs_best is None else f'{vs_best:6.2f}x'}   "
               f"{'—' if cpu_speed is None else f'{cpu_speed:6.2f}x'}   "
-              f"{1e3 * res['time_per_iteration']:10.2f}  {1e3 * res['time_per_epoch']:9.2f}   "
-              + ", ".join(f"{k} {1e3 * v:.2f}" for k, v in b.items()))
+              f"{1e3 * res['cpu_per_epoch']:9.2f}")
+    print("\none epoch and its terms, CPU ms (min / median of the repeats)")
+    for name, b in parts.items():
+        print(f"{name:10s} " + ", ".join(f"{k} {1e3 * lo:.1f}/{1e3 * med:.1f}"
+                                         for k, (lo, med) in b.items()))
     out = {"config": {"n": n, "d": d, "c": c, "m": int(prob.data.shape[1]),
                       "outliers": prob.num_outliers, "outlier_ratio": args.outlier_ratio,
                       "decay_per_epoch": args.decay,

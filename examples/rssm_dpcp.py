@@ -26,7 +26,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--d", type=int, default=70)
     parser.add_argument("--inliers", type=int, default=500)
     parser.add_argument("--blocks", type=int, default=4)
-    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 

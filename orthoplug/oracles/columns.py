@@ -21,22 +21,30 @@ __all__ = ["ColumnTracker", "ColumnOracle", "CompositeOracle", "CompositeTracker
 class ColumnTracker(Tracker):
     """A :class:`Tracker` with column access (``gradient_columns``, ``set_columns``).
 
-    ``gradient_columns(cols)`` calls the oracle's ``gradient_columns(x, cols)`` when it has
-    one (only those columns are computed), else slices the (cached) full gradient.
-    ``column_evaluations`` counts the columns computed that way.
+    ``gradient_columns(cols)`` calls the oracle's ``gradient_columns(x, cols)`` when the oracle
+    computes only those columns (:attr:`column_gradients`), else slices the (cached, counted)
+    full gradient. ``column_evaluations`` counts the columns computed by the oracle's column
+    function.
     """
 
     def __init__(self, oracle: Oracle, x: torch.Tensor):
         super().__init__(oracle, x)
         self.column_evaluations = 0
 
+    @property
+    def column_gradients(self) -> bool:  # type: ignore[override]
+        """Whether :meth:`gradient_columns` costs only the columns asked for: the oracle has the
+        :class:`~orthoplug.oracles.abilities.ColumnGradients` ability and declares it
+        (:attr:`~orthoplug.oracles.core.Oracle.column_gradients`)."""
+        return isinstance(self.oracle, ColumnGradients) and bool(self.oracle.column_gradients)
+
     def gradient_columns(self, cols: torch.Tensor) -> torch.Tensor:
         """Columns ``cols`` of ``∇f`` at the current point (from the cached gradient, else from the
-        oracle's ``gradient_columns``).
+        oracle's ``gradient_columns``, else from the full gradient).
         """
         if self._grad is not None:
             return take_columns(self._grad, cols)
-        if not isinstance(self.oracle, ColumnGradients):
+        if not self.column_gradients:
             return self.gradient()[..., cols]
         self.column_evaluations += int(cols.numel())
         self.count_gradients(int(cols.numel()) / self.x.shape[-1])
@@ -64,6 +72,7 @@ class ColumnOracle(FunctionOracle):
                  gradient_columns: Callable | None = None, *, lipschitz: float | None = None):
         super().__init__(value, gradient, lipschitz=lipschitz)
         self._gcols = gradient_columns
+        self.column_gradients = gradient_columns is not None
 
     def gradient_columns(self, x, cols):
         """Columns ``cols`` of ``∇f(X)``: the given column function, else the full gradient's
@@ -92,6 +101,8 @@ class CompositeOracle(Oracle):
                              "orthoplug.nonsmooth.L1)")
         self.smooth, self.nonsmooth = smooth, nonsmooth
         self.lipschitz = None
+        # the columns of ∂h cost O(n|C|): the columns are cheap when those of ∇f are
+        self.column_gradients = isinstance(smooth, ColumnGradients) and smooth.column_gradients
 
     def _h(self, x):
         return torch.as_tensor(self.nonsmooth.value(x), dtype=x.dtype, device=x.device)

@@ -107,6 +107,11 @@ class Oracle:
     #: point and keep its gradient when the step is accepted
     #: (:meth:`~orthoplug.solvers.base.ScalarCurvature.accept_step`).
     fused_value_gradient: bool = False
+    #: True when the oracle's ``gradient_columns(X, cols)`` (the
+    #: :class:`~orthoplug.oracles.abilities.ColumnGradients` ability) computes only the columns
+    #: asked for, at about ``|cols|/p`` of a gradient's cost; RSSM then counts one pass over
+    #: the columns as one iteration (``docs/guide/options.md``, "What one iteration is").
+    column_gradients: bool = False
 
     def value(self, x: torch.Tensor) -> torch.Tensor:
         """``f(X)`` as a 0-dimensional tensor on X's device."""
@@ -382,6 +387,9 @@ class Tracker:
     #: full gradient and gathers); block methods count one pass over the rows as one iteration
     #: when it does (``docs/guide/options.md``, "What one iteration is").
     row_gradients = False
+    #: whether ``gradient_columns`` costs only the columns asked for (here: the tracker has no
+    #: column access); see :class:`~orthoplug.oracles.columns.ColumnTracker`.
+    column_gradients = False
 
     def __init__(self, oracle: Oracle, x: torch.Tensor):
         self.oracle = oracle

@@ -108,6 +108,7 @@ class DPCPOracle(Oracle):
     """
 
     objectives = ("l12", "l1")
+    column_gradients = True
 
     def __init__(self, data: torch.Tensor, objective: str = "l12", *, compiled: bool = True):
         if objective not in self.objectives:
@@ -366,6 +367,8 @@ class FactoredQuadraticOracle(Oracle):
     ``lipschitz = 2|s| σ_max(B)²``.
     """
 
+    column_gradients = True
+
     def __init__(self, b: torch.Tensor, scale: float = 1.0):
         b = torch.as_tensor(b)
         if b.ndim != 2:
@@ -423,6 +426,7 @@ class FactoredQuadraticTracker(ColumnTracker):
             return take_columns(self._grad, cols)
         o = self.oracle
         self.column_evaluations += int(cols.numel())
+        self.count_gradients(int(cols.numel()) / self.x.shape[-1])
         return finite(2.0 * o.scale * (take_columns(self.w, cols).mT @ o._b(self.x)).mT,
                        "gradient")
 

@@ -5,7 +5,8 @@ nonsmooth (robust subspace recovery, orthogonal dictionary learning, ℓ1 sparse
 ``f + h`` with a smooth ``f`` and a separable nonsmooth term ``h`` from
 :mod:`orthoplug.nonsmooth`.
 
-Fix a partition ``C_1, …, C_ℓ`` of the p columns (``ℓ ≥ 2``; balanced by default). Iteration k:
+Fix a partition ``C_1, …, C_ℓ`` of the p columns (``ℓ ≥ 2``; balanced by default). Block step k
+(the paper's iteration):
 
 1. draw an unordered pair ``{i, j}`` uniformly from the ``ℓ(ℓ−1)/2`` pairs; ``C = C_i ∪ C_j``,
    ``R`` the other columns;
@@ -16,9 +17,18 @@ Fix a partition ``C_1, …, C_ℓ`` of the p columns (``ℓ ≥ 2``; balanced by
    re-orthogonalisation of Lemma 3.2, see :func:`~orthoplug.geometry.stiefel_block.block_update`);
    ``X_R`` is not touched (bit for bit).
 
-Cost per iteration ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` plus the partial
+Cost per block step ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` plus the partial
 subgradient; memory ``O(n p)``; no ``n × n`` matrix. ``ℓ = 2`` is the full polar Riemannian
 subgradient method (:class:`orthoplug.baselines.rsubgrad.RSubGrad`).
+
+**Iterations.** One iteration is one pass over the columns in expectation, about the work of
+one full subgradient (``docs/guide/options.md``, "What one iteration is"): ``⌈ℓ/2⌉`` block steps
+(each moves ``2/ℓ`` of the columns) when the oracle computes gradient columns alone
+(:attr:`~orthoplug.oracles.core.Oracle.column_gradients`: the column oracles below), else one
+block step (each then pays a full subgradient). The step rules count block steps — the paper's
+k in ``γ₀/√(k+1)`` — and epochs of ``⌈ℓ/2⌉`` block steps (Geometric's β, Polyak's patience),
+so the iterates do not depend on which oracle path ran. ``info`` reports ``block_steps`` and
+``updates_per_iteration``.
 
 Step sizes: one option, ``step_size``, takes a rule of :mod:`orthoplug.solvers.step_rules`
 or its shorthand (a number ``γ₀`` is ``Diminishing(γ₀)``, a name the rule with its defaults).
@@ -41,7 +51,7 @@ point) and ``set_columns(cols, new)`` (write ``X[:, cols] = new`` and update its
 :class:`~orthoplug.oracles.columns.CompositeOracle` (``f + h``) provide them; so do the
 problems in :mod:`orthoplug.problems.nonsmooth_problems`, whose trackers cache ``YᵀX`` and
 refresh only the changed columns. Any other :class:`~orthoplug.oracles.core.Oracle` works too
-(full subgradient per iteration, sliced).
+(full subgradient per block step, sliced).
 """
 
 from __future__ import annotations
@@ -153,7 +163,8 @@ class SubgradientSolver(IterativeSolver):
             ``Geometric(step, decay)``, ``GeometricOnStall(step, decay, patience, shrink)``), a
             number ``γ₀`` (``Diminishing(γ₀)``) or a rule name (that rule with its defaults).
             Default ``"polyak"``: scale-free, no ``γ₀`` to choose. ``step="auto"`` in the
-            fixed schedules is ``γ₀ = 0.5/‖grad f(X₀)‖_F``.
+            fixed schedules is ``γ₀ = 0.5/‖grad f(X₀)‖_F``. The rules count updates (RSSM's
+            block steps, RSubGrad's iterations) and epochs (:meth:`epoch_length` updates).
         h: optional separable term h (``orthoplug.nonsmooth.L1(lam)`` etc.); the objective
             becomes ``f + h`` with subgradient ``∇f + ∂h``.
         return_best: return the best evaluated point (and its cost) instead of the last one.
@@ -207,19 +218,20 @@ class SubgradientSolver(IterativeSolver):
             epoch_length=self.epoch_length(run), share=self.epoch_share(run))
 
     def epoch_length(self, run: Run) -> int:
-        """Iterations per epoch (every column moved once in expectation): 1 here."""
+        """Updates per epoch (every column moved once in expectation): 1 here."""
         return 1
 
     def epoch_share(self, run: Run) -> float:
-        """The share of the columns one iteration moves: 1 here."""
+        """The share of the columns one update moves: 1 here."""
         return 1.0
 
     def step_length(self, run: Run, xi_sq: Callable[[], float], share: float) -> float:
         """γ_k of the run's rule; ``xi_sq()`` gives ``‖ξ_k‖²`` (only Polyak calls it) and
-        ``share`` the share of the columns this iteration moves."""
+        ``share`` the share of the columns this update moves."""
         return run.steps.length(lambda: float(run.tracker.value()), xi_sq, share)
 
     def step(self, run: Run) -> None:
+        """One update (:meth:`update`), counted by the step rule (it may restart the point)."""
         self.update(run)
         tracker = run.tracker
         back = run.steps.finish(lambda: float(tracker.value()), tracker.x)
@@ -294,16 +306,16 @@ class SubgradientSolver(IterativeSolver):
                 Run(run.oracle, run.oracle.track(result.point), run.geometry, run.generator))
 
     def iterate(self, oracle: Oracle, x0: torch.Tensor, geometry):
-        """Yield the tracker after every iteration, forever: no stopping test, evaluation or
-        logging (for benchmarks that time the iterations alone, and custom loops).
+        """Yield the tracker after every iteration (:meth:`updates_per_iteration` updates),
+        forever: no stopping test, evaluation or logging (for benchmarks that time the
+        iterations alone, and custom loops).
 
         ``tracker.x`` is the current iterate (do not modify it). Same validation, seeding and
         step sizes as :meth:`run` (:meth:`start`).
         """
         run = self.start(oracle, x0, geometry)
         while True:
-            self.step(run)
-            run.iteration += 1
+            run.iteration += self.steps(run, 1)
             yield run.tracker
 
     def info(self, run: Run | None = None) -> dict:
@@ -319,16 +331,16 @@ class RSSM(SubgradientSolver):
         num_blocks: ℓ ∈ [2, p], the number of column blocks of the balanced partition
             (default ``min(4, p)``); ignored when ``blocks`` is given.
         blocks: an explicit partition of ``range(p)`` (list of index lists, ≥ 2 blocks).
-        step_size: the step rule (see :class:`SubgradientSolver`); an epoch is ``ℓ/2``
-            iterations (every column updated once in expectation), so a geometric β per epoch
-            is the same decay per column update as RSubGrad's.
+        step_size: the step rule (see :class:`SubgradientSolver`); it counts block steps,
+            and an epoch is ``⌈ℓ/2⌉`` block steps (every column updated once in expectation),
+            so a geometric β per epoch is the same decay per column update as RSubGrad's.
         project_step: project the step onto the block, ``(I − X_R X_Rᵀ)Ξ``, before the
             polar factor (default True; keeps ``‖X_RᵀX_C‖`` at round-off every step).
         refresh_every: re-orthonormalise the whole iterate (``polar(X)``) every this many
-            iterations (0, the default, never; useful in float32 with large ℓ).
+            block steps (0, the default, never; useful in float32 with large ℓ).
         pairs: how the block pairs are drawn: ``"uniform"`` (default, the paper's: independent
             uniform pairs) or ``"matching"`` (a random perfect matching of the blocks, its
-            ``⌊ℓ/2⌋`` pairs used one per iteration, then a fresh matching: every block moves
+            ``⌊ℓ/2⌋`` pairs used one per block step, then a fresh matching: every block moves
             once per epoch; each pair is still uniform on its own; outside the paper). On
             DPCP with Polyak steps and ℓ = 4 it needed 10–30% fewer epochs, with no gain at
             ℓ = 10 (docs/results.md, ``benchmarks/rssm_dpcp.py --pairs``); the DPCP benchmark
@@ -336,12 +348,15 @@ class RSSM(SubgradientSolver):
             optimizer also uses.
         h, return_best, final_prox: see :class:`SubgradientSolver`.
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
-            ``seed``, ``eval_every`` — default ``max(10, ℓ(ℓ−1)/2)`` iterations).
+            ``seed``, ``eval_every`` — default about ``max(10, ℓ(ℓ−1)/2)`` block steps).
 
-    ``info`` reports the partition sizes and the number of partial-subgradient columns
-    computed (``gradient_columns``; divide by p for full-subgradient equivalents).
+    One iteration is ``⌈ℓ/2⌉`` block steps when the oracle computes gradient columns alone
+    (:attr:`~orthoplug.oracles.core.Oracle.column_gradients`), else one block step (see the
+    module notes). ``info`` reports the partition sizes, ``block_steps``,
+    ``updates_per_iteration`` and the number of partial-subgradient columns computed
+    (``gradient_columns``; divide by p for full-subgradient equivalents).
 
-    Per-iteration cost: ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` (the two blocks'
+    Cost per block step: ``O(n p p_C)`` flops with ``p_C = |C| ≈ 2p/ℓ`` (the two blocks'
     columns) plus the partial subgradient of those columns; no ``n × n`` matrix.
     """
 
@@ -379,12 +394,19 @@ class RSSM(SubgradientSolver):
         return len(self.partition(run.tracker.x.shape[-1]))
 
     def default_eval_every(self, run: Run) -> int:
-        """One sweep of the ``ℓ(ℓ − 1)/2`` column-block pairs, at least 10 iterations."""
+        """The iterations of one sweep of the ``ℓ(ℓ − 1)/2`` column-block pairs, at least 10
+        block steps (at least 1 iteration)."""
         ell = self._ell(run)
-        return max(10, ell * (ell - 1) // 2)
+        return max(1, max(10, ell * (ell - 1) // 2) // run.updates)
+
+    def updates_per_iteration(self, run: Run) -> int:
+        """One pass over the columns: ``⌈ℓ/2⌉`` block steps when the tracker computes gradient
+        columns alone (:attr:`~orthoplug.oracles.core.Tracker.column_gradients`), else 1 (each
+        block step then reads a full subgradient)."""
+        return self.epoch_length(run) if run.tracker.column_gradients else 1
 
     def epoch_length(self, run: Run) -> int:
-        """``⌈ℓ/2⌉`` iterations: a pair of blocks moves about 2/ℓ of the columns."""
+        """``⌈ℓ/2⌉`` block steps: a pair of blocks moves about 2/ℓ of the columns."""
         return max(1, math.ceil(self._ell(run) / 2))
 
     def epoch_share(self, run: Run) -> float:
@@ -432,6 +454,8 @@ class RSSM(SubgradientSolver):
         columns = (run.tracker.column_evaluations
                    if run is not None and isinstance(run.tracker, ColumnTracker) else None)
         return {**super().info(run), "num_blocks": len(blocks), "gradient_columns": columns,
+                "block_steps": run.steps.k if run is not None else 0,
+                "updates_per_iteration": run.updates if run is not None else None,
                 "block_sizes": [int(b.numel()) for b in blocks],
                 "project_step": self.project_step, "refresh_every": self.refresh_every,
                 "pairs": self.pairs}

@@ -14,9 +14,12 @@ shorthand (:func:`step_rule`):
 * :class:`GeometricOnStall` (``"geometric-on-stall"``) — geometric decay that returns to the
   best epoch-end point and shrinks the step after ``patience`` epochs without a new best.
 
-An *epoch* is the run of iterations after which every column has moved once in expectation:
-1 iteration of RSubGrad, ``ℓ/2`` of RSSM with ℓ blocks (:class:`SubgradientSteps` gets both
-the integer epoch length ``⌈ℓ/2⌉`` and the per-iteration share ``ω = 2/ℓ``). ``γ₀ = "auto"``
+The rules count *updates*: RSubGrad's iterations, RSSM's block steps (the paper's iterations;
+one step of the geoopt optimizer), whatever the solver's iteration is made of, so the steps do not
+depend on it. An *epoch* is the run of updates after which every column has moved once in
+expectation: 1 update of RSubGrad, ``ℓ/2`` block steps of RSSM with ℓ blocks
+(:class:`SubgradientSteps` gets both the integer epoch length ``⌈ℓ/2⌉`` and the per-update share
+``ω = 2/ℓ``); with a column oracle an RSSM iteration is one epoch. ``γ₀ = "auto"``
 is ``0.5/‖grad f(X₀)‖_F`` (:func:`~orthoplug.solvers.rssm.auto_step_size`): a first full step
 moves X by about 0.5 in Frobenius norm. The theory of the fixed schedules needs ``γ_k < 1/L``.
 
@@ -67,8 +70,8 @@ class StepRule:
     def started(self, *, f0: Callable[[], float], auto_step: Callable[[], float],
                 epoch_length: int, share: float) -> StepRule:
         """A fresh copy of this template started at ``X₀``: ``f0()`` gives ``f(X₀)``,
-        ``auto_step()`` the automatic ``γ₀``, ``epoch_length`` the iterations per epoch and
-        ``share`` the share of the columns one iteration moves."""
+        ``auto_step()`` the automatic ``γ₀``, ``epoch_length`` the updates per epoch and
+        ``share`` the share of the columns one update moves."""
         rule = copy.deepcopy(self)
         rule.start(f0, auto_step, int(epoch_length), float(share))
         return rule
@@ -81,11 +84,11 @@ class StepRule:
     def length(self, k: int, f: Callable[[], float], xi_sq: Callable[[], float],
                share: float) -> float:
         """``γ_k``; ``f()`` gives ``f(X_k)``, ``xi_sq()`` the squared norm of the (partial)
-        Riemannian subgradient, ``share`` the share of the columns this iteration moves."""
+        Riemannian subgradient, ``share`` the share of the columns this update moves."""
         raise NotImplementedError
 
     def epoch_end(self, k: int, f: float, x: torch.Tensor) -> torch.Tensor | None:
-        """Called after iteration ``k`` ends an epoch (only for rules with
+        """Called after update ``k`` ends an epoch (only for rules with
         :attr:`watches_epochs`); returns a point to restart from, or ``None``."""
         return None
 
@@ -156,7 +159,8 @@ class Constant(_Scheduled):
 
 
 class Diminishing(_Scheduled):
-    r"""``γ_k = γ₀/√(k+1)`` (Thm 4.9b of Cheung et al. 2024; k counts iterations).
+    r"""``γ_k = γ₀/√(k+1)`` (Thm 4.9b of Cheung et al. 2024; k counts updates: RSSM's
+    block steps, the paper's iterations).
 
     Args:
         step: ``γ₀ > 0`` or ``"auto"``.
@@ -172,8 +176,8 @@ class Diminishing(_Scheduled):
 
 
 class Geometric(_Scheduled):
-    r"""``γ_k = γ₀ β^{ωk}``: β per epoch, ``β^ω`` per iteration (ω the share of the columns one
-    iteration moves: 1 for RSubGrad, ``2/ℓ`` for RSSM), so the decay per column update is the
+    r"""``γ_k = γ₀ β^{ωk}``: β per epoch, ``β^ω`` per update (ω the share of the columns one
+    update moves: 1 for RSubGrad, ``2/ℓ`` for RSSM), so the decay per column update is the
     same for every block count. For sharp problems such as DPCP (outside the RSSM theory).
 
     Args:
@@ -265,16 +269,16 @@ class Polyak(StepRule):
 
     ``γ_k = (f(X_k) − f̂_k)/N_k`` with ``f̂_k = f_best − δ`` (``f_best`` the lowest value seen)
     and ``N_k`` the squared norm of the full Riemannian subgradient: ``‖ξ_k‖²`` for RSubGrad;
-    for RSSM, whose iteration sees only the block part ``ξ_C``, a running average of
-    ``‖ξ_C‖²/ω`` (``ω = |C|/p``, weight ω per iteration). A block step of that length lowers
+    for RSSM, whose block step sees only the block part ``ξ_C``, a running average of
+    ``‖ξ_C‖²/ω`` (``ω = |C|/p``, weight ω per block step). A block step of that length lowers
     the linear model by ``(f − f̂)‖ξ_C‖²/‖ξ‖²``, the block's share of the gap; dividing by
     ``‖ξ_C‖²`` itself would blow up whenever the drawn block is nearly stationary.
     ``δ₀ = level·|f(X₀)|`` (``level`` if ``f(X₀) = 0``); δ is halved when ``patience`` epochs
     pass without ``f_best`` dropping by ``drop·δ`` below its value at the last change (the
-    target was too low), and multiplied by ``grow^(1/E)`` (at most δ₀; E the iterations per
+    target was too low), and multiplied by ``grow^(1/E)`` (at most δ₀; E the updates per
     epoch) after each such drop (so that a δ cut too far early does not leave the method with
     tiny steps). The root makes δ's growth per epoch the same for every block count: a block
-    method tests for the drop every iteration, E times per epoch. With ``f̂ ≤ f*`` and a sharp f
+    method tests for the drop every block step, E times per epoch. With ``f̂ ≤ f*`` and a sharp f
     the steps are at least Polyak's; once ``f̂ > f*`` the iterates reach ``f̂`` and δ shrinks.
 
     The defaults ``drop = 0.7``, ``grow = 1.2`` keep the target closer to ``f_best`` than the
@@ -319,7 +323,7 @@ class Polyak(StepRule):
         self.growth = self.grow ** (1.0 / max(1, epoch_length))
 
     def observe(self, f: float) -> None:
-        """Record ``f(X_k)`` (once per iteration, before the step) and adjust δ."""
+        """Record ``f(X_k)`` (once per update, before the step) and adjust δ."""
         if f < self.best:
             self.best = f
         if self.best <= self.ref - self.drop * self.delta:
@@ -383,14 +387,14 @@ class SubgradientSteps:
 
     One object per run (:class:`~orthoplug.solvers.rssm.SubgradientSolver` keeps it in
     ``run.steps``) or per parameter (the torch RSSM keeps its :meth:`state_dict`), so both
-    front-ends take the same steps. Per iteration: :meth:`length` gives ``scale · γ_k``
-    (``scale`` is geoopt's ``lr``, 1 elsewhere), then :meth:`finish` counts the iteration and,
-    for rules that watch epochs, ends an epoch every ``epoch_length`` iterations (it may return
+    front-ends take the same steps. Per update: :meth:`length` gives ``scale · γ_k``
+    (``scale`` is geoopt's ``lr``, 1 elsewhere), then :meth:`finish` counts the update and,
+    for rules that watch epochs, ends an epoch every ``epoch_length`` updates (it may return
     a point to restart from).
 
     Args:
         rule: a started :class:`StepRule`.
-        epoch_length: iterations per epoch (every column moved once in expectation).
+        epoch_length: updates per epoch (every column moved once in expectation).
     """
 
     def __init__(self, rule: StepRule, epoch_length: int):
@@ -408,7 +412,7 @@ class SubgradientSteps:
     def length(self, f: Callable[[], float], xi_sq: Callable[[], float],
                share: float = 1.0) -> float:
         """``scale · γ_k``; ``f()`` gives ``f(X_k)`` and ``xi_sq()`` ``‖ξ_k‖²`` (only the rules
-        that read them call them), ``share`` is the share of the columns this iteration moves."""
+        that read them call them), ``share`` is the share of the columns this update moves."""
         return self.scale * self.rule.length(self.k, f, xi_sq, share)
 
     @property
@@ -418,7 +422,7 @@ class SubgradientSteps:
         return self.rule.watches_epochs and (self.k + 1) % self.epoch == 0
 
     def finish(self, f: Callable[[], float], x: torch.Tensor) -> torch.Tensor | None:
-        """Count the iteration that moved to ``x``; at an epoch end of a rule that watches
+        """Count the update that moved to ``x``; at an epoch end of a rule that watches
         epochs return the point to restart from (else ``None``)."""
         ends = self.ends_epoch
         self.k += 1

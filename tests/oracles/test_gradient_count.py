@@ -30,6 +30,7 @@ from orthoplug.oracles import (
     RowGradientOracle,
 )
 from orthoplug.problems.hevp import make_spd
+from orthoplug.problems.nonsmooth_problems import SparsePCA
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD, VRJJOBCD
 from orthoplug.solvers.obcd import OBCD
 from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
@@ -97,7 +98,15 @@ def test_partial_gradients_count_as_fractions_of_a_full_one():
     cols = ColumnOracle(lambda x: (x * x).sum(), lambda x: 2 * x,
                         lambda x, c: 2 * x[:, c]).track(x)
     cols.gradient_columns(torch.tensor([1]))
-    assert cols.gradient_evaluations == pytest.approx(1 / 4)
+    assert cols.gradient_evaluations == pytest.approx(1 / 4) and cols.column_gradients
+    factored = SparsePCA.random(6, 10, mu=0.1, seed=0).oracle().track(x)
+    factored.gradient_columns(torch.tensor([0, 2]))
+    assert factored.gradient_evaluations == pytest.approx(2 / 4) and factored.column_gradients
+    # no column function: the full gradient is computed (and counted, and cached)
+    sliced = ColumnOracle(lambda x: (x * x).sum(), lambda x: 2 * x).track(x)
+    sliced.gradient_columns(torch.tensor([1]))
+    sliced.gradient_columns(torch.tensor([2]))
+    assert sliced.gradient_evaluations == 1 and not sliced.column_gradients
     comps = FiniteSumOracle(5, lambda x, i: (x * x).sum(), lambda x, i: 2 * x)
     tracker = comps.track(x)
     tracker.component_gradient(x, torch.tensor([0, 4]))

@@ -44,15 +44,17 @@ def _l1_distance_oracle(a):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_feasibility_after_1e5_iterations():
-    """‖XᵀX − I‖_F ≤ 1e-12 after 10⁵ RSSM iterations (n = 200, p = 40, ℓ = 8)."""
+def test_feasibility_after_1e5_block_steps():
+    """‖XᵀX − I‖_F ≤ 1e-12 after 10⁵ RSSM block steps (n = 200, p = 40, ℓ = 8: a column
+    oracle, so an iteration is ⌈ℓ/2⌉ = 4 block steps)."""
     n, p = 200, 40
     a = torch.randn(n, p, dtype=torch.float64, generator=_gen(0)) / math.sqrt(n)
     x0 = _point(n, p, 1)
-    solver = RSSM(num_blocks=8, step_size=Constant(0.05), max_iterations=100_000,
-                  eval_every=25_000, seed=0)
+    solver = RSSM(num_blocks=8, step_size=Constant(0.05), max_iterations=25_000,
+                  eval_every=6_250, seed=0)
     res = solver.run(_l1_distance_oracle(a), x0, StiefelGeometry(n, p))
-    assert res.iterations == 100_000
+    assert res.iterations == 25_000
+    assert res.info["block_steps"] == 100_000 and res.info["updates_per_iteration"] == 4
     x = res.point
     assert float(torch.linalg.matrix_norm(x.mT @ x - torch.eye(p, dtype=x.dtype))) <= 1e-12
     assert max(res.history["violation"]) <= 1e-12
@@ -81,9 +83,10 @@ def test_fixed_columns_bit_for_bit_unchanged_in_every_step():
     oracle.track = lambda x: _CheckingTracker(oracle, x)
     _CheckingTracker.writes = 0
     blocks = [[0, 5], [1, 2, 3], [4], [6, 7, 8]]
-    res = RSSM(blocks=blocks, step_size=0.1, max_iterations=600, seed=3).run(
+    res = RSSM(blocks=blocks, step_size=0.1, max_iterations=300, seed=3).run(
         oracle, _point(n, p, 4), StiefelGeometry(n, p))
-    assert _CheckingTracker.writes == res.iterations == 600
+    # one iteration = ⌈ℓ/2⌉ = 2 block steps, each one column write
+    assert _CheckingTracker.writes == res.info["block_steps"] == 2 * res.iterations == 600
     assert res.info["block_sizes"] == [2, 3, 1, 3]
     assert res.violation < 1e-13
 
@@ -124,10 +127,10 @@ def test_matching_rule_moves_every_block_once_per_epoch():
     oracle = _l1_distance_oracle(a)
     moved = []
     oracle.track = lambda x: _RecordingTracker(oracle, x, moved)
-    res = RSSM(num_blocks=4, pairs="matching", step_size=0.1, max_iterations=40, seed=3).run(
+    res = RSSM(num_blocks=4, pairs="matching", step_size=0.1, max_iterations=20, seed=3).run(
         oracle, _point(n, p, 4), StiefelGeometry(n, p))
     assert res.info["pairs"] == "matching" and len(moved) == 40
-    for epoch in range(20):  # ℓ/2 = 2 iterations per epoch: all 8 columns, each once
+    for epoch in range(20):  # an iteration (epoch) is ℓ/2 = 2 block steps: all 8 columns, once
         cols = moved[2 * epoch] + moved[2 * epoch + 1]
         assert sorted(cols) == list(range(p))
     assert len({tuple(c) for c in moved}) > 2  # not a fixed cycle
@@ -159,7 +162,7 @@ def test_dpcp_recovers_orthogonal_complement(seed):
     assert prob.num_outliers == 300 and prob.c == 20
     x0 = prob.random_point(seed + 100)
     assert prob.principal_angle(x0) > 0.5
-    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=1400, seed=seed).run(
+    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=700, seed=seed).run(
         prob.oracle(), x0, StiefelGeometry(60, 20))
     assert prob.principal_angle(res.point) <= 1e-6
     assert prob.subspace_error(res.point) <= 1e-5
@@ -172,7 +175,7 @@ def test_dpcp_matching_pairs_recover_with_polyak():
     """The matching pair rule with Polyak steps recovers S^⊥ from a random start."""
     prob = dpcp_instance(60, 40, 300, outlier_ratio=0.5, seed=1)
     x0 = prob.random_point(101)
-    res = RSSM(num_blocks=4, pairs="matching", max_iterations=1400,
+    res = RSSM(num_blocks=4, pairs="matching", max_iterations=700,
                seed=1).run(prob.oracle(), x0, StiefelGeometry(60, 20))
     assert prob.principal_angle(x0) > 0.5
     assert prob.principal_angle(res.point) <= 1e-6
@@ -185,7 +188,7 @@ def test_dpcp_entrywise_objective_and_rsubgrad_also_recover():
     geo = StiefelGeometry(60, 20)
     res = RSubGrad(step_size="geometric", max_iterations=700).run(prob.oracle(), x0, geo)
     assert prob.principal_angle(res.point) <= 1e-6
-    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=1400, seed=1).run(
+    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=700, seed=1).run(
         prob.oracle("l1"), x0, geo)
     assert prob.principal_angle(res.point) <= 1e-5
 
@@ -231,8 +234,8 @@ def test_l1_spca_rssm_within_one_percent_of_reference():
         prob.oracle(), x0, geo)
     # the pure PCA solution (h ignored) is measurably worse in F: the test can fail
     assert prob.value(x0) > ref.info["best_cost"] + 0.03 * abs(ref.info["best_cost"])
-    res = RSSM(num_blocks=4, step_size=Geometric(decay=0.995), max_iterations=4000,
-               eval_every=10, seed=0, h=prob.nonsmooth()).run(
+    res = RSSM(num_blocks=4, step_size=Geometric(decay=0.995), max_iterations=2000,
+               eval_every=5, seed=0, h=prob.nonsmooth()).run(
         prob.smooth_oracle(), x0, geo)
     best_ref = ref.info["best_cost"]
     gap = (res.info["best_cost"] - best_ref) / abs(best_ref)
@@ -244,8 +247,8 @@ def test_l1_spca_rssm_within_one_percent_of_reference():
 def test_l1_spca_rssm_within_one_percent_of_obcd():
     """Same instance and start as above; OBCD (row-pair BCD with the exact O(2) subproblem,
     orthoplug.solvers.obcd) gets 2000 iterations. Measured on this instance: OBCD reaches
-    F = −0.3241 after 3000 and −0.3298 after 20000 iterations (47 s); RSSM's best after 4000
-    iterations (≈2 s) is −0.3328."""
+    F = −0.3241 after 3000 and −0.3298 after 20000 iterations (47 s); RSSM's best after 2000
+    iterations (4000 block steps, ≈2 s) is −0.3328."""
     obcd = pytest.importorskip("orthoplug.solvers.obcd")
     n, p = 40, 8
     prob = SparsePCA.random(80, n, mu=0.003, seed=1)
@@ -254,8 +257,8 @@ def test_l1_spca_rssm_within_one_percent_of_obcd():
     ob = obcd.OBCD(prob.nonsmooth(), max_iterations=2000, eval_every=500, seed=0).run(
         prob.quadratic_oracle(), x0, geo)
     assert ob.cost == pytest.approx(prob.value(ob.point), abs=1e-10)
-    res = RSSM(num_blocks=4, step_size=Geometric(decay=0.995), max_iterations=4000,
-               eval_every=10, seed=0, h=prob.nonsmooth()).run(
+    res = RSSM(num_blocks=4, step_size=Geometric(decay=0.995), max_iterations=2000,
+               eval_every=5, seed=0, h=prob.nonsmooth()).run(
         prob.smooth_oracle(), x0, geo)
     assert res.info["best_cost"] <= ob.cost + 0.01 * abs(ob.cost)
 
@@ -288,7 +291,7 @@ def test_composite_and_factored_oracles_give_column_subgradients():
 def test_dictionary_learning_recovers_columns():
     dl = DictionaryLearning.random(8, 800, theta=0.3, seed=0)
     x0 = _point(8, 8, 1)
-    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=2000, seed=0).run(
+    res = RSSM(num_blocks=4, step_size="geometric", max_iterations=1000, seed=0).run(
         dl.oracle(), x0, StiefelGeometry(8, 8))
     assert dl.recovery_error(res.point) < 1e-3 < dl.recovery_error(x0)
 
@@ -383,7 +386,7 @@ def test_best_so_far_logging_and_return_best():
     prob = dpcp_instance(20, 12, 60, seed=4)
     x0 = prob.random_point(5)
     geo = StiefelGeometry(20, 8)
-    kwargs = dict(num_blocks=4, step_size=Constant(5.0), max_iterations=300,
+    kwargs = dict(num_blocks=4, step_size=Constant(5.0), max_iterations=150,
                   eval_every=3, seed=0)
     res = RSSM(**kwargs).run(prob.oracle(), x0, geo)
     cost, best = np.asarray(res.history["cost"]), np.asarray(res.history["best_cost"])
@@ -509,5 +512,5 @@ def test_example_runs_at_tiny_size(tmp_path):
     spec = importlib.util.spec_from_file_location("rssm_dpcp_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    out = module.main(["--n", "30", "--d", "20", "--inliers", "100", "--iterations", "1600"])
+    out = module.main(["--n", "30", "--d", "20", "--inliers", "100", "--iterations", "800"])
     assert out["rssm_angle"] <= 1e-6

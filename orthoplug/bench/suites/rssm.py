@@ -58,7 +58,7 @@ from orthoplug.problems.nonsmooth_problems import DPCP, SparsePCA, dpcp_instance
 from orthoplug.solvers.rssm import RSSM, SubgradientSolver
 from orthoplug.solvers.step_rules import Geometric, GeometricOnStall, Polyak
 
-__all__ = ["EXPERIMENTS", "DPCPExperiment", "FactoredL1SPCA", "dpcp_solver", "epoch_length",
+__all__ = ["EXPERIMENTS", "DPCPExperiment", "FactoredL1SPCA", "dpcp_solver",
            "dpcp_problem_instance", "rssm_method", "DPCP_RSSM_RULE"]
 
 #: geometric step decay per epoch on DPCP
@@ -70,14 +70,6 @@ DPCP_RULES = {"geometric": lambda decay, patience: Geometric(decay=decay),
               "polyak": lambda decay, patience: Polyak(patience=patience),
               "geometric-on-stall": lambda decay, patience: GeometricOnStall(
                   decay=decay, patience=patience)}
-
-
-def epoch_length(num_blocks: int | None) -> int:
-    """Iterations per epoch (every column updated once in expectation): 1 for RSubGrad
-    (``num_blocks=None``), ℓ/2 for RSSM with even ℓ, ℓ for odd ℓ."""
-    if num_blocks is None:
-        return 1
-    return num_blocks // 2 if num_blocks % 2 == 0 else num_blocks
 
 
 def dpcp_solver(num_blocks: int | None, decay: float = DPCP_DECAY, seed: int = 0,
@@ -140,8 +132,7 @@ class DPCPExperiment(Experiment):
 
 def _run_dpcp(experiment: DPCPExperiment, instance: Instance, *, seed: int, time_limit: float,
               num_blocks: int | None = None, decay: float = DPCP_DECAY, **rule) -> Outcome:
-    solver = dpcp_solver(num_blocks, decay, seed, eval_every=max(10, epoch_length(num_blocks)),
-                         **budget(time_limit, rule))
+    solver = dpcp_solver(num_blocks, decay, seed, eval_every=10, **budget(time_limit, rule))
     x0 = torch.as_tensor(experiment.initial_point(instance, seed))
     return solver_outcome(solver, instance.data.oracle(), x0)
 
