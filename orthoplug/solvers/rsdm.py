@@ -417,10 +417,7 @@ def _try(tracker, sub: Submanifold, c, y, bound: float) -> bool:
         if priced is not None:  # the trial priced on the slice: X changes only if accepted
             if not priced <= bound:
                 return False
-            if isinstance(tracker, QuadraticTracker):
-                tracker.set_rows(sub.rows, new)
-            else:
-                tracker.set_rows(sub.rows, new, value=priced)
+            tracker.set_rows(sub.rows, new, value=priced)
             return True
         tracker.set_rows(sub.rows, new)
         try:
