@@ -82,7 +82,7 @@ import warnings
 
 import torch
 
-from orthoplug.geometry.stiefel import StiefelGeometry, polar
+from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.submanifold import (
     RETRACTIONS,
     SAMPLINGS,
@@ -151,12 +151,12 @@ def rotation(gamma: torch.Tensor, eta: float, retraction: str) -> torch.Tensor:
 def _rotation_polar(w: torch.Tensor) -> torch.Tensor:
     """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩`` (in float64): the polar factor ``UVᵀ`` of ``w = UΣVᵀ``
     when its determinant is +1, else ``U diag(1, …, 1, −1) Vᵀ`` (the direction of the smallest
-    singular value flipped), so that RSDM's steps stay rotations (SO(n) stays SO(n))."""
-    w64 = w.double()
-    y = polar(w64)
+    singular value flipped, from the same SVD), so that RSDM's steps stay rotations (SO(n)
+    stays SO(n))."""
+    u, _, vt = torch.linalg.svd(w.double())  # singular values in descending order
+    y = u @ vt
     if float(torch.linalg.det(y)) < 0:
-        v = torch.linalg.eigh(w64.mT @ w64).eigenvectors[:, :1]  # smallest singular direction
-        y = y - 2.0 * (y @ v) @ v.mT
+        y = y - 2.0 * u[:, -1:] @ vt[-1:]
     return y.to(w.dtype)
 
 

@@ -36,7 +36,12 @@ from orthoplug.oracles import (
 )
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.base import Run
-from orthoplug.solvers.rsdm import RSDM, StochasticRSDM, default_slice_dimension
+from orthoplug.solvers.rsdm import (
+    RSDM,
+    StochasticRSDM,
+    _rotation_polar,
+    default_slice_dimension,
+)
 from orthoplug.training.orthonet import train_orthonet
 
 F64 = torch.float64
@@ -693,6 +698,28 @@ def test_polar_step_is_the_exact_block_minimiser_on_a_linear_cost():
         sq.oracle("linear"), torch.eye(8, dtype=F64), StiefelGeometry(8, 8))
     assert float(torch.linalg.det(res.point)) == pytest.approx(1.0, abs=1e-12)
     assert res.cost < float(sq.cost(torch.eye(8, dtype=F64)))
+
+
+
+def test_polar_rotation_is_the_maximiser_over_so_r():
+    """The polar step's rotation maximises ⟨Y, W⟩ over SO(r): ⟨Y, W⟩ = Σσᵢ when det W > 0 and
+    Σσᵢ − 2σ_min when det W < 0 (von Neumann's bound with the sign constraint), Y ∈ SO(r), and
+    no random rotation does better."""
+    gen = _gen(11)
+    for r in (2, 5, 9):
+        for sign in (1.0, -1.0):
+            w = torch.randn(r, r, dtype=F64, generator=gen)
+            if float(torch.linalg.det(w)) * sign < 0:
+                w[0] = -w[0]
+            y = _rotation_polar(w)
+            sv = torch.linalg.svdvals(w)
+            best = float(sv.sum()) - (2.0 * float(sv[-1]) if sign < 0 else 0.0)
+            assert float((y * w).sum()) == pytest.approx(best, rel=1e-12)
+            assert float(torch.linalg.det(y)) == pytest.approx(1.0, abs=1e-12)
+            assert float((y.mT @ y - torch.eye(r, dtype=F64)).abs().max()) <= 1e-13
+            q = qf(torch.randn(200, r, r, dtype=F64, generator=gen))
+            q[torch.linalg.det(q) < 0, :, 0] *= -1.0
+            assert float((q * w).sum((-2, -1)).max()) <= best + 1e-12
 
 
 def _complement(rows, n):
