@@ -37,11 +37,13 @@ from orthoplug.oracles import (
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.base import Run
 from orthoplug.solvers.rsdm import (
+    ARMIJO_GROWTH,
     RSDM,
     StochasticRSDM,
     _rotation_polar,
     default_slice_dimension,
 )
+from orthoplug.solvers.steps import ArmijoBacktracking
 from orthoplug.training.orthonet import train_orthonet
 
 F64 = torch.float64
@@ -736,7 +738,8 @@ def _complement(rows, n):
 def _dense_rsdm(cost, grad, x, r, seed, iterations):
     """RSDM-P with the default Armijo rule written with explicit n×n matrices (reference only):
     ``Γ = [P skew(∇F Xᵀ) Pᵀ]_{r×r}``, ``X ← Pᵀ blockdiag(qf(I − ηΓ), I) P X``, the cost
-    evaluated in full at every trial."""
+    evaluated in full at every trial, the next first trial ``γη`` after a first-trial
+    acceptance."""
     n = x.shape[0]
     gen, eta0 = _gen(seed), 1.0
     for _ in range(iterations):
@@ -750,7 +753,7 @@ def _dense_rsdm(cost, grad, x, r, seed, iterations):
             u[:r, :r] = qf(torch.eye(r, dtype=F64) - eta * gamma)
             x_new = big_p.mT @ u @ big_p @ x
             if float(cost(x_new)) <= f0 - 1e-4 * eta * slope:
-                x, eta0 = x_new, (2.0 * eta if trial == 0 else eta)
+                x, eta0 = x_new, (ARMIJO_GROWTH * eta if trial == 0 else eta)
                 break
             eta *= 0.5
         else:
@@ -860,3 +863,16 @@ def test_default_r_is_the_same_in_the_solver_and_both_front_ends():
     assert core.info["r"] == pym.solver_result.info["r"] == 17
     assert torch.allclose(torch.from_numpy(pym.point), core.point, rtol=0, atol=1e-14)
     assert torch.allclose(w.detach(), core.point, rtol=0, atol=1e-14)
+
+
+def test_armijo_memory_grows_by_its_factor_after_a_first_trial_acceptance():
+    """The next first trial is γη after a first-trial acceptance, the accepted η after a
+    backtrack; RSDM's Armijo rule uses γ = ARMIJO_GROWTH (both front-ends), its polar step
+    doubles; γ < 1 is refused."""
+    rule = ArmijoBacktracking(1.0, growth=1.25)
+    assert rule.search(lambda eta: True) and rule.step == 1.25
+    assert rule.search(lambda eta: eta < 1.0) and rule.step == 0.625 and rule.backtracks == 1
+    assert RSDM().new_line_search().growth == ARMIJO_GROWTH
+    assert RSDM(line_search="polar").new_line_search().growth == 2.0
+    with pytest.raises(ValueError, match="growth"):
+        ArmijoBacktracking(1.0, growth=0.9)
