@@ -573,7 +573,7 @@ class QuadraticTracker(Tracker):
         the compiled loop reads C's rows once per column of Y, which is faster for two rows
         and many times slower than a matrix product for RSDM's r-row blocks). ``value``, if
         given, is the new ``f`` already priced by :meth:`value_with_rows` (finite): the
-        matrix-product path then skips its O(|B|²k) recomputation.
+        matrix-product path then skips its O(b²k) recomputation (b = len(rows)).
 
         Raises :class:`NonFiniteError` (and leaves X, Y and f unchanged) if the change or the new
         cost is not finite.
