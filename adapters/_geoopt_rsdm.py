@@ -34,7 +34,8 @@ Without ``lr`` (``lr=None``) the Stiefel step needs no tuning: ``step(closure)``
 (:class:`~orthoplug.solvers.steps.ArmijoBacktracking`, with memory) on the loss the closure
 returns. All Stiefel parameters of the group move together by ``Y = Retr(−lr·η Γ)`` on their
 own slices; η is accepted when the loss drops by at least ``c·lr·η·Σ‖Γ‖²`` and multiplied by
-``contraction`` otherwise, and the next step starts from ``2η`` after a first-trial acceptance,
+``contraction`` otherwise, and the next step starts from ``γη`` after a first-trial acceptance
+(γ = :data:`~orthoplug.solvers.rsdm.ARMIJO_GROWTH`, as the core solver),
 else from the accepted η. Such a group holds Stiefel parameters only, has
 ``line_search=True`` and ``lr = 1.0`` in its dict: ``lr`` is then a factor on the searched
 steps, so torch's schedulers work on it too (``lr = 0``: no move). Every group's direction
@@ -68,6 +69,7 @@ import torch
 
 from orthoplug.geometry.submanifold import RETRACTIONS, SAMPLINGS, submanifold_gradient
 from orthoplug.solvers.rsdm import (
+    ARMIJO_GROWTH,
     DEFAULT_FIRST_TRIAL,
     default_slice_dimension,
     rotation,
@@ -196,7 +198,8 @@ class RSDM(OrthoplugOptimizer):
         if group["line_search"]:
             return ArmijoBacktracking(DEFAULT_FIRST_TRIAL, contraction=group["contraction"],
                                       sufficient_decrease=group["sufficient_decrease"],
-                                      max_backtracks=group["max_backtracks"])
+                                      max_backtracks=group["max_backtracks"],
+                                      growth=ARMIJO_GROWTH)
         return DecaySchedule(group["schedule"], group["decay_time"])
 
     def _extra_state(self) -> dict:

@@ -10,7 +10,10 @@ the methods run one after the other in this process (so their times compare): RS
 default Armijo step and r = factor × the default r (``--r-factors``, default 1 only) and pymanopt
 ConjugateGradient, each until the relative gap ``|F − F*|/|F*|`` is ≤ ``--gap`` (default 1e-3)
 or ``--max-time`` seconds; the times to 1e-2 and 1e-3 are recorded. ``--repeats`` runs the
-interleaved sequence that many times (medians reported).
+interleaved sequence that many times (medians reported). ``--rules armijo polar`` adds RSDM-P with
+``line_search="polar"`` (same r) to each instance. ``--clock cpu`` times every run in this
+process's CPU seconds instead of wall seconds (one thread per method, so the work done,
+independent of the share of a loaded machine the process got).
 
 Memory: each method is also run in a child process (the same problem, to the gap 1e-2 or
 ``--memory-time`` seconds) that reports its peak resident memory above the resident memory just
@@ -29,17 +32,20 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rsdm_stiefel import Bench, run_pymanopt, run_rsdm  # noqa: E402
+from rsdm_stiefel import Bench, Monitor, run_pymanopt, run_rsdm  # noqa: E402
 
 from orthoplug.solvers.rsdm import default_slice_dimension  # noqa: E402
 
 LEVELS = ("1e-02", "1e-03")
+#: RSDM-P variants of ``--rules``: the step rule's name in rsdm_stiefel's ``RSDM_VARIANTS``
+RULES = {"armijo": "RSDM-P-armijo", "polar": "RSDM-P-polar"}
 
 
 def limit_threads(threads: int) -> None:
@@ -51,11 +57,12 @@ def limit_threads(threads: int) -> None:
 
 
 def run_one(bench: Bench, method: str, r: int | None, gap: float, cap: float):
-    """One run of ``method`` ("RSDM" with slice dimension r, or "CG") to ``gap``."""
+    """One run of ``method`` ("RSDM" (Armijo) or "RSDM-polar" with slice dimension r, or "CG")
+    to ``gap``."""
     if method == "CG":
         return run_pymanopt(bench, "CG", gap, cap)
     bench.r = r
-    return run_rsdm(bench, "RSDM-P-armijo", {}, gap, cap)
+    return run_rsdm(bench, RULES["polar" if method == "RSDM-polar" else "armijo"], {}, gap, cap)
 
 
 def _status_kib(field: str) -> int:
@@ -101,10 +108,16 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--memory-time", type=float, default=20.0,
                         help="cap of the memory runs (0: no memory measurement)")
+    parser.add_argument("--rules", nargs="+", default=["armijo"], choices=list(RULES),
+                        help="RSDM-P step rules run at each r (the default is armijo)")
+    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                        help="time the runs in wall seconds or in this process's CPU seconds")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=None, help="write the results as JSON")
     args = parser.parse_args(argv)
     limit_threads(args.threads)
+    if args.clock == "cpu":
+        Monitor.clock = staticmethod(time.process_time)
     report = {"args": vars(args), "torch": torch.__version__, "numpy": np.__version__,
               "machine": platform.platform(), "python": sys.version.split()[0],
               "instances": []}
@@ -118,7 +131,8 @@ def main(argv=None) -> int:
             p = max(1, round(frac * n))
             r0 = default_slice_dimension(n, p)
             rs = sorted({min(n, max(2, round(f * r0))) for f in args.r_factors})
-            methods = [("RSDM", r) for r in rs] + [("CG", None)]
+            rsdm = ["RSDM" if rule == "armijo" else "RSDM-polar" for rule in args.rules]
+            methods = [(m, r) for r in rs for m in rsdm] + [("CG", None)]
             for kind in args.problems:
                 bench = Bench(kind, n, p, r0)
                 entry = {"problem": kind, "n": n, "p": p, "default_r": r0, "runs": {}}
@@ -150,12 +164,13 @@ def main(argv=None) -> int:
                     print("  peak MiB above the start: " + "  ".join(
                         f"{k} {v:.1f}" for k, v in entry["peak_mib"].items()), flush=True)
                 cg = entry["runs"]["CG"]["median_seconds_to"]
-                rsdm = entry["runs"][f"RSDM r={r0}"]["median_seconds_to"]
-                entry["cg_over_rsdm"] = {lv: (cg[lv] / rsdm[lv] if cg[lv] and rsdm[lv] else None)
-                                         for lv in LEVELS}
-                print("  CG time ÷ RSDM (default r) time: " + "  ".join(
-                    f"{lv}: {v:.2f}" if v else f"{lv}: -"
-                    for lv, v in entry["cg_over_rsdm"].items()), flush=True)
+                for method in rsdm:  # "cg_over_rsdm" (Armijo), "cg_over_rsdm-polar"
+                    own = entry["runs"][f"{method} r={r0}"]["median_seconds_to"]
+                    entry[f"cg_over_{method.lower()}"] = ratio = {
+                        lv: (cg[lv] / own[lv] if cg[lv] and own[lv] else None) for lv in LEVELS}
+                    print(f"  CG time ÷ {method} (default r) time: " + "  ".join(
+                        f"{lv}: {v:.2f}" if v else f"{lv}: -" for lv, v in ratio.items()),
+                        flush=True)
                 report["instances"].append(entry)
                 save()
     return 0

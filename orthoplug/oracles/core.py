@@ -573,18 +573,22 @@ class QuadraticTracker(Tracker):
     def gradient_rows(self, rows):
         return self._tensor(self.gradient_rows_array(self._index(rows)))
 
-    def set_rows_array(self, rows, new_rows) -> None:
+    def set_rows_array(self, rows, new_rows, value: float | None = None) -> None:
         """``X[rows] = new_rows`` on the arrays (rows: distinct, 1-D); updates ``Y`` and ``f``:
         ``Y += C[B]ᵀ Δ`` and ``f += s⟨Δ D, Y[B] + Y⁺[B]⟩`` with ``Y⁺[B] = Y[B] + C_BB Δ``
-        (:func:`~orthoplug.kernels.quadratic.update_rows` on the host, the same expressions in
-        torch on other devices).
+        (:func:`~orthoplug.kernels.quadratic.update_rows` on the host for a row pair, else the
+        same expressions as matrix products, NumPy's on the host and torch's on other devices:
+        the compiled loop reads C's rows once per column of Y, which is faster for two rows
+        and many times slower than a matrix product for RSDM's r-row blocks). ``value``, if
+        given, is the new ``f`` already priced by :meth:`value_with_rows` (finite): the
+        matrix-product path then skips its O(b²k) recomputation (b = len(rows)).
 
         Raises :class:`NonFiniteError` (and leaves X, Y and f unchanged) if the change or the new
         cost is not finite.
         """
         delta = new_rows - _take(self.xa, rows)
         kq = self._kernels
-        if self.on_host:
+        if self.on_host and len(rows) <= 2:
             with np.errstate(invalid="ignore", over="ignore"):  # a non-finite Δ is refused
                 dd = self._times_d(delta)
             status, value = kq.update_rows(self.xa, self.ya, self.ca, self.s, self._f, rows,
@@ -595,19 +599,21 @@ class QuadraticTracker(Tracker):
             return
         if not math.isfinite(float(delta.sum())):
             raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_UPDATE])
-        dd = self._times_d(delta)
-        y_b = _take(self.ya, rows)
-        value = self._f + self.s * _dot(dd, 2.0 * y_b + _take(self.ca, rows)[:, rows] @ delta)
+        c_b = _take(self.ca, rows)  # C[B], r×n
+        if value is None:
+            value = self._f + self.s * _dot(self._times_d(delta), 2.0 * _take(self.ya, rows)
+                                            + _take(c_b, rows, 1) @ delta)
         if not math.isfinite(value):
             raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_COST])
-        self.ya += _take(self.ca, rows).T @ delta  # C symmetric: C[:, B] Δ = C[B]ᵀ Δ
+        self.ya += c_b.T @ delta  # C symmetric: C[:, B] Δ = C[B]ᵀ Δ
         self._f = value
         self.xa[rows] = new_rows
 
-    def set_rows(self, rows, new_rows):
+    def set_rows(self, rows, new_rows, value: float | None = None):
+        """``X[rows] = new_rows`` (:meth:`set_rows_array`; ``value``: f there, if priced)."""
         rows = rows.reshape(-1)
         new_rows = new_rows.reshape(rows.numel(), -1)
-        self.set_rows_array(self._index(rows), host_array(new_rows.to(self.x.dtype)))
+        self.set_rows_array(self._index(rows), host_array(new_rows.to(self.x.dtype)), value)
 
     def set_point(self, x, value=None, gradient=None):
         self.x = x.clone()

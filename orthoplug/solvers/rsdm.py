@@ -54,9 +54,11 @@ Armijo         per trial in addition: the retraction and ``Y C`` (O(r³ + r²p))
 Step size. The default (no ``step_size`` given) needs no tuning: Armijo backtracking on the
 slice with memory, accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`` (``−‖Γ‖²`` is the slope of
 ``F(U(Retr(−tΓ))X)`` at ``t = 0``) and shrinking ``η ← βη`` otherwise; the first trial of the
-next iteration is ``2η`` after a first-trial acceptance, else the accepted ``η`` (so the step
-grows or shrinks geometrically to the cost's scale within a few iterations, from a first trial
-of 1). For a quadratic cost (:class:`~orthoplug.oracles.core.QuadraticTracker`) a trial is
+next iteration is ``γη`` (γ = :data:`ARMIJO_GROWTH` = 1.25) after a first-trial acceptance,
+else the accepted ``η`` (so the step grows or shrinks geometrically to the cost's scale, from
+a first trial of 1; a slow growth keeps the first trial near the largest acceptable step,
+where γ = 2 overshoots it on about every other slice step once η has reached the cost's
+scale). For a quadratic cost (:class:`~orthoplug.oracles.core.QuadraticTracker`) a trial is
 priced on the slice alone, ``F(X⁺) − F(X) = s⟨Δ, (2(CX)[B] + C_BB Δ)D⟩`` in O(r²p), and only the
 accepted one updates the cached ``CX``; likewise with a
 :class:`~orthoplug.oracles.rows.RowGradientOracle` given a ``row_value_change`` (Procrustes:
@@ -82,7 +84,7 @@ import warnings
 
 import torch
 
-from orthoplug.geometry.stiefel import StiefelGeometry, polar
+from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.submanifold import (
     RETRACTIONS,
     SAMPLINGS,
@@ -105,13 +107,15 @@ from orthoplug.oracles import (
 from .base import IterativeSolver, Run
 from .steps import ArmijoBacktracking, DecaySchedule, StallWatch
 
-__all__ = ["RSDM", "StochasticRSDM", "STALL_WINDOW", "default_slice_dimension", "sample_slice",
-           "rotation"]
+__all__ = ["RSDM", "StochasticRSDM", "STALL_WINDOW", "ARMIJO_GROWTH", "default_slice_dimension",
+           "sample_slice", "rotation"]
 
 #: first trial step of the default (Armijo) rule when no ``step_size`` is given
 DEFAULT_FIRST_TRIAL = 1.0
 #: evaluations without a decrease of the cost after which a fixed step warns
 STALL_WINDOW = 5
+#: the Armijo rule's factor on η after a first-trial acceptance (both front-ends)
+ARMIJO_GROWTH = 1.25
 #: largest η of the polar step (on a linear cost it doubles at every iteration)
 _ETA_MAX = 1e15
 
@@ -151,12 +155,12 @@ def rotation(gamma: torch.Tensor, eta: float, retraction: str) -> torch.Tensor:
 def _rotation_polar(w: torch.Tensor) -> torch.Tensor:
     """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩`` (in float64): the polar factor ``UVᵀ`` of ``w = UΣVᵀ``
     when its determinant is +1, else ``U diag(1, …, 1, −1) Vᵀ`` (the direction of the smallest
-    singular value flipped), so that RSDM's steps stay rotations (SO(n) stays SO(n))."""
-    w64 = w.double()
-    y = polar(w64)
+    singular value flipped, from the same SVD), so that RSDM's steps stay rotations (SO(n)
+    stays SO(n))."""
+    u, _, vt = torch.linalg.svd(w.double())  # singular values in descending order
+    y = u @ vt
     if float(torch.linalg.det(y)) < 0:
-        v = torch.linalg.eigh(w64.mT @ w64).eigenvectors[:, :1]  # smallest singular direction
-        y = y - 2.0 * (y @ v) @ v.mT
+        y = y - 2.0 * u[:, -1:] @ vt[-1:]
     return y.to(w.dtype)
 
 
@@ -257,10 +261,12 @@ class RSDM(IterativeSolver):
     def new_line_search(self) -> ArmijoBacktracking:
         """A fresh step rule of the line search (also for ``line_search=None``: it validates
         the options)."""
+        polar = self.line_search == "polar"  # η: an inverse Lipschitz estimate, doubled
         return ArmijoBacktracking(self.step_size, contraction=self.contraction,
                                   sufficient_decrease=self.sufficient_decrease,
                                   max_backtracks=self.max_backtracks,
-                                  max_step=_ETA_MAX if self.line_search == "polar" else math.inf)
+                                  max_step=_ETA_MAX if polar else math.inf,
+                                  growth=2.0 if polar else ARMIJO_GROWTH)
 
     def new_schedule(self) -> DecaySchedule:
         """The fixed step's schedule (constant here)."""
@@ -417,10 +423,7 @@ def _try(tracker, sub: Submanifold, c, y, bound: float) -> bool:
         if priced is not None:  # the trial priced on the slice: X changes only if accepted
             if not priced <= bound:
                 return False
-            if isinstance(tracker, QuadraticTracker):
-                tracker.set_rows(sub.rows, new)
-            else:
-                tracker.set_rows(sub.rows, new, value=priced)
+            tracker.set_rows(sub.rows, new, value=priced)
             return True
         tracker.set_rows(sub.rows, new)
         try:

@@ -20,8 +20,9 @@ class ArmijoBacktracking:
     """Backtracking with memory on a step size η (RSDM's default rule, both front-ends).
 
     :meth:`search` offers η, βη, β²η, … to a trial function until one is accepted; the first
-    trial of the next search is ``2η`` after a first-trial acceptance, else the accepted η (so
-    the step grows or shrinks geometrically to the cost's scale), capped at ``max_step``. After
+    trial of the next search is ``γη`` (γ = ``growth``) after a first-trial acceptance, else the
+    accepted η (so the step grows or shrinks geometrically to the cost's scale), capped at
+    ``max_step``. After
     ``max_backtracks`` rejections the step is skipped and the next search starts from the last
     (smallest) η. The sufficient-decrease bound of a step along a direction with slope
     ``−slope`` is :meth:`bound`.
@@ -32,11 +33,12 @@ class ArmijoBacktracking:
         sufficient_decrease: Armijo's c ∈ (0, 1).
         max_backtracks: rejections per search before the step is skipped (≥ 0).
         max_step: largest first trial.
+        growth: γ ≥ 1, the factor on η after a first-trial acceptance (default 2).
     """
 
     def __init__(self, first_trial: float = 1.0, *, contraction: float = 0.5,
                  sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
-                 max_step: float = math.inf):
+                 max_step: float = math.inf, growth: float = 2.0):
         if not (isinstance(first_trial, (int, float)) and math.isfinite(first_trial)
                 and first_trial > 0):
             raise ValueError(f"step_size must be a finite number > 0, got {first_trial!r}")
@@ -47,7 +49,10 @@ class ArmijoBacktracking:
         if isinstance(max_backtracks, bool) or not (isinstance(max_backtracks, int)
                                                     and max_backtracks >= 0):
             raise ValueError(f"max_backtracks must be an integer >= 0, got {max_backtracks!r}")
+        if not (isinstance(growth, (int, float)) and math.isfinite(growth) and growth >= 1):
+            raise ValueError(f"growth must be a finite number >= 1, got {growth!r}")
         self.step = float(first_trial)
+        self.growth = float(growth)
         self.contraction = float(contraction)
         self.sufficient_decrease = float(sufficient_decrease)
         self.max_backtracks = max_backtracks
@@ -69,7 +74,7 @@ class ArmijoBacktracking:
             if taken is None:
                 return False
             if taken:
-                self.step = min(2.0 * eta if trial == 0 else eta, self.max_step)
+                self.step = min(self.growth * eta if trial == 0 else eta, self.max_step)
                 return True
             self.backtracks += 1
             eta *= self.contraction

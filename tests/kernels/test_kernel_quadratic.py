@@ -16,7 +16,7 @@ from orthoplug.kernels.quadratic import (
     pair_model,
     update_rows,
 )
-from orthoplug.oracles import QuadraticOracle, QuadraticTracker
+from orthoplug.oracles import NonFiniteError, QuadraticOracle, QuadraticTracker
 from orthoplug.problems.hevp import make_spd
 
 
@@ -115,3 +115,39 @@ def test_tracker_device_expressions_equal_the_compiled_host_path(monkeypatch):
     np.testing.assert_allclose(other.ya, host.ya, rtol=1e-12, atol=1e-12)
     assert other.cost == pytest.approx(host.cost, rel=1e-12)
     assert host.cost == pytest.approx(_cost(c, d, s, host.xa), rel=1e-12)
+
+
+@pytest.mark.parametrize("with_d", [False, True])
+def test_tracker_block_updates_by_matrix_products_equal_the_compiled_update(with_d):
+    """Blocks of more than two rows (RSDM's slices) take the tracker's matrix products on the
+    host: X, Y = CX and f equal the compiled update's to round-off, a priced ``value`` is taken
+    as the new f, and a non-finite block writes nothing."""
+    n, k, s = 30, 4, -0.9
+    rng, c, d, x0 = _problem(n, k, 5, with_d)
+    oracle = QuadraticOracle(torch.from_numpy(c), torch.from_numpy(d) if with_d else None,
+                             scale=s)
+    tracker = oracle.track(torch.from_numpy(x0.copy()))
+    x, y, f = x0.copy(), c @ x0, _cost(c, d, s, x0)
+    for size in (3, 7, 12, 30):
+        rows = rng.choice(n, size, replace=False)
+        u = x[rows] + 0.3 * rng.standard_normal((size, k))
+        dz = u - x[rows]
+        status, f = update_rows(x, y, c, s, f, rows, u, dz, dz @ d if with_d else dz,
+                                np.empty_like(dz))
+        assert status == OK
+        tracker.set_rows_array(rows, u)
+        np.testing.assert_array_equal(tracker.xa, x)
+        np.testing.assert_allclose(tracker.ya, y, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(tracker.ya, c @ x, rtol=1e-12, atol=1e-12)
+        assert tracker.cost == pytest.approx(f, rel=1e-12)
+    rows = rng.choice(n, 5, replace=False)
+    u = x[rows] + 0.1
+    priced = tracker.value_with_rows(torch.from_numpy(rows), torch.from_numpy(u))
+    tracker.set_rows_array(rows, u, value=priced)
+    assert tracker.cost == priced == pytest.approx(_cost(c, d, s, tracker.xa), rel=1e-12)
+    x1, y1, f1 = tracker.xa.copy(), tracker.ya.copy(), tracker.cost
+    for bad in (np.nan, 1e200):
+        with pytest.raises(NonFiniteError):
+            tracker.set_rows_array(rows, np.full((5, k), bad))
+        assert np.array_equal(tracker.xa, x1) and np.array_equal(tracker.ya, y1)
+        assert tracker.cost == f1

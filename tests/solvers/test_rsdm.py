@@ -36,7 +36,14 @@ from orthoplug.oracles import (
 )
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.base import Run
-from orthoplug.solvers.rsdm import RSDM, StochasticRSDM, default_slice_dimension
+from orthoplug.solvers.rsdm import (
+    ARMIJO_GROWTH,
+    RSDM,
+    StochasticRSDM,
+    _rotation_polar,
+    default_slice_dimension,
+)
+from orthoplug.solvers.steps import ArmijoBacktracking
 from orthoplug.training.orthonet import train_orthonet
 
 F64 = torch.float64
@@ -695,6 +702,28 @@ def test_polar_step_is_the_exact_block_minimiser_on_a_linear_cost():
     assert res.cost < float(sq.cost(torch.eye(8, dtype=F64)))
 
 
+
+def test_polar_rotation_is_the_maximiser_over_so_r():
+    """The polar step's rotation maximises ⟨Y, W⟩ over SO(r): ⟨Y, W⟩ = Σσᵢ when det W > 0 and
+    Σσᵢ − 2σ_min when det W < 0 (von Neumann's bound with the sign constraint), Y ∈ SO(r), and
+    no random rotation does better."""
+    gen = _gen(11)
+    for r in (2, 5, 9):
+        for sign in (1.0, -1.0):
+            w = torch.randn(r, r, dtype=F64, generator=gen)
+            if float(torch.linalg.det(w)) * sign < 0:
+                w[0] = -w[0]
+            y = _rotation_polar(w)
+            sv = torch.linalg.svdvals(w)
+            best = float(sv.sum()) - (2.0 * float(sv[-1]) if sign < 0 else 0.0)
+            assert float((y * w).sum()) == pytest.approx(best, rel=1e-12)
+            assert float(torch.linalg.det(y)) == pytest.approx(1.0, abs=1e-12)
+            assert float((y.mT @ y - torch.eye(r, dtype=F64)).abs().max()) <= 1e-13
+            q = qf(torch.randn(200, r, r, dtype=F64, generator=gen))
+            q[torch.linalg.det(q) < 0, :, 0] *= -1.0
+            assert float((q * w).sum((-2, -1)).max()) <= best + 1e-12
+
+
 def _complement(rows, n):
     keep = torch.ones(n, dtype=torch.bool)
     keep[rows] = False
@@ -709,7 +738,8 @@ def _complement(rows, n):
 def _dense_rsdm(cost, grad, x, r, seed, iterations):
     """RSDM-P with the default Armijo rule written with explicit n×n matrices (reference only):
     ``Γ = [P skew(∇F Xᵀ) Pᵀ]_{r×r}``, ``X ← Pᵀ blockdiag(qf(I − ηΓ), I) P X``, the cost
-    evaluated in full at every trial."""
+    evaluated in full at every trial, the next first trial ``γη`` after a first-trial
+    acceptance."""
     n = x.shape[0]
     gen, eta0 = _gen(seed), 1.0
     for _ in range(iterations):
@@ -723,7 +753,7 @@ def _dense_rsdm(cost, grad, x, r, seed, iterations):
             u[:r, :r] = qf(torch.eye(r, dtype=F64) - eta * gamma)
             x_new = big_p.mT @ u @ big_p @ x
             if float(cost(x_new)) <= f0 - 1e-4 * eta * slope:
-                x, eta0 = x_new, (2.0 * eta if trial == 0 else eta)
+                x, eta0 = x_new, (ARMIJO_GROWTH * eta if trial == 0 else eta)
                 break
             eta *= 0.5
         else:
@@ -788,6 +818,7 @@ def test_no_n_by_n_array_when_n_is_much_larger_than_r(sampling):
         out["res"] = RSDM(sampling=sampling, seed=0, max_iterations=30, eval_every=10).run(
             oracle, x0, StiefelGeometry(n, p))
 
+    run()  # the libraries' first-use allocations (BLAS buffers, compiled kernels) are not RSDM's
     peak = _peak_bytes(run)
     assert peak < n * n * 8 / 4, f"peak {peak / 2**20:.1f} MiB"
     assert out["res"].info["r"] == default_slice_dimension(n, p) == 77
@@ -833,3 +864,16 @@ def test_default_r_is_the_same_in_the_solver_and_both_front_ends():
     assert core.info["r"] == pym.solver_result.info["r"] == 17
     assert torch.allclose(torch.from_numpy(pym.point), core.point, rtol=0, atol=1e-14)
     assert torch.allclose(w.detach(), core.point, rtol=0, atol=1e-14)
+
+
+def test_armijo_memory_grows_by_its_factor_after_a_first_trial_acceptance():
+    """The next first trial is γη after a first-trial acceptance, the accepted η after a
+    backtrack; RSDM's Armijo rule uses γ = ARMIJO_GROWTH (both front-ends), its polar step
+    doubles; γ < 1 is refused."""
+    rule = ArmijoBacktracking(1.0, growth=1.25)
+    assert rule.search(lambda eta: True) and rule.step == 1.25
+    assert rule.search(lambda eta: eta < 1.0) and rule.step == 0.625 and rule.backtracks == 1
+    assert RSDM().new_line_search().growth == ARMIJO_GROWTH
+    assert RSDM(line_search="polar").new_line_search().growth == 2.0
+    with pytest.raises(ValueError, match="growth"):
+        ArmijoBacktracking(1.0, growth=0.9)
