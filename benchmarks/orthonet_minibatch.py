@@ -66,13 +66,17 @@ TASKS = {
 }
 
 
-def run_task(task: str, seeds: list[int], epochs: int, only: list[str] | None) -> dict:
-    """Per-seed results of every method (interleaved per seed) on ``task``."""
+def run_task(task: str, seeds: list[int], epochs: int, only: list[str] | None,
+             save=None) -> dict:
+    """Per-seed results of every method (interleaved per seed, in the order of ``only`` if
+    given) on ``task``; ``save(result so far)`` is called after each run."""
     sizes, _ = TASKS[task]
-    methods = [m for m in METHODS if not only or m[0] in only]
+    by_label = {m[0]: m for m in METHODS}
+    methods = [by_label[label] for label in only] if only else list(METHODS)
     rows = {label: {"optimizer": name, "lr": lr, "other": other, "other_lr": OTHER_LR[other],
                     "seeds": [], "accuracy": [], "loss": [], "violation": [], "seconds": [],
                     "history": []} for label, name, lr, other in methods}
+    result = {"sizes": sizes, "methods": rows}
     for seed in seeds:
         for label, name, lr, other in methods:
             res = train_orthonet(name, epochs=epochs, lr=lr, seed=seed, other=other,
@@ -86,7 +90,9 @@ def run_task(task: str, seeds: list[int], epochs: int, only: list[str] | None) -
             row["history"].append([[round(t, 3), loss, acc] for t, loss, acc in res.history])
             print(f"{task} seed {seed}  {label:<28s} accuracy {res.accuracy:.4f}  train loss "
                   f"{res.history[-1][1]:.4f}  violation {res.violation:.1e}", flush=True)
-    return {"sizes": sizes, "methods": rows}
+            if save is not None:
+                save(result)
+    return result
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -119,7 +125,9 @@ def verdicts(row: dict, reference: dict | None, control: dict | None) -> dict:
                    ahead_of_reference=d > 2 * se)
     if control is not None:
         d, se = _paired(row, control)
-        lower = all(a < b for a, b in zip(row["loss"], control["loss"], strict=True))
+        by_seed = dict(zip(control["seeds"], control["loss"], strict=True))
+        lower = all(a < by_seed[s] for s, a in zip(row["seeds"], row["loss"], strict=True)
+                    if s in by_seed)
         out.update(vs_control=d, vs_control_se=se, loss_below_control_every_seed=lower,
                    beats_control=d > 2 * se and lower)
     return out
@@ -130,8 +138,9 @@ def summarise(tasks: dict, epochs: int) -> list[dict]:
     and method."""
     records = []
     for task, data in tasks.items():
-        rows = data["methods"]
-        seeds = next(iter(rows.values()))["seeds"]
+        rows = data["methods"] = {label: row for label, row in data["methods"].items()
+                                  if row["seeds"]}
+        seeds = sorted({s for row in rows.values() for s in row["seeds"]})
         print(f"\n{task} ({data['sizes']}), {epochs} epochs, seeds {seeds}")
         for label, row in rows.items():
             mean, se = _mean_se(row["accuracy"])
@@ -205,7 +214,8 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="*", default=["digits"], choices=list(TASKS))
     parser.add_argument("--seeds", type=int, nargs="*", default=None,
                         help="default: the task's (digits 0-9)")
-    parser.add_argument("--only", nargs="*", default=None, help="method labels")
+    parser.add_argument("--only", nargs="*", default=None, choices=[m[0] for m in METHODS],
+                        help="method labels, run in this order")
     parser.add_argument("--merge", nargs="*", default=None, help="JSON files to combine")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
@@ -214,8 +224,15 @@ def main() -> None:
     else:
         torch.set_num_threads(1)
         epochs = args.epochs
-        tasks = {task: run_task(task, args.seeds or TASKS[task][1], epochs, args.only)
-                 for task in args.tasks}
+        tasks = {}
+
+        def save(partial: dict) -> None:  # the runs so far, should the process be stopped
+            if args.json:
+                with open(args.json, "w") as fh:
+                    json.dump({"epochs": epochs, "tasks": {**tasks, task: partial}}, fh)
+
+        for task in args.tasks:
+            tasks[task] = run_task(task, args.seeds or TASKS[task][1], epochs, args.only, save)
     records = summarise(tasks, epochs)
     if args.json:
         with open(args.json, "w") as fh:
