@@ -17,10 +17,10 @@ Stiefel weights stay at their initialisation and only the other parameters train
 Tasks (:data:`TASKS`): ``digits`` (St(128, 64) and St(128, 128), the tuned instance) and two
 held-out ones no learning rate was chosen on, ``digits-96x3`` (three Stiefel layers of width 96,
 seeds from 10 on: other splits too) and ``breast_cancer`` (St(64, 30), St(64, 64), 2 classes).
-The learning rates are fixed (:data:`METHODS`): orthoplug's defaults (OBCD ``lr = 1``, RSSM the
-automatic γ₀ with the diminishing schedule), the rsdm suite's Stiefel learning rates (RSDM 0.05,
-RiemannianSGD 0.02, RiemannianAdam 3e-3), and σ = 1/lr for the J-JOBCD with lr the host's Adam
-learning rate.
+The learning rates are fixed (:data:`METHODS`): OBCD's default ``lr = 1``, RSSM's
+``lr="diminishing"`` (the automatic γ₀, γ_k = γ₀/√(k+1)), the rsdm suite's Stiefel learning
+rates (RSDM 0.05, RiemannianSGD 0.02, RiemannianAdam 3e-3), and σ = 1/lr for the J-JOBCD with lr
+the host's Adam learning rate.
 
 Printed per task and method: the mean test accuracy ± its standard error over the seeds, the
 mean paired difference to geoopt's RiemannianAdam (with Adam on the other parameters) and to the
