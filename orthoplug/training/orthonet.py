@@ -18,9 +18,9 @@ biases) by ``torch.optim.SGD`` or ``torch.optim.Adam`` (``other``, learning rate
     result.accuracy, result.violation, result.history[-1]
     train_orthonet("RSSM", lr="diminishing", other="adam")    # Adam for the other parameters
 
-The optimizer of the other parameters matters as much as the Stiefel one: on digits, Adam
-there instead of SGD raises every method's accuracy at equal epochs, the frozen-weight control's
-included (docs/results/orthonet-minibatch.md).
+The optimizer of the other parameters is part of the method: on digits, Adam there instead of
+SGD raised the test accuracy at equal epochs of every method measured, the frozen-weight
+control's included (docs/results/orthonet-minibatch.md).
 
 Needs scikit-learn (the ``test`` extra).
 """
