@@ -38,23 +38,24 @@ import math
 
 import torch
 
-from orthoplug.training.orthonet import ADAM_LR, train_orthonet
+from orthoplug.training.orthonet import ADAM_LR, STIEFEL_LR, train_orthonet
 
 #: (label, Stiefel optimizer, its lr, optimizer of the other parameters)
 METHODS = (
-    ("frozen + SGD", "frozen", 0.0, "sgd"),
-    ("OBCD + SGD", "OBCD", 1.0, "sgd"),
-    ("RSDM + SGD", "RSDM", 0.05, "sgd"),
-    ("RSSM + SGD", "RSSM", "diminishing", "sgd"),
-    ("geoopt RiemannianSGD", "RiemannianSGD", 0.02, "sgd"),
-    ("geoopt RiemannianAdam + SGD", "RiemannianAdam", 3e-3, "sgd"),
-    ("frozen + Adam", "frozen", 0.0, "adam"),
-    ("OBCD + Adam", "OBCD", 1.0, "adam"),
-    ("RSDM + Adam", "RSDM", 0.05, "adam"),
-    ("RSSM + Adam", "RSSM", "diminishing", "adam"),
-    ("JJOBCD-Adam (J = I)", "JJOBCD", ADAM_LR, "adam"),
-    ("geoopt RiemannianAdam", "RiemannianAdam", ADAM_LR, "adam"),
+    ("frozen + SGD", "frozen", "sgd"),
+    ("OBCD + SGD", "OBCD", "sgd"),
+    ("RSDM + SGD", "RSDM", "sgd"),
+    ("RSSM + SGD", "RSSM", "sgd"),
+    ("geoopt RiemannianSGD", "RiemannianSGD", "sgd"),
+    ("geoopt RiemannianAdam + SGD", "RiemannianAdam", "sgd"),
+    ("frozen + Adam", "frozen", "adam"),
+    ("OBCD + Adam", "OBCD", "adam"),
+    ("RSDM + Adam", "RSDM", "adam"),
+    ("RSSM + Adam", "RSSM", "adam"),
+    ("JJOBCD-Adam (J = I)", "JJOBCD", "adam"),
+    ("geoopt RiemannianAdam", "RiemannianAdam", "adam"),
 )
+METHODS = tuple((label, name, STIEFEL_LR[name], other) for label, name, other in METHODS)
 REFERENCE = "geoopt RiemannianAdam"
 CONTROL = {"sgd": "frozen + SGD", "adam": "frozen + Adam"}
 OTHER_LR = {"sgd": 0.1, "adam": ADAM_LR}

@@ -53,6 +53,12 @@ ADAM_TYPE = ("RiemannianAdam", "JJOBCD")
 #: Adam's learning rate of the other parameters next to an optimizer that is not Adam-type (the
 #: rsdm suite's RiemannianAdam learning rate).
 ADAM_LR = 3e-3
+#: The Stiefel weights' learning rate of each optimizer in the results (OBCD: its own scale, 1;
+#: RSSM: the automatic diminishing rule; RSDM and RiemannianSGD: the rsdm suite's; Adam-type:
+#: :data:`ADAM_LR`, shared with the other parameters).
+STIEFEL_LR: dict[str, float | str] = {
+    "frozen": 0.0, "OBCD": 1.0, "RSDM": 0.05, "RSSM": "diminishing", "RiemannianSGD": 0.02,
+    "RiemannianAdam": ADAM_LR, "JJOBCD": ADAM_LR}
 
 
 class _Split(torch.optim.Optimizer):
