@@ -76,7 +76,7 @@ from orthoplug.solvers.obcd import require_compiled_search, scalar_pair_step
 from orthoplug.solvers.pairs import cyclic_pairs, draw_random_pairs, random_matching
 from orthoplug.solvers.sigma_rules import MAX_REJECTIONS, SigmaBacktracking, cost_rounding
 
-from ._torch import OrthoplugOptimizer, check_number
+from ._torch import STABILIZE, OrthoplugOptimizer, check_number
 
 __all__ = ["OBCD"]
 
@@ -97,7 +97,8 @@ class OBCD(OrthoplugOptimizer):
         sigma0: the first σ of the backtracking.
         max_backtracks: consecutive doublings of σ before the step gives up.
         lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move), default 1.
-        stabilize: ``projx`` every this many steps (``None``: never).
+        stabilize: ``projx`` every this many steps (default 1000, the rule of
+            :data:`~adapters._torch.STABILIZE`; ``None``: never).
         seed: seed of the pair choices (``None``: random, the same on every rank).
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
@@ -110,7 +111,7 @@ class OBCD(OrthoplugOptimizer):
                  *, h: SeparableTerm | None = None, pairs: str = "jacobi",
                  theta: float = 1e-5, sigma: float | None = None, sigma0: float = 1.0,
                  max_backtracks: int = MAX_REJECTIONS, lr: float = 1.0,
-                 stabilize: int | None = None, seed: int | None = None,
+                 stabilize: int | None = STABILIZE, seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         h = Zero() if h is None else h
