@@ -86,7 +86,7 @@ from orthoplug.solvers.obcd import default_pair_order, require_compiled_search, 
 from orthoplug.solvers.pairs import cyclic_pairs, draw_random_pairs, random_matching
 from orthoplug.solvers.sigma_rules import SigmaRule, as_sigma_rule
 
-from ._torch import OrthoplugOptimizer, check_number
+from ._torch import STABILIZE, OrthoplugOptimizer, check_number
 
 __all__ = ["OBCD"]
 
@@ -108,7 +108,8 @@ class OBCD(OrthoplugOptimizer):
             max(0, λ_max(∇²loss)) majorises; no check). Without ``sigma0`` in the rule σ starts
             at a local estimate (module docstring).
         lr: step scale ≥ 0 (``σ_eff = σ/lr``, ``θ_eff = θ/lr``; 0: no move), default 1.
-        stabilize: ``projx`` every this many steps (``None``: never).
+        stabilize: ``projx`` every this many steps (default 1000, the rule of
+            :data:`~adapters._torch.STABILIZE`; ``None``: never).
         seed: seed of the pair choices (``None``: random, the same on every rank).
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
@@ -120,7 +121,7 @@ class OBCD(OrthoplugOptimizer):
     def __init__(self, params: Iterable[torch.Tensor | dict],
                  *, h: SeparableTerm | None = None, pairs: str | None = None,
                  theta: float = 1e-5, sigma_rule: SigmaRule = "backtracking", lr: float = 1.0,
-                 stabilize: int | None = None, seed: int | None = None,
+                 stabilize: int | None = STABILIZE, seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         h = Zero() if h is None else h

@@ -77,7 +77,7 @@ from orthoplug.solvers.rsdm import (
 )
 from orthoplug.solvers.steps import ArmijoBacktracking, DecaySchedule
 
-from ._torch import OrthoplugOptimizer, check_number
+from ._torch import STABILIZE, OrthoplugOptimizer, check_number
 
 __all__ = ["RSDM"]
 
@@ -115,8 +115,8 @@ class RSDM(OrthoplugOptimizer):
         contraction, sufficient_decrease, max_backtracks: Armijo's β, c and rejections per
             step (``lr=None``; as :class:`~orthoplug.solvers.rsdm.RSDM`).
         stabilize: project Stiefel parameters back (``projx``, O(np²)) every this many steps
-            (default 1000; ``None``: never). RSDM multiplies by orthogonal matrices and never
-            corrects round-off: in float32 ‖XᵀX − I‖ random-walks (≈5e-5 after 10³ steps).
+            (default 1000, the rule of :data:`~adapters._torch.STABILIZE`; ``None``: never).
+            RSDM multiplies by orthogonal matrices and never corrects round-off.
         seed: seed of the slice sampling (``None``: random, the same on every rank).
         process_group: the ``torch.distributed`` group (default: the world).
         replica_check_every: compare the replicas across ranks every this many steps.
@@ -138,7 +138,7 @@ class RSDM(OrthoplugOptimizer):
                  schedule: str | Callable[[int], float] = "constant", decay_time: float = 1000.0,
                  contraction: float = 0.5,
                  sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
-                 stabilize: int | None = 1000, seed: int | None = None,
+                 stabilize: int | None = STABILIZE, seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
         defaults = dict(lr=lr, line_search=False, r=r, sampling=sampling, retraction=retraction,

@@ -50,9 +50,21 @@ from orthoplug.solvers.sigma_rules import (
 
 from ._geoopt_base import _GeometryManifold
 
-__all__ = ["OrthoplugOptimizer"]
+__all__ = ["STABILIZE", "OrthoplugOptimizer"]
 
 _STATE_KEY = "orthoplug"
+
+#: Default ``stabilize`` of the optimizers whose steps never correct round-off (OBCD, RSDM:
+#: products with orthogonal matrices, each adding a few ε to ‖XᵀX − I‖ with random signs). The
+#: violation then random-walks, ≈ a·ε·√k after k steps (a between 0.4 and 2.3 in float32 on
+#: St(20, 5), ``docs/results/float32.md``), so a ``projx`` every T steps bounds it by about
+#: a·ε·√T plus the projection's own rounding, whatever the run length, and costs one O(np²)
+#: factorisation per T steps. T = 1000 keeps that bound near 30·a·ε, about 50 times below the
+#: feasibility tolerance √ε of the start checks
+#: (:func:`~orthoplug.geometry.manifolds.feasibility_tol`), and the factorisation a small
+#: fraction of T gradients. The rule is dtype-blind: in float64 the projection moves X by
+#: rounding errors only (about ε·√T).
+STABILIZE = 1000
 
 
 def parameter_geometry(p: torch.Tensor):

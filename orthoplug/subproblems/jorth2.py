@@ -36,8 +36,13 @@ indefinite; F is then unbounded below on that form) makes the kernel return
 :data:`~orthoplug.kernels.jorth2.NEEDS_BATCHED`; such instances go to the torch steps, where
 that form contributes its ``μ = 0`` point only.
 
-Selection: V = I is returned whenever ``F(I) ≤ F_best + tol·max(1, |F(I)|)`` (tol = 1e-14, or
-a few ulps of float32), so a stationary point does not move needlessly; ``log u = μ`` is clamped
+Selection: V = I is returned unless the best point lowers F by more than a margin, so a
+stationary point does not move needlessly. The kernel (float64) keeps I whenever
+``F(I) ≤ F_best + 1e-14·max(1, |F(I)|)``. The torch steps, which run in the tensors' dtype,
+evaluate the change ``ΔF`` itself and move only if it beats both that margin and the rounding
+of its own terms (:func:`_decreases`, tol = ``max(1e-14, 8ε)``): in float64 the kernel's
+decisions, in float32 no margin of ``8ε·|F|`` — with F's offset s that exceeds a nearly
+stationary pair's whole decrease, and the float32 steps froze there. ``log u = μ`` is clamped
 to ``±0.3·log(finfo.max)`` so cosh and sinh stay finite.
 """
 
@@ -51,6 +56,7 @@ import torch
 
 from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.jorth2 import (
+    _TOL,
     HYP_AB,
     MAX_NEWTON,
     NEEDS_BATCHED,
@@ -122,6 +128,32 @@ def _orthogonal_point(a, b, cq, d, e, eps):
     return C / nrm, S / nrm
 
 
+def _decreases(pv: torch.Tensor, q: torch.Tensor, v: list[torch.Tensor], f_eye: torch.Tensor,
+               tol: float) -> torch.Tensor:
+    """Whether moving from I to ``V`` (``v``: its entries V11, V12, V21, V22, each (K,)) lowers
+    F by more than the kernel's margin and the rounding of the change (``pv``: vec P, (4, K);
+    ``q``: Q, (4, 4, K); ``f_eye``: F(I)).
+
+    The change is evaluated directly, ``ΔF = ⟨g, w⟩ + ½ wᵀQw`` with ``w = vec(V − I)`` and
+    ``g = Q vec(I) + vec(P)`` (F's gradient at I), not as ``F(V) − F(I)``: F carries an offset of
+    the size of Q (P = M − sI for the JOBCD model), whose rounding (ε·s) would hide every
+    decrease below it — in float32 the steps of a nearly stationary pair. Each product in ΔF is
+    rounded relative to its own size, so a move is taken iff ``−ΔF`` exceeds both
+    ``tol·(Σ (|Q vec(I)| + |vec P|)∘|w| + ½ |w|ᵀ|Q||w|)`` (a computed decrease larger than any
+    rounding of its evaluation is a decrease of the model, in every dtype) and the kernel's
+    stationarity margin ``1e-14·max(1, |F(I)|)`` (so float64 takes the kernel's decisions).
+    """
+    w = torch.stack([v[0] - 1.0, v[2], v[1], v[3] - 1.0])  # vec(V − I), column-major
+    qe = q[:, 0] + q[:, 3]  # Q vec(I), (4, K)
+    qw = torch.einsum("ijk,jk->ik", q, w)
+    quad = 0.5 * (w * qw).sum(0)
+    change = ((qe + pv) * w).sum(0) + quad
+    aw = w.abs()
+    scale = ((qe.abs() + pv.abs()) * aw).sum(0) + 0.5 * (aw * torch.einsum(
+        "ijk,jk->ik", q.abs(), aw)).sum(0)
+    return change < -torch.maximum(tol * scale, _TOL * f_eye.abs().clamp(min=1.0))
+
+
 def _solve_torch(hyp: bool, P: torch.Tensor, Qd: torch.Tensor) -> torch.Tensor:
     """The kernel's steps for K instances of one group (O(1,1) if ``hyp``, else O(2)) on
     ``P``'s device and dtype."""
@@ -146,7 +178,7 @@ def _solve_torch(hyp: bool, P: torch.Tensor, Qd: torch.Tensor) -> torch.Tensor:
         best = torch.where(better, val, best)
         v = [torch.where(better, new, old) for new, old in zip(form_point(forms, f, C, S), v,
                                                                   strict=True)]
-    keep = (f_eye - tol * torch.clamp(f_eye.abs(), min=1.0) <= best) | (best == math.inf)
+    keep = ~_decreases(pv, q, v, f_eye, tol) | (best == math.inf)
     out = torch.stack(v, -1).reshape(-1, 2, 2)
     return torch.where(keep[:, None, None], torch.eye(2, dtype=dt, device=dev), out)
 
