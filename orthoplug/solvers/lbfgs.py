@@ -14,7 +14,16 @@ One iteration, with ``A = J skew(J Xᵀ ∇f(X))`` the left-translated Riemannia
    ``⟨s, y⟩ > √ε ‖s‖‖y‖`` (curvature condition; else skipped), the oldest is dropped beyond
    ``memory`` pairs;
 2. direction ``D = −H A`` from the compact representation of the L-BFGS inverse Hessian
-   (Byrd, Nocedal and Schnabel 1994) with the scaling ``γ = ⟨s, y⟩/⟨y, y⟩`` of the newest pair;
+   (Byrd, Nocedal and Schnabel 1994) started from ``H₀ = γ_k P_k + γ_p P_p`` on the Cartan
+   decomposition ``o(J) = k ⊕ p``: ``P_k Ω = skew(Ω)`` keeps the entries with ``J_i = J_j``
+   (the rotations, the algebra of O(p) × O(q)), ``P_p Ω = sym(Ω)`` those with ``J_i ≠ J_j``
+   (the boosts), and each ``γ = Σ_i ⟨s_i, P y_i⟩ / Σ_i ‖P y_i‖²`` is the Barzilai–Borwein ratio
+   of the stored pairs' parts in that block (:class:`LBFGSMemory`; one block, ``γ I``, on
+   O(n)). Rule: f's curvature along boosts and along rotations can differ by a large factor
+   (boosts stretch X, rotations do not), and a scalar ``H₀`` leaves that gap to the ``m``
+   pairs; on the Lorentz group O(1, n − 1) the ``n − 1`` boosts are a small share of the
+   ``n(n − 1)/2`` directions, so one scalar fits the rotations and misses the boosts. For a
+   cost whose Hessian is a scalar on each block, ``H₀`` is its exact inverse.
    ``D = −A`` without pairs, and after a reset when ``D`` is no descent direction;
 3. Armijo backtracking on ``t ↦ f(X cay(tD))`` from ``t = min(1, max_step/‖D‖_F)``
    (``cay(Ω) = (I − Ω/2)⁻¹(I + Ω/2)``; ``max_step`` keeps the first trial off the Cayley map's
@@ -33,7 +42,7 @@ projected.
 
 Cost per iteration: one gradient (counted in ``gradient_evaluations``), one cost value per
 line-search trial (usually one), one n×n solve and O(n³) products per trial, and
-O(m n² + m³) for the direction with ``m`` pairs.
+O(m n²) for the direction and O(m n² + m³) for a new pair with ``m`` pairs.
 
 When to pick it: smooth f on square O(J) with gradients only (or with Hessians that cost several
 gradients, as autodiff Hessian-vector products do), when high accuracy is wanted; it is
@@ -48,7 +57,7 @@ import math
 
 import numpy as np
 import torch
-from scipy.linalg import solve_triangular
+from scipy.linalg.lapack import dtrtri
 
 from orthoplug.geometry import jorthogonal as jo
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
@@ -65,77 +74,113 @@ MAX_TRIALS = 40
 class LBFGSMemory:
     """The last ``memory`` secant pairs ``(s_i, y_i)`` and the L-BFGS product ``H a``.
 
-    The pairs are rows of one buffer ``W = [S; Y]`` (``2m × N``, allocated at the first pair and
-    overwritten in place, oldest slot first); their products ``S Yᵀ`` and ``Y Yᵀ`` are kept on
-    the host in float64, in the order the pairs came, and extended by two products ``W s``,
-    ``W y`` per new pair. A direction costs two products with W and ``O(m³)`` host work.
+    The initial inverse Hessian is a scalar per block, ``H₀ = Σ_b γ_b P_b``, for coordinate
+    blocks given by 0/1 masks ``P_b`` that partition the ``N`` coordinates (one block without
+    masks), with the Barzilai–Borwein ratio of the stored pairs' parts in the block,
+    ``γ_b = Σ_i ⟨s_i, P_b y_i⟩ / Σ_i ‖P_b y_i‖²`` (a block where this is not positive takes
+    ``⟨s, y⟩/⟨y, y⟩`` of the newest pair).
 
-    :meth:`direction` is the compact form (Nocedal and Wright, eq. 7.24): with ``R`` the upper
-    triangle of ``S Yᵀ``, ``Dg`` its diagonal and ``γ = ⟨s, y⟩/⟨y, y⟩`` of the newest pair,
-    ``H a = γa + Sᵀ R⁻ᵀ((Dg + γ Y Yᵀ) w − γ Y a) − γ Yᵀ w`` with ``w = R⁻¹ S a``, which equals
-    the two-loop recursion's result.
+    Pair ``i`` (oldest first) is stored as the rows ``s_i, P_1 y_i, …, P_B y_i`` of a buffer
+    ``W`` (a window of ``(1 + B)k`` rows of a buffer of ``2m`` pairs, allocated at the first
+    pair; the window moves by one pair when the oldest is dropped and is copied to the front
+    when it reaches the end, once per ``m`` pairs). The products ``⟨s_i, y_j⟩`` and
+    ``⟨P_b y_i, P_b y_j⟩`` are kept on the host in float64 and extended by one product
+    ``W [s; P_b y]ᵀ`` per new pair, from which :meth:`add` forms the matrix ``M`` of the compact
+    representation (Byrd, Nocedal and Schnabel 1994, Theorem 2.2, for a general ``H₀``),
+    ``H a = H₀ a + Wᵀ M W a``: for ``R`` the upper triangle of ``S Yᵀ`` and ``Dg`` its diagonal,
+    ``M_SS = R⁻ᵀ(Dg + Σ_b γ_b (P_b Y)(P_b Y)ᵀ)R⁻¹``, ``M_{S,b} = −γ_b R⁻ᵀ``,
+    ``M_{b,S} = −γ_b R⁻¹`` and zero blocks between the ``P_b Y``. This equals the two-loop
+    recursion started from ``H₀``; a direction costs two products with W and no host work.
 
     Args:
         memory: the number of pairs kept (``m``).
+        blocks: ``(B, N)`` 0/1 masks of the blocks of ``H₀`` (every coordinate in exactly one),
+            or None for one block (``H₀ = γI``).
     """
 
-    def __init__(self, memory: int):
+    def __init__(self, memory: int, blocks: torch.Tensor | None = None):
         self.memory = memory
-        self.buffer: torch.Tensor | None = None  # (2m, N): S in rows :m, Y in rows m:
-        self.slots: list[int] = []  # buffer slots of the stored pairs, oldest first
-        self.sy = np.zeros((0, 0))
-        self.yy = np.zeros((0, 0))
+        self.blocks = blocks
+        self.width = 2 if blocks is None else 1 + blocks.shape[0]  # rows per pair in W
+        self.buffer: torch.Tensor | None = None  # (2m, 1 + B, N)
+        self.first = 0  # buffer index of the oldest stored pair
+        self.count = 0  # pairs stored
+        self.sy = np.zeros((0, 0))  # ⟨s_i, y_j⟩
+        self.yy = np.zeros((self.width - 1, 0, 0))  # ⟨P_b y_i, P_b y_j⟩
+        self.syd = np.zeros((self.width - 1, 0))  # ⟨s_i, P_b y_i⟩
+        self.middle: torch.Tensor | None = None  # M, rows and columns as those of W
+        self.h0: torch.Tensor | float = 1.0  # H₀ as a scalar or an N-vector
 
     def __len__(self) -> int:
-        return len(self.slots)
+        return self.count
 
     def clear(self) -> None:
         """Forget every pair (the buffer is kept for reuse)."""
-        self.slots = []
+        self.first = self.count = 0
         self.sy = np.zeros((0, 0))
-        self.yy = np.zeros((0, 0))
+        self.yy = np.zeros((self.width - 1, 0, 0))
+        self.syd = np.zeros((self.width - 1, 0))
+
+    def _window(self) -> torch.Tensor:
+        """W: the stored pairs' rows, oldest first (a view)."""
+        return self.buffer[self.first:self.first + self.count].reshape(-1,
+                                                                       self.buffer.shape[-1])
 
     def add(self, s: torch.Tensor, y: torch.Tensor) -> None:
         """Append the pair ``(s, y)`` (flat, ``⟨s, y⟩ > 0``), dropping the oldest beyond
         ``memory``."""
-        m = self.memory
+        m, w = self.memory, self.width
         if self.buffer is None:
-            self.buffer = torch.zeros(2 * m, s.numel(), dtype=s.dtype, device=s.device)
-        if len(self.slots) == m:
-            slot = self.slots.pop(0)
-            self.sy, self.yy = self.sy[1:, 1:], self.yy[1:, 1:]
-        else:
-            slot = next(i for i in range(m) if i not in self.slots)
-        self.buffer[slot] = s
-        self.buffer[m + slot] = y
-        self.slots.append(slot)
-        idx = np.asarray(self.slots)
-        with_s = (self.buffer @ s).cpu().numpy().astype(np.float64)
-        with_y = (self.buffer @ y).cpu().numpy().astype(np.float64)
-        s_y, y_s, y_y = with_y[idx], with_s[m + idx], with_y[m + idx]
-        k = len(idx)
+            self.buffer = torch.zeros(2 * m, w, s.numel(), dtype=s.dtype, device=s.device)
+        if self.count == m:  # drop the oldest
+            self.first += 1
+            self.count -= 1
+            self.sy, self.yy, self.syd = self.sy[1:, 1:], self.yy[:, 1:, 1:], self.syd[:, 1:]
+        if self.first + self.count == 2 * m:  # window at the end: to the front
+            self.buffer[:self.count] = self.buffer[self.first:].clone()
+            self.first = 0
+        new = self.buffer[self.first + self.count]
+        new[0] = s
+        new[1:] = y if self.blocks is None else y * self.blocks
+        self.count += 1
+        k = self.count
+        cross = (self._window() @ new.mT).cpu().numpy().astype(np.float64).reshape(k, w, w)
         sy = np.empty((k, k))
-        yy = np.empty((k, k))
-        sy[:-1, :-1], yy[:-1, :-1] = self.sy, self.yy
-        sy[:, -1], sy[-1, :] = s_y, y_s
-        yy[:, -1] = yy[-1, :] = y_y
-        self.sy, self.yy = sy, yy
+        sy[:-1, :-1] = self.sy
+        sy[:, -1] = cross[:, 0, 1:].sum(1)  # ⟨s_i, y⟩
+        sy[-1, :] = cross[:, 1:, 0].sum(1)  # ⟨y_j, s⟩
+        yy = np.empty((w - 1, k, k))
+        yy[:, :-1, :-1] = self.yy
+        parts = np.arange(1, w)
+        yy[:, :, -1] = yy[:, -1, :] = cross[:, parts, parts].T
+        syd = np.empty((w - 1, k))
+        syd[:, :-1] = self.syd
+        syd[:, -1] = cross[-1, 0, 1:]
+        self.sy, self.yy, self.syd = sy, yy, syd
+        self._update_middle(s)
+
+    def _update_middle(self, like: torch.Tensor) -> None:
+        """``M`` and ``H₀`` of the stored pairs (see the class docstring)."""
+        k, w, sy, yy = self.count, self.width, self.sy, self.yy
+        num, den = self.syd.sum(1), np.trace(yy, axis1=1, axis2=2)
+        ok = (num > 0) & (den > 0)
+        gammas = np.where(ok, num / np.where(ok, den, 1.0), sy[-1, -1] / yy[:, -1, -1].sum())
+        r_inv = dtrtri(np.triu(sy))[0]
+        mid = np.zeros((k, w, k, w))
+        inner = np.diag(sy.diagonal()) + (gammas[:, None, None] * yy).sum(0)
+        mid[:, 0, :, 0] = r_inv.T @ inner @ r_inv
+        mid[:, 0, :, 1:] = -r_inv.T[:, :, None] * gammas
+        mid[:, 1:, :, 0] = -(r_inv[:, :, None] * gammas).transpose(0, 2, 1)
+        self.middle = torch.as_tensor(mid.reshape(k * w, k * w), dtype=like.dtype,
+                                      device=like.device)
+        self.h0 = (float(gammas[0]) if self.blocks is None else
+                   torch.as_tensor(gammas, dtype=like.dtype, device=like.device) @ self.blocks)
 
     def direction(self, a: torch.Tensor) -> torch.Tensor:
         """``H a`` (any shape with ``N`` entries; at least one pair stored)."""
-        m, idx = self.memory, np.asarray(self.slots)
         flat = a.reshape(-1)
-        proj = (self.buffer @ flat).cpu().numpy().astype(np.float64)
-        sa, ya = proj[idx], proj[m + idx]
-        r = np.triu(self.sy)
-        gamma = self.sy[-1, -1] / self.yy[-1, -1]
-        w = solve_triangular(r, sa, check_finite=False)
-        top = solve_triangular(r, (np.diag(np.diag(self.sy)) + gamma * self.yy) @ w
-                               - gamma * ya, trans=1, check_finite=False)
-        coef = np.zeros(2 * m)
-        coef[idx], coef[m + idx] = top, -gamma * w
-        coef = torch.as_tensor(coef, dtype=a.dtype, device=a.device)
-        return (gamma * flat + self.buffer.mT @ coef).reshape(a.shape)
+        w = self._window()
+        return (self.h0 * flat + w.mT @ (self.middle @ (w @ flat))).reshape(a.shape)
 
 
 class CayleyLBFGS(IterativeSolver):
@@ -180,7 +225,12 @@ class CayleyLBFGS(IterativeSolver):
 
     def setup(self, run: Run) -> None:
         x = run.tracker.x
-        run.memory = LBFGSMemory(self.memory)
+        # the Cartan blocks of o(J): entries with J_i = J_j (rotations, the skew part of Ω)
+        # and with J_i ≠ J_j (boosts, the symmetric part); one block on O(n)
+        j = run.geometry.j.like(x)
+        boost = (j[:, None] != j[None, :]).reshape(-1).to(x.dtype)
+        run.memory = LBFGSMemory(self.memory,
+                                 torch.stack((1 - boost, boost)) if bool(boost.any()) else None)
         run.last = None  # (step s, algebra gradient A) of the last accepted step
         run.curvature_tol = math.sqrt(torch.finfo(x.dtype).eps)
         run.trials = run.resets = run.skipped_pairs = 0
