@@ -105,9 +105,11 @@ class LBFGSMemory:
         self.buffer: torch.Tensor | None = None  # (2m, 1 + B, N)
         self.first = 0  # buffer index of the oldest stored pair
         self.count = 0  # pairs stored
-        self.sy = np.zeros((0, 0))  # ⟨s_i, y_j⟩
-        self.yy = np.zeros((self.width - 1, 0, 0))  # ⟨P_b y_i, P_b y_j⟩
-        self.syd = np.zeros((self.width - 1, 0))  # ⟨s_i, P_b y_i⟩
+        # host products by buffer index (the window [first, first + count) is in use):
+        # ⟨s_i, y_j⟩, ⟨P_b y_i, P_b y_j⟩ and ⟨s_i, P_b y_i⟩
+        self.sy = np.zeros((2 * memory, 2 * memory))
+        self.yy = np.zeros((self.width - 1, 2 * memory, 2 * memory))
+        self.syd = np.zeros((self.width - 1, 2 * memory))
         self.middle: torch.Tensor | None = None  # M, rows and columns as those of W
         self.h0: torch.Tensor | float = 1.0  # H₀ as a scalar or an N-vector
 
@@ -117,9 +119,6 @@ class LBFGSMemory:
     def clear(self) -> None:
         """Forget every pair (the buffer is kept for reuse)."""
         self.first = self.count = 0
-        self.sy = np.zeros((0, 0))
-        self.yy = np.zeros((self.width - 1, 0, 0))
-        self.syd = np.zeros((self.width - 1, 0))
 
     def _window(self) -> torch.Tensor:
         """W: the stored pairs' rows, oldest first (a view)."""
@@ -135,46 +134,47 @@ class LBFGSMemory:
         if self.count == m:  # drop the oldest
             self.first += 1
             self.count -= 1
-            self.sy, self.yy, self.syd = self.sy[1:, 1:], self.yy[:, 1:, 1:], self.syd[:, 1:]
-        if self.first + self.count == 2 * m:  # window at the end: to the front
-            self.buffer[:self.count] = self.buffer[self.first:].clone()
-            self.first = 0
-        new = self.buffer[self.first + self.count]
+        a, k = self.first, self.count
+        if a + k == 2 * m:  # window at the end: to the front
+            self.buffer[:k] = self.buffer[a:].clone()
+            self.sy[:k, :k] = self.sy[a:, a:]
+            self.yy[:, :k, :k] = self.yy[:, a:, a:]
+            self.syd[:, :k] = self.syd[:, a:]
+            self.first = a = 0
+        new = self.buffer[a + k]
         new[0] = s
         new[1:] = y if self.blocks is None else y * self.blocks
-        self.count += 1
-        k = self.count
-        cross = (self._window() @ new.mT).cpu().numpy().astype(np.float64).reshape(k, w, w)
-        sy = np.empty((k, k))
-        sy[:-1, :-1] = self.sy
-        sy[:, -1] = cross[:, 0, 1:].sum(1)  # ⟨s_i, y⟩
-        sy[-1, :] = cross[:, 1:, 0].sum(1)  # ⟨y_j, s⟩
-        yy = np.empty((w - 1, k, k))
-        yy[:, :-1, :-1] = self.yy
-        parts = np.arange(1, w)
-        yy[:, :, -1] = yy[:, -1, :] = cross[:, parts, parts].T
-        syd = np.empty((w - 1, k))
-        syd[:, :-1] = self.syd
-        syd[:, -1] = cross[-1, 0, 1:]
-        self.sy, self.yy, self.syd = sy, yy, syd
+        self.count = k = k + 1
+        i, end = a + k - 1, a + k  # buffer index of the new pair, end of the window
+        cross = (self._window() @ new.mT).cpu().numpy().reshape(k, w, w)
+        self.sy[a:end, i] = cross[:, 0, 1:].sum(1)  # ⟨s_j, y⟩
+        self.sy[i, a:end] = cross[:, 1:, 0].sum(1)  # ⟨s, y_j⟩
+        for b in range(1, w):
+            self.yy[b - 1, a:end, i] = self.yy[b - 1, i, a:end] = cross[:, b, b]
+        self.syd[:, i] = cross[-1, 0, 1:]
         self._update_middle(s)
 
     def _update_middle(self, like: torch.Tensor) -> None:
         """``M`` and ``H₀`` of the stored pairs (see the class docstring)."""
-        k, w, sy, yy = self.count, self.width, self.sy, self.yy
-        num, den = self.syd.sum(1), np.trace(yy, axis1=1, axis2=2)
-        ok = (num > 0) & (den > 0)
-        gammas = np.where(ok, num / np.where(ok, den, 1.0), sy[-1, -1] / yy[:, -1, -1].sum())
-        r_inv = dtrtri(np.triu(sy))[0]
+        a, k, w = self.first, self.count, self.width
+        sy, yy = self.sy[a:a + k, a:a + k], self.yy[:, a:a + k, a:a + k]
+        newest = sy[-1, -1] / yy[:, -1, -1].sum()
+        gammas = []
+        for num, den in zip(self.syd[:, a:a + k].sum(1), yy.trace(axis1=1, axis2=2),
+                            strict=True):
+            gammas.append(num / den if num > 0 and den > 0 else newest)
+        r_inv = np.triu(dtrtri(sy)[0])  # dtrtri reads and writes the upper triangle only
+        inner = sum(g * yy_b for g, yy_b in zip(gammas, yy, strict=True))
+        inner.flat[::k + 1] += sy.diagonal()
         mid = np.zeros((k, w, k, w))
-        inner = np.diag(sy.diagonal()) + (gammas[:, None, None] * yy).sum(0)
         mid[:, 0, :, 0] = r_inv.T @ inner @ r_inv
-        mid[:, 0, :, 1:] = -r_inv.T[:, :, None] * gammas
-        mid[:, 1:, :, 0] = -(r_inv[:, :, None] * gammas).transpose(0, 2, 1)
+        for b, g in enumerate(gammas, start=1):
+            mid[:, 0, :, b] = -g * r_inv.T
+            mid[:, b, :, 0] = -g * r_inv
         self.middle = torch.as_tensor(mid.reshape(k * w, k * w), dtype=like.dtype,
                                       device=like.device)
         self.h0 = (float(gammas[0]) if self.blocks is None else
-                   torch.as_tensor(gammas, dtype=like.dtype, device=like.device) @ self.blocks)
+                   sum(g * p for g, p in zip(gammas, self.blocks, strict=True)))
 
     def direction(self, a: torch.Tensor) -> torch.Tensor:
         """``H a`` (any shape with ``N`` entries; at least one pair stored)."""
