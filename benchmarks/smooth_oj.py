@@ -8,9 +8,10 @@ O(1, n − 1)), two random starts of condition number 10 each (``--starts``). Ev
 the same autograd ``pymanopt.Problem``; TR and J-JOBCD use its Hessian-vector products.
 
 Per instance and start, every method runs once per round, in a random order per round
-(interleaved), ``--rounds`` rounds; each run records ``(time, f)`` at every cost evaluation (CPU
-seconds of the one thread) and stops at its own convergence (gradient norm ``≤ 1e-13`` or its own
-rule) or at the first cost evaluation after ``--cap`` CPU seconds (``--cap-large`` for n ≥ 100).
+(interleaved), ``--rounds`` rounds; each run records ``(time, f, gradients so far)`` at every cost
+evaluation (CPU seconds of the one thread) and stops at its own convergence (gradient norm
+``≤ 1e-13`` or its own rule) or at the first cost evaluation after ``--cap`` CPU seconds
+(``--cap-large`` for n ≥ 100).
 The reference ``f★`` is the lowest value any run found from that start; a method's time to the
 target is the first recorded time with ``(f − f★)/max(1, |f★|) ≤ --target`` (median over rounds;
 ``None``: not reached). The cost has several local minima (quartic): a method that converged to
