@@ -106,7 +106,7 @@ class LBFGSMemory:
         self.first = 0  # buffer index of the oldest stored pair
         self.count = 0  # pairs stored
         # host products by buffer index (the window [first, first + count) is in use):
-        # ⟨s_i, y_j⟩, ⟨P_b y_i, P_b y_j⟩ and ⟨s_i, P_b y_i⟩
+        # ⟨s_i, y_j⟩ for i ≤ j (R; below the diagonal unused), ⟨P_b y_i, P_b y_j⟩, ⟨s_i, P_b y_i⟩
         self.sy = np.zeros((2 * memory, 2 * memory))
         self.yy = np.zeros((self.width - 1, 2 * memory, 2 * memory))
         self.syd = np.zeros((self.width - 1, 2 * memory))
@@ -147,8 +147,7 @@ class LBFGSMemory:
         self.count = k = k + 1
         i, end = a + k - 1, a + k  # buffer index of the new pair, end of the window
         cross = (self._window() @ new.mT).cpu().numpy().reshape(k, w, w)
-        self.sy[a:end, i] = cross[:, 0, 1:].sum(1)  # ⟨s_j, y⟩
-        self.sy[i, a:end] = cross[:, 1:, 0].sum(1)  # ⟨s, y_j⟩
+        self.sy[a:end, i] = cross[:, 0, 1:].sum(1)  # ⟨s_j, y⟩: column i of R
         for b in range(1, w):
             self.yy[b - 1, a:end, i] = self.yy[b - 1, i, a:end] = cross[:, b, b]
         self.syd[:, i] = cross[-1, 0, 1:]
@@ -162,7 +161,7 @@ class LBFGSMemory:
         gammas = []
         for num, den in zip(self.syd[:, a:a + k].sum(1), yy.trace(axis1=1, axis2=2),
                             strict=True):
-            gammas.append(num / den if num > 0 and den > 0 else newest)
+            gammas.append(float(num / den if num > 0 and den > 0 else newest))
         r_inv = np.triu(dtrtri(sy)[0])  # dtrtri reads and writes the upper triangle only
         inner = sum(g * yy_b for g, yy_b in zip(gammas, yy, strict=True))
         inner.flat[::k + 1] += sy.diagonal()
@@ -173,7 +172,7 @@ class LBFGSMemory:
             mid[:, b, :, 0] = -g * r_inv
         self.middle = torch.as_tensor(mid.reshape(k * w, k * w), dtype=like.dtype,
                                       device=like.device)
-        self.h0 = (float(gammas[0]) if self.blocks is None else
+        self.h0 = (gammas[0] if self.blocks is None else
                    sum(g * p for g, p in zip(gammas, self.blocks, strict=True)))
 
     def direction(self, a: torch.Tensor) -> torch.Tensor:
