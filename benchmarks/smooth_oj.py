@@ -8,9 +8,10 @@ O(1, n − 1)), two random starts of condition number 10 each (``--starts``). Ev
 the same autograd ``pymanopt.Problem``; TR and J-JOBCD use its Hessian-vector products.
 
 Per instance and start, every method runs once per round, in a random order per round
-(interleaved), ``--rounds`` rounds; each run records ``(time, f)`` at every cost evaluation (CPU
-seconds of the one thread) and stops at its own convergence (gradient norm ``≤ 1e-13`` or its own
-rule) or at the first cost evaluation after ``--cap`` CPU seconds (``--cap-large`` for n ≥ 100).
+(interleaved), ``--rounds`` rounds; each run records ``(time, f, gradients so far)`` at every cost
+evaluation (CPU seconds of the one thread) and stops at its own convergence (gradient norm
+``≤ 1e-13`` or its own rule) or at the first cost evaluation after ``--cap`` CPU seconds
+(``--cap-large`` for n ≥ 100).
 The reference ``f★`` is the lowest value any run found from that start; a method's time to the
 target is the first recorded time with ``(f − f★)/max(1, |f★|) ≤ --target`` (median over rounds;
 ``None``: not reached). The cost has several local minima (quartic): a method that converged to
@@ -48,8 +49,10 @@ class _CapReached(Exception):
 
 
 class _Trace:
-    """Wraps a problem's cost: records ``(CPU seconds since start, f)`` of every evaluation and
-    ends the run (``_CapReached``) at the first evaluation after ``cap`` CPU seconds.
+    """Wraps a problem's cost: records ``(CPU seconds since start, f, gradients so far)`` of every
+    evaluation and ends the run (``_CapReached``) at the first evaluation after ``cap`` CPU
+    seconds (gradients: calls of the Euclidean gradient; TR's Hessian-vector products are not
+    counted).
 
     CPU time of the one thread (``time.process_time``): on a shared machine a descheduled run
     loses wall time but not CPU time, so the ratios and the caps are the robust figures (the
@@ -61,12 +64,20 @@ class _Trace:
         self.t0 = time.process_time()
         self.values: list[tuple[float, float]] = []
         self.last = None
+        self.gradients = 0
         problem._cost = self
+        gradient = problem.euclidean_gradient
+
+        def counted(x):
+            self.gradients += 1
+            return gradient(x)
+
+        problem._euclidean_gradient = counted
 
     def __call__(self, x):
         f = self.cost(x)
         t = time.process_time() - self.t0
-        self.values.append((t, float(f)))
+        self.values.append((t, float(f), self.gradients))
         self.last = x
         if t > self.cap:
             raise _CapReached
@@ -110,10 +121,11 @@ def run_method(method: str, problem_def, x0: np.ndarray, cap: float) -> dict:
         res = opt.run(problem, initial_point=x0)
     except _CapReached:
         res = None
-    out = {"seconds": time.process_time() - trace.t0, "trace": trace.values}
+    out = {"seconds": time.process_time() - trace.t0, "trace": trace.values,
+           "gradients": trace.gradients}
     geo = problem.manifold.geometry
     if res is None:
-        out.update(cost=min(f for _, f in trace.values), iterations=None,
+        out.update(cost=min(e[1] for e in trace.values), iterations=None,
                    stop=f"CPU cap ({cap:g} s) reached")
         point = trace.last
     else:
@@ -127,13 +139,16 @@ def run_method(method: str, problem_def, x0: np.ndarray, cap: float) -> dict:
     return out
 
 
+def first_hit(trace, ref: float, target: float) -> tuple | None:
+    """The first entry ``(t, f, gradients)`` of ``trace`` with ``(f − ref)/max(1, |ref|) ≤
+    target`` (``None``: never)."""
+    return next((e for e in trace if (e[1] - ref) / max(1.0, abs(ref)) <= target), None)
+
+
 def time_to(trace, ref: float, target: float) -> float | None:
-    """The first time of ``trace`` (``(t, f)`` pairs) with ``(f − ref)/max(1, |ref|) ≤ target``
-    (``None``: never)."""
-    for t, f in trace:
-        if (f - ref) / max(1.0, abs(ref)) <= target:
-            return t
-    return None
+    """The time of :func:`first_hit` (``None``: never)."""
+    hit = first_hit(trace, ref, target)
+    return None if hit is None else hit[0]
 
 
 def main() -> None:
@@ -168,7 +183,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     rows = []
     header = f"{'family':>8s} {'n':>4s} {'p':>3s} {'st':>2s} {'f*':>14s} " + " ".join(
-        f"{m:>9s}" for m in args.methods) + f" {'best/def':>8s}"
+        f"{m:>9s}" for m in args.methods) + f" {'best/def':>8s}  gradients to f★ (first round)"
     print(header, flush=True)
     for inst in instances(args.set, args.sizes, args.starts):
         if inst["family"] not in args.families:
@@ -185,18 +200,22 @@ def main() -> None:
                 for k in rng.permutation(len(args.methods)):
                     m = args.methods[k]
                     runs[m].append(run_method(m, prob, x0, cap))
-            ref = min(f for rs in runs.values() for r in rs for _, f in r["trace"])
+            ref = min(e[1] for rs in runs.values() for r in rs for e in r["trace"])
             summary = {}
+            hits = {m: first_hit(rs[0]["trace"], ref, args.target) for m, rs in runs.items()}
+            gradients = {m: None if h is None else h[2] for m, h in hits.items()}
             for m, rs in runs.items():
                 times = [time_to(r["trace"], ref, args.target) for r in rs]
                 reached = [t for t in times if t is not None]
-                best = min(f for r in rs for _, f in r["trace"])
+                best = min(e[1] for r in rs for e in r["trace"])
                 summary[m] = {
                     "time_to_target": float(np.median(reached)) if len(reached) == len(rs)
                     else None, "times": times,
+                    "gradients_to_target": gradients[m],
+                    "seconds_per_gradient": rs[0]["seconds"] / max(1, rs[0]["gradients"]),
                     "best_gap": (best - ref) / max(1.0, abs(ref)),
                     "time_to_own_limit": float(np.median([
-                        time_to(r["trace"], min(f for _, f in r["trace"]), args.target)
+                        time_to(r["trace"], min(e[1] for e in r["trace"]), args.target)
                         for r in rs])),
                     "violation": max(r["violation"] for r in rs),
                     "stop": rs[0]["stop"], "iterations": rs[0]["iterations"],
@@ -214,7 +233,8 @@ def main() -> None:
                 return f"{t:9.3f}" if t is not None else f"gap{s['best_gap']:.0e}".rjust(9)
             print(f"{inst['family']:>8s} {n:4d} {p:3d} {start:2d} {ref:14.8g} "
                   + " ".join(fmt(summary[m]) for m in args.methods)
-                  + f" {'-' if ratio is None else f'{ratio:8.2f}'}", flush=True)
+                  + f" {'-' if ratio is None else f'{ratio:8.2f}'}  "
+                  + " ".join(f"{m}:{gradients[m]}" for m in args.methods), flush=True)
             if args.out:  # after every row: a long run keeps what it measured
                 with open(args.out, "w") as fh:
                     json.dump({"meta": meta, "rows": rows}, fh, indent=1)

@@ -14,7 +14,16 @@ One iteration, with ``A = J skew(J Xᵀ ∇f(X))`` the left-translated Riemannia
    ``⟨s, y⟩ > √ε ‖s‖‖y‖`` (curvature condition; else skipped), the oldest is dropped beyond
    ``memory`` pairs;
 2. direction ``D = −H A`` from the compact representation of the L-BFGS inverse Hessian
-   (Byrd, Nocedal and Schnabel 1994) with the scaling ``γ = ⟨s, y⟩/⟨y, y⟩`` of the newest pair;
+   (Byrd, Nocedal and Schnabel 1994) started from ``H₀ = γ_k P_k + γ_p P_p`` on the Cartan
+   decomposition ``o(J) = k ⊕ p``: ``P_k Ω = skew(Ω)`` keeps the entries with ``J_i = J_j``
+   (the rotations, the algebra of O(p) × O(q)), ``P_p Ω = sym(Ω)`` those with ``J_i ≠ J_j``
+   (the boosts), and each ``γ = Σ_i ⟨s_i, P y_i⟩ / Σ_i ‖P y_i‖²`` is the Barzilai–Borwein ratio
+   of the stored pairs' parts in that block (:class:`LBFGSMemory`; one block, ``γ I``, on
+   O(n)). Rule: f's curvature along boosts and along rotations can differ by a large factor
+   (boosts stretch X, rotations do not), and a scalar ``H₀`` leaves that gap to the ``m``
+   pairs; on the Lorentz group O(1, n − 1) the ``n − 1`` boosts are a small share of the
+   ``n(n − 1)/2`` directions, so one scalar fits the rotations and misses the boosts. For a
+   cost whose Hessian is a scalar on each block, ``H₀`` is its exact inverse.
    ``D = −A`` without pairs, and after a reset when ``D`` is no descent direction;
 3. Armijo backtracking on ``t ↦ f(X cay(tD))`` from ``t = min(1, max_step/‖D‖_F)``
    (``cay(Ω) = (I − Ω/2)⁻¹(I + Ω/2)``; ``max_step`` keeps the first trial off the Cayley map's
@@ -33,7 +42,7 @@ projected.
 
 Cost per iteration: one gradient (counted in ``gradient_evaluations``), one cost value per
 line-search trial (usually one), one n×n solve and O(n³) products per trial, and
-O(m n² + m³) for the direction with ``m`` pairs.
+O(m n²) for the direction and O(m n² + m³) for a new pair with ``m`` pairs.
 
 When to pick it: smooth f on square O(J) with gradients only (or with Hessians that cost several
 gradients, as autodiff Hessian-vector products do), when high accuracy is wanted; it is
@@ -50,7 +59,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from scipy.linalg import solve_triangular
+from scipy.linalg.lapack import dtrtri
 
 from orthoplug.geometry import jorthogonal as jo
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
@@ -68,61 +77,106 @@ MAX_TRIALS = 40
 class LBFGSMemory:
     """The last ``memory`` secant pairs ``(s_i, y_i)`` and the L-BFGS product ``H a``.
 
-    The pairs are rows of one buffer ``W = [S; Y]`` (``2m × N``, allocated at the first pair and
-    overwritten in place, oldest slot first); their products ``S Yᵀ`` and ``Y Yᵀ`` are kept on
-    the host in float64, in the order the pairs came, and extended by two products ``W s``,
-    ``W y`` per new pair. A direction costs two products with W and ``O(m³)`` host work.
+    The initial inverse Hessian is a scalar per block, ``H₀ = Σ_b γ_b P_b``, for coordinate
+    blocks given by 0/1 masks ``P_b`` that partition the ``N`` coordinates (one block without
+    masks), with the Barzilai–Borwein ratio of the stored pairs' parts in the block,
+    ``γ_b = Σ_i ⟨s_i, P_b y_i⟩ / Σ_i ‖P_b y_i‖²`` (a block where this is not positive takes
+    ``⟨s, y⟩/⟨y, y⟩`` of the newest pair).
 
-    :meth:`direction` is the compact form (Nocedal and Wright, eq. 7.24): with ``R`` the upper
-    triangle of ``S Yᵀ``, ``Dg`` its diagonal and ``γ = ⟨s, y⟩/⟨y, y⟩`` of the newest pair,
-    ``H a = γa + Sᵀ R⁻ᵀ((Dg + γ Y Yᵀ) w − γ Y a) − γ Yᵀ w`` with ``w = R⁻¹ S a``, which equals
-    the two-loop recursion's result.
+    Pair ``i`` (oldest first) is stored as the rows ``s_i, P_1 y_i, …, P_B y_i`` of a buffer
+    ``W`` (a window of ``(1 + B)k`` rows of a buffer of ``2m`` pairs, allocated at the first
+    pair; the window moves by one pair when the oldest is dropped and is copied to the front
+    when it reaches the end, once per ``m`` pairs). The products ``⟨s_i, y_j⟩`` and
+    ``⟨P_b y_i, P_b y_j⟩`` are kept on the host in float64 and extended by one product
+    ``W [s; P_b y]ᵀ`` per new pair, from which :meth:`add` forms the matrix ``M`` of the compact
+    representation (Byrd, Nocedal and Schnabel 1994, Theorem 2.2, for a general ``H₀``),
+    ``H a = H₀ a + Wᵀ M W a``: for ``R`` the upper triangle of ``S Yᵀ`` and ``Dg`` its diagonal,
+    ``M_SS = R⁻ᵀ(Dg + Σ_b γ_b (P_b Y)(P_b Y)ᵀ)R⁻¹``, ``M_{S,b} = −γ_b R⁻ᵀ``,
+    ``M_{b,S} = −γ_b R⁻¹`` and zero blocks between the ``P_b Y``. This equals the two-loop
+    recursion started from ``H₀``; a direction costs two products with W and no host work.
 
     Args:
         memory: the number of pairs kept (``m``).
+        blocks: ``(B, N)`` 0/1 masks of the blocks of ``H₀`` (every coordinate in exactly one),
+            or None for one block (``H₀ = γI``).
     """
 
-    def __init__(self, memory: int):
+    def __init__(self, memory: int, blocks: torch.Tensor | None = None):
         self.memory = memory
-        self.buffer: torch.Tensor | None = None  # (2m, N): S in rows :m, Y in rows m:
-        self.slots: list[int] = []  # buffer slots of the stored pairs, oldest first
-        self.sy = np.zeros((0, 0))
-        self.yy = np.zeros((0, 0))
+        self.blocks = blocks
+        self.width = 2 if blocks is None else 1 + blocks.shape[0]  # rows per pair in W
+        self.buffer: torch.Tensor | None = None  # (2m, 1 + B, N)
+        self.first = 0  # buffer index of the oldest stored pair
+        self.count = 0  # pairs stored
+        # host products by buffer index (the window [first, first + count) is in use):
+        # ⟨s_i, y_j⟩ for i ≤ j (R; below the diagonal unused), ⟨P_b y_i, P_b y_j⟩, ⟨s_i, P_b y_i⟩
+        self.sy = np.zeros((2 * memory, 2 * memory))
+        self.yy = np.zeros((self.width - 1, 2 * memory, 2 * memory))
+        self.syd = np.zeros((self.width - 1, 2 * memory))
+        self.middle: torch.Tensor | None = None  # M, rows and columns as those of W
+        self.h0: torch.Tensor | float = 1.0  # H₀ as a scalar or an N-vector
 
     def __len__(self) -> int:
-        return len(self.slots)
+        return self.count
 
     def clear(self) -> None:
         """Forget every pair (the buffer is kept for reuse)."""
-        self.slots = []
-        self.sy = np.zeros((0, 0))
-        self.yy = np.zeros((0, 0))
+        self.first = self.count = 0
+
+    def _window(self) -> torch.Tensor:
+        """W: the stored pairs' rows, oldest first (a view)."""
+        return self.buffer[self.first:self.first + self.count].reshape(-1,
+                                                                       self.buffer.shape[-1])
 
     def add(self, s: torch.Tensor, y: torch.Tensor) -> None:
         """Append the pair ``(s, y)`` (flat, ``⟨s, y⟩ > 0``), dropping the oldest beyond
         ``memory``."""
-        m = self.memory
+        m, w = self.memory, self.width
         if self.buffer is None:
-            self.buffer = torch.zeros(2 * m, s.numel(), dtype=s.dtype, device=s.device)
-        if len(self.slots) == m:
-            slot = self.slots.pop(0)
-            self.sy, self.yy = self.sy[1:, 1:], self.yy[1:, 1:]
-        else:
-            slot = next(i for i in range(m) if i not in self.slots)
-        self.buffer[slot] = s
-        self.buffer[m + slot] = y
-        self.slots.append(slot)
-        idx = np.asarray(self.slots)
-        with_s = (self.buffer @ s).cpu().numpy().astype(np.float64)
-        with_y = (self.buffer @ y).cpu().numpy().astype(np.float64)
-        s_y, y_s, y_y = with_y[idx], with_s[m + idx], with_y[m + idx]
-        k = len(idx)
-        sy = np.empty((k, k))
-        yy = np.empty((k, k))
-        sy[:-1, :-1], yy[:-1, :-1] = self.sy, self.yy
-        sy[:, -1], sy[-1, :] = s_y, y_s
-        yy[:, -1] = yy[-1, :] = y_y
-        self.sy, self.yy = sy, yy
+            self.buffer = torch.zeros(2 * m, w, s.numel(), dtype=s.dtype, device=s.device)
+        if self.count == m:  # drop the oldest
+            self.first += 1
+            self.count -= 1
+        a, k = self.first, self.count
+        if a + k == 2 * m:  # window at the end: to the front
+            self.buffer[:k] = self.buffer[a:].clone()
+            self.sy[:k, :k] = self.sy[a:, a:]
+            self.yy[:, :k, :k] = self.yy[:, a:, a:]
+            self.syd[:, :k] = self.syd[:, a:]
+            self.first = a = 0
+        new = self.buffer[a + k]
+        new[0] = s
+        new[1:] = y if self.blocks is None else y * self.blocks
+        self.count = k = k + 1
+        i, end = a + k - 1, a + k  # buffer index of the new pair, end of the window
+        cross = (self._window() @ new.mT).cpu().numpy().reshape(k, w, w)
+        self.sy[a:end, i] = cross[:, 0, 1:].sum(1)  # ⟨s_j, y⟩: column i of R
+        for b in range(1, w):
+            self.yy[b - 1, a:end, i] = self.yy[b - 1, i, a:end] = cross[:, b, b]
+        self.syd[:, i] = cross[-1, 0, 1:]
+        self._update_middle(s)
+
+    def _update_middle(self, like: torch.Tensor) -> None:
+        """``M`` and ``H₀`` of the stored pairs (see the class docstring)."""
+        a, k, w = self.first, self.count, self.width
+        sy, yy = self.sy[a:a + k, a:a + k], self.yy[:, a:a + k, a:a + k]
+        newest = sy[-1, -1] / yy[:, -1, -1].sum()
+        gammas = []
+        for num, den in zip(self.syd[:, a:a + k].sum(1), yy.trace(axis1=1, axis2=2),
+                            strict=True):
+            gammas.append(float(num / den if num > 0 and den > 0 else newest))
+        r_inv = np.triu(dtrtri(sy)[0])  # dtrtri reads and writes the upper triangle only
+        inner = sum(g * yy_b for g, yy_b in zip(gammas, yy, strict=True))
+        inner.flat[::k + 1] += sy.diagonal()
+        mid = np.zeros((k, w, k, w))
+        mid[:, 0, :, 0] = r_inv.T @ inner @ r_inv
+        for b, g in enumerate(gammas, start=1):
+            mid[:, 0, :, b] = -g * r_inv.T
+            mid[:, b, :, 0] = -g * r_inv
+        self.middle = torch.as_tensor(mid.reshape(k * w, k * w), dtype=like.dtype,
+                                      device=like.device)
+        self.h0 = (gammas[0] if self.blocks is None else
+                   sum(g * p for g, p in zip(gammas, self.blocks, strict=True)))
 
     def state_dict(self) -> dict:
         """A copy of the memory in torch tensors and plain data (``torch.load`` with
@@ -145,19 +199,9 @@ class LBFGSMemory:
 
     def direction(self, a: torch.Tensor) -> torch.Tensor:
         """``H a`` (any shape with ``N`` entries; at least one pair stored)."""
-        m, idx = self.memory, np.asarray(self.slots)
         flat = a.reshape(-1)
-        proj = (self.buffer @ flat).cpu().numpy().astype(np.float64)
-        sa, ya = proj[idx], proj[m + idx]
-        r = np.triu(self.sy)
-        gamma = self.sy[-1, -1] / self.yy[-1, -1]
-        w = solve_triangular(r, sa, check_finite=False)
-        top = solve_triangular(r, (np.diag(np.diag(self.sy)) + gamma * self.yy) @ w
-                               - gamma * ya, trans=1, check_finite=False)
-        coef = np.zeros(2 * m)
-        coef[idx], coef[m + idx] = top, -gamma * w
-        coef = torch.as_tensor(coef, dtype=a.dtype, device=a.device)
-        return (gamma * flat + self.buffer.mT @ coef).reshape(a.shape)
+        w = self._window()
+        return (self.h0 * flat + w.mT @ (self.middle @ (w @ flat))).reshape(a.shape)
 
 
 def check_options(memory: int, max_step: float, sufficient_decrease: float) -> None:
@@ -287,7 +331,12 @@ class CayleyLBFGS(IterativeSolver):
 
     def setup(self, run: Run) -> None:
         x = run.tracker.x
-        run.memory = LBFGSMemory(self.memory)
+        # the Cartan blocks of o(J): entries with J_i = J_j (rotations, the skew part of Ω)
+        # and with J_i ≠ J_j (boosts, the symmetric part); one block on O(n)
+        j = run.geometry.j.like(x)
+        boost = (j[:, None] != j[None, :]).reshape(-1).to(x.dtype)
+        run.memory = LBFGSMemory(self.memory,
+                                 torch.stack((1 - boost, boost)) if bool(boost.any()) else None)
         run.last = None  # (step s, algebra gradient A) of the last accepted step
         run.curvature_tol = math.sqrt(torch.finfo(x.dtype).eps)
         run.trials = run.resets = run.skipped_pairs = 0
