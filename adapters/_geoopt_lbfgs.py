@@ -74,6 +74,7 @@ from orthoplug.geometry.manifolds import JOrthogonalGeometry
 from orthoplug.solvers.lbfgs import (
     LBFGSMemory,
     armijo_search,
+    cartan_blocks,
     check_options,
     keep_pair,
     lbfgs_iteration,
@@ -139,7 +140,7 @@ class CayleyLBFGS(OrthoplugOptimizer):
         self.memory = memory
         self.max_step = float(max_step)
         self.sufficient_decrease = float(sufficient_decrease)
-        self._lbfgs = LBFGSMemory(memory)
+        self._lbfgs = LBFGSMemory(memory)  # replaced by _new_memory at the first step
         self._last: tuple[torch.Tensor, torch.Tensor] | None = None  # (s, A) of the last step
         self._layout: tuple[int, ...] | None = None  # parameter sizes the memory belongs to
         self._counts = {"trials": 0, "resets": 0, "skipped_pairs": 0}
@@ -174,8 +175,14 @@ class CayleyLBFGS(OrthoplugOptimizer):
         return {"memory": self._lbfgs.state_dict(), "last": last, "layout": self._layout,
                 "counts": dict(self._counts), "stopped": self._stop}
 
+    def _new_memory(self, params) -> LBFGSMemory:
+        """An empty memory whose initial inverse Hessian has one scalar per Cartan block of the
+        parameters' algebras (:func:`~orthoplug.solvers.lbfgs.cartan_blocks`, as in the core)."""
+        parts = [(p.manifold.geometry.j.like(p), p.numel() // p.shape[-1] ** 2) for p in params]
+        return LBFGSMemory(self.memory, cartan_blocks(parts, params[0]))
+
     def _load_extra_state(self, state: dict) -> None:
-        self._lbfgs = LBFGSMemory(self.memory)
+        self._lbfgs = self._new_memory(self._params())
         self._lbfgs.load_state_dict(state["memory"])
         self._last = None if state["last"] is None else tuple(t.clone() for t in state["last"])
         self._layout = None if state["layout"] is None else tuple(state["layout"])
@@ -226,7 +233,7 @@ class CayleyLBFGS(OrthoplugOptimizer):
         a = self._algebra_gradient(params, x, grads)
         layout = tuple(p.numel() for p in params)
         if layout != self._layout:  # new parameters: the pairs no longer apply
-            self._lbfgs, self._last, self._layout = LBFGSMemory(self.memory), None, layout
+            self._lbfgs, self._last, self._layout = self._new_memory(params), None, layout
         if self._last is not None:
             s, a_prev = self._last
             tol = math.sqrt(torch.finfo(a.dtype).eps)

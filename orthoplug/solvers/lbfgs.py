@@ -67,11 +67,30 @@ from orthoplug.oracles import NonFiniteError
 
 from .base import IterativeSolver, Run
 
-__all__ = ["CayleyLBFGS", "LBFGSMemory", "check_options", "keep_pair", "lbfgs_iteration",
-           "armijo_search"]
+__all__ = ["CayleyLBFGS", "LBFGSMemory", "cartan_blocks", "check_options", "keep_pair",
+           "lbfgs_iteration", "armijo_search"]
 
 #: line-search trials per iteration before the memory is cleared
 MAX_TRIALS = 40
+
+
+def cartan_blocks(parts: list[tuple[torch.Tensor, int]], like: torch.Tensor
+                  ) -> torch.Tensor | None:
+    """The 0/1 masks of the Cartan blocks of o(J) over stacked algebra coordinates: entries with
+    ``J_i = J_j`` (rotations, the skew part of Ω) and with ``J_i ≠ J_j`` (boosts, the
+    symmetric part), for :class:`LBFGSMemory`'s ``blocks``.
+
+    Args:
+        parts: ``(j, matrices)`` per stacked part: the ±1 signature vector of an n×n algebra
+            coordinate block and how many such n×n matrices follow each other.
+        like: a tensor with the dtype and device of the masks.
+
+    Returns:
+        ``(2, N)`` masks, or None when there is no boost (O(n): one block).
+    """
+    boost = torch.cat([(j[:, None] != j[None, :]).reshape(-1).repeat(matrices)
+                       for j, matrices in parts]).to(dtype=like.dtype, device=like.device)
+    return torch.stack((1 - boost, boost)) if bool(boost.any()) else None
 
 
 class LBFGSMemory:
@@ -331,12 +350,7 @@ class CayleyLBFGS(IterativeSolver):
 
     def setup(self, run: Run) -> None:
         x = run.tracker.x
-        # the Cartan blocks of o(J): entries with J_i = J_j (rotations, the skew part of Ω)
-        # and with J_i ≠ J_j (boosts, the symmetric part); one block on O(n)
-        j = run.geometry.j.like(x)
-        boost = (j[:, None] != j[None, :]).reshape(-1).to(x.dtype)
-        run.memory = LBFGSMemory(self.memory,
-                                 torch.stack((1 - boost, boost)) if bool(boost.any()) else None)
+        run.memory = LBFGSMemory(self.memory, cartan_blocks([(run.geometry.j.like(x), 1)], x))
         run.last = None  # (step s, algebra gradient A) of the last accepted step
         run.curvature_tol = math.sqrt(torch.finfo(x.dtype).eps)
         run.trials = run.resets = run.skipped_pairs = 0
