@@ -88,7 +88,7 @@ class OrthonetResult:
 def stiefel_parameters(model: torch.nn.Module) -> list[geoopt.ManifoldParameter]:
     """The model's parameters on a ``geoopt.Stiefel`` manifold."""
     return [p for p in model.parameters()
-            if isinstance(getattr(p, "manifold", None), geoopt.Stiefel)]
+            if isinstance(p, geoopt.ManifoldTensor) and isinstance(p.manifold, geoopt.Stiefel)]
 
 
 def stiefel_violation(model: torch.nn.Module) -> float:
