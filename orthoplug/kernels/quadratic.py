@@ -231,11 +231,15 @@ def update_rows(x, y, c, s, f, rows, u, dz, dd, ynew) -> tuple[int, float]:
 
 @njit(cache=True)
 def column_pair_model(x, y, d, s, prox, clip, a, b, acol, q):
-    """Fill ``acol = Xᵀ Y[:, B]`` (k, 2) and ``q = Q̲ (its PSD part when clip) + prox·I₄`` for
+    """Fill the rows of ``acol = Xᵀ Y[:, B]`` (k, 2) that the model reads (a, b and those with
+    ``D[a, l]`` or ``D[b, l]`` non-zero) and ``q = Q̲ (its PSD part when clip) + prox·I₄`` for
     the column pair ``B = (a, b)`` and a (k, k) D; return ``(ok, M11, M12, M21, M22)`` with
-    ``M = 2s (D A)_BB`` (``ok`` False: the model is not finite). O(nk)."""
+    ``M = 2s (D A)_BB`` (``ok`` False: the model is not finite). O(n) per row read: O(n) for a
+    diagonal D, O(nk) for a dense one."""
     n, k = x.shape
     for l in range(k):
+        if l != a and l != b and d[a, l] == 0.0 and d[b, l] == 0.0:
+            continue
         s0 = s1 = 0.0
         for r in range(n):
             s0 += x[r, l] * y[r, a]
@@ -243,6 +247,8 @@ def column_pair_model(x, y, d, s, prox, clip, a, b, acol, q):
         acol[l, 0], acol[l, 1] = s0, s1
     m11 = m12 = m21 = m22 = 0.0
     for l in range(k):
+        if d[a, l] == 0.0 and d[b, l] == 0.0:
+            continue  # row l of A is not read (nor filled, unless l is a or b)
         m11 += d[a, l] * acol[l, 0]
         m12 += d[a, l] * acol[l, 1]
         m21 += d[b, l] * acol[l, 0]

@@ -159,8 +159,9 @@ class GSJOBCD(_JOBCDBase):
     difference of D's entries times one of ``XᵀCX``'s, so it vanishes as D tends to a multiple
     of I while the row pairs reach these directions only as combinations of many pair
     generators; row pairs alone then converge at a rate set by that small curvature. A column
-    pair step costs O(nk) (``XᵀY[:, B]`` and the two columns of X and Y), so the columns add
-    at most the cost of the row pairs. Pick it for quadratic costs ``s·tr(XᵀCXD)`` given as a
+    pair step costs O(n) for a diagonal D (``(XᵀY)_BB`` and the two columns of X and Y), O(nk)
+    for a dense one, so the columns add at most the cost of the row pairs. Pick it for
+    quadratic costs ``s·tr(XᵀCXD)`` given as a
     :class:`~orthoplug.oracles.core.QuadraticOracle`: there one iteration costs ``O(nk)`` (the
     fast path), so it does many cheap exact steps per gradient's worth of work. For
     ``s·tr(XᵀCX)`` on square O(J), :class:`~orthoplug.solvers.jjacobi.ColumnJJacobi` (column
