@@ -283,7 +283,7 @@ class GSJOBCD(_JOBCDBase):
         run.queue = PairQueue(self.pairs, n, tracker.x.device, self.candidates)
         k = tracker.x.shape[-1]
         run.columns = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
-                       and k >= 2 and tracker.da is not None
+                       and tracker.x.ndim == 2 and k >= 2 and tracker.da is not None
                        and not np.array_equal(tracker.da, tracker.da[0, 0] * np.eye(k)))
         if run.columns:
             run.column_pairs = cyclic_pairs(k).numpy()
