@@ -105,7 +105,9 @@ def _jobcd_step_us(n: int, k: int, seed: int,
     solver = GSJOBCD(side="row", seed=seed)
     run = solver.start(QuadraticOracle(torch.from_numpy(c)), torch.from_numpy(x0.copy()), geo)
     run.compiled = False
-    m_py = 64
+    # one step is ⌊n/2⌋ pair updates: about 64 pair updates per timed call
+    iterations = max(1, 64 // GSJOBCD.pairs_per_iteration(n))
+    m_py = iterations * GSJOBCD.pairs_per_iteration(n)
 
     def reset_run():
         np.copyto(run.tracker.xa, x0)
@@ -113,7 +115,7 @@ def _jobcd_step_us(n: int, k: int, seed: int,
 
     def py_steps():
         reset_run()
-        for _ in range(m_py):
+        for _ in range(iterations):
             solver.step(run)
 
     py_steps()
