@@ -146,16 +146,12 @@ def geometry_of(manifold):
     """
     if isinstance(manifold, _GeometryManifold):
         return manifold.geometry
-    k = getattr(manifold, "_k", 1)
-    if k != 1:
-        raise ValueError(f"{manifold}: product manifolds (k = {k}) are not supported")
-    if isinstance(manifold, Grassmann):
-        return GrassmannGeometry(manifold._n, manifold._p)
-    if isinstance(manifold, Stiefel):
-        return StiefelGeometry(manifold._n, manifold._p)
-    if isinstance(manifold, SpecialOrthogonalGroup):
-        return StiefelGeometry(manifold._n, manifold._n)
-    raise ValueError(f"unsupported manifold {type(manifold).__name__}")
+    if not isinstance(manifold, (Grassmann, Stiefel, SpecialOrthogonalGroup)):
+        raise ValueError(f"unsupported manifold {type(manifold).__name__}")
+    shape = manifold.zero_vector(None).shape  # (n, p), or (k, n, p) for a product of k
+    if len(shape) != 2:
+        raise ValueError(f"{manifold}: product manifolds (k = {shape[0]}) are not supported")
+    return (GrassmannGeometry if isinstance(manifold, Grassmann) else StiefelGeometry)(*shape)
 
 
 class SolverOptimizer(Optimizer):

@@ -51,6 +51,7 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+import torch
 from scipy.linalg import blas
 
 from orthoplug.geometry.signature import Signature
@@ -119,7 +120,7 @@ def _signatures(signature, k_signature) -> tuple[np.ndarray, np.ndarray]:
 
 def _dense_c(c) -> np.ndarray:
     """``C`` as a float64 array (torch tensors and array-likes accepted)."""
-    if hasattr(c, "detach"):
+    if isinstance(c, torch.Tensor):
         c = c.detach().cpu().numpy()
     return np.asarray(c, dtype=np.float64)
 

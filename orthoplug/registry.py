@@ -56,7 +56,7 @@ class Entry:
         """Return the class for ``frontend`` (importing ``"module:attr"`` references)."""
         if frontend not in FRONTENDS:
             raise ValueError(f"unknown front-end {frontend!r}; choose from {FRONTENDS}")
-        ref = getattr(self, frontend)
+        ref = self.implementations()[frontend]
         if ref is None:
             raise KeyError(f"{self.kind} {self.name!r} has no {frontend} implementation")
         if isinstance(ref, str):
@@ -67,7 +67,12 @@ class Entry:
     @property
     def frontends(self) -> tuple[str, ...]:
         """The front-ends this entry implements, a subset of ``("pymanopt", "geoopt")``."""
-        return tuple(f for f in FRONTENDS if getattr(self, f) is not None)
+        return tuple(f for f, ref in self.implementations().items() if ref is not None)
+
+    def implementations(self) -> dict[str, Any]:
+        """The implementation of each front-end (``None``: none), keyed like
+        :data:`FRONTENDS`."""
+        return {"pymanopt": self.pymanopt, "geoopt": self.geoopt}
 
 
 _REGISTRY: dict[str, Entry] = {}
@@ -97,6 +102,8 @@ def _load_entry_points() -> None:
             obj = obj() if callable(obj) and not isinstance(obj, type) else obj
 
             def field(key, obj=obj):
+                # the plugin format's keys are optional (module docstring): an absent key or
+                # attribute is its declared "not given", not a probe of one of our objects
                 return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
             register(ep.name, "solver", pymanopt=field("pymanopt"), geoopt=field("geoopt"),
@@ -118,7 +125,7 @@ def entries(kind: str | None = None, frontend: str | None = None) -> list[Entry]
     if not _entry_points_loaded:
         _load_entry_points()
     out = [e for e in _REGISTRY.values() if kind is None or e.kind == kind]
-    return [e for e in out if frontend is None or getattr(e, frontend) is not None]
+    return [e for e in out if frontend is None or e.implementations()[frontend] is not None]
 
 
 def names(kind: str | None = None, frontend: str | None = None) -> list[str]:

@@ -16,11 +16,11 @@ __all__ = ["warm_up"]
 def warm_up() -> None:
     """Compile (or load from numba's cache) every compiled kernel, by running each solver that
     has one for a few iterations on a tiny problem: column J-Jacobi (cyclic and random orders),
-    the GS-JOBCD pair loop with its orders, the single and batched 2×2 J-orthogonal solves, the
-    single O(2) solve,
-    J-JOBCD's matching, stale-gradient and Hessian-model sweeps, the OBCD pair loop with its
-    greedy order, SparseOBCD's column sweep and partition search (and its move gains), the RCD
-    sweep and the DPCP column pass."""
+    the GS-JOBCD pair loop with its orders and its column pairs (float64 and float32), the
+    single and batched 2×2 J-orthogonal solves, the single O(2) solve, J-JOBCD's matching,
+    stale-gradient and Hessian-model sweeps, the OBCD pair loop with its greedy order,
+    SparseOBCD's column sweep and partition search (and its move gains), the RCD sweep and the
+    DPCP column pass."""
     import torch
 
     from orthoplug.baselines.rcd import RCD
@@ -47,6 +47,10 @@ def warm_up() -> None:
         GSJOBCD(**options, seed=0, max_iterations=2).run(QuadraticOracle(c), x, j_geo)
     solve_jorth2x2(torch.tensor([[1.0, -1.0], [1.0, 1.0]]),  # the batched 2×2 solve (K = 2)
                    torch.ones(2, 2, 2, dtype=torch.float64), s=1.0)
+    weights = torch.diag(torch.arange(1.0, 5.0, dtype=torch.float64))
+    for dtype in (torch.float64, torch.float32):  # a non-scalar D: the column pair steps
+        GSJOBCD(seed=0, max_iterations=2).run(
+            QuadraticOracle(c.to(dtype), weights.to(dtype)), x.to(dtype), j_geo)
     plain = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y))
     hessian = FunctionOracle(lambda y: (y * (c @ y)).sum(), lambda y: 2.0 * (c @ y),
                              hessian=lambda y, u: 2.0 * (c @ u))

@@ -38,6 +38,8 @@ what stalls it.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from orthoplug.geometry._linalg import sym
@@ -136,15 +138,7 @@ class UMCM(IterativeSolver):
         """``(G, hvp)`` at the current point for the Hessian-vector ``mode``."""
         x, oracle = tracker.x, tracker.oracle
         if mode == "closed":
-            quad = oracle.quadratic
-            c, d = quad._cd(x)
-            s2 = 2.0 * quad.scale
-
-            def hvp(v):
-                cv = c @ v
-                return s2 * (cv if d is None else cv @ d)
-
-            return tracker.gradient(), hvp
+            return tracker.gradient(), partial(oracle.quadratic.hessian_vector, x)
         if mode == "autograd":
             with torch.enable_grad():
                 xl = x.detach().clone().requires_grad_(True)

@@ -58,12 +58,14 @@ from .quadratic import (
     NONFINITE_CURVATURE,
     NONFINITE_UPDATE,
     OK,
+    column_pair_model,
     pair_model,
     rotate_pair,
+    update_columns,
     update_rows,
 )
 
-__all__ = ["gs_pairs", "jacobi_pairs", "linear_sweep"]
+__all__ = ["gs_pairs", "gs_columns", "jacobi_pairs", "linear_sweep"]
 
 
 @njit(cache=True)
@@ -154,6 +156,48 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
                 dd[1, col] = b21 * w0 + (b22 - 1.0) * w1
         rows[0], rows[1] = bi, bj
         status, f = update_rows(x, y, c, s, f, rows, u, dz, dd, ynew)
+        if status != OK:
+            return t, f, status
+    return steps, f, OK
+
+
+@njit(cache=True)
+def gs_columns(x: np.ndarray, y: np.ndarray, d: np.ndarray, s: float, f: float,
+               jk: np.ndarray, theta: float, clip: bool, pairs: np.ndarray, start: int,
+               steps: int) -> tuple[int, float, int]:
+    """Run ``steps`` exact column pair steps ``X[:, B] ← X[:, B] V̂`` in place, ``V̂ ∈ O(J_BB)``
+    for the signature ``jk`` of ``XᵀJX = J_k``, on the pairs ``pairs[(start + t) mod m]``.
+
+    Each step minimises ``f`` over ``O(J_BB)`` acting on two columns exactly (the model of
+    :func:`~orthoplug.kernels.quadratic.column_pair_model` plus ``θI₄``, solved by the same 2×2
+    solver as the row pairs). A pair whose subproblem needs the batched solver (rounding) is
+    skipped: ``V = I``.
+
+    Args:
+        x, y: (n, k) float64, the iterate and ``C x``; updated in place.
+        d: (k, k) symmetric D. s: the cost's scale. f: the cost at x.
+        jk: (k,) signature of ``J_k``, entries ±1. theta: proximal weight θ > 0.
+        clip: take the PSD part of the block curvature ``2s A_BB ⊗ D_BB``.
+        pairs: (m, 2) int64 column pairs (a ≠ b), taken cyclically from ``start``.
+
+    Returns:
+        ``(done, f, status)`` as :func:`gs_pairs`.
+    """
+    k = x.shape[1]
+    acol = np.empty((k, 2))
+    q = np.empty((4, 4))
+    m = pairs.shape[0]
+    for t in range(steps):
+        a, b = pairs[(start + t) % m, 0], pairs[(start + t) % m, 1]
+        ok, m11, m12, m21, m22 = column_pair_model(x, y, d, s, theta, clip, a, b, acol, q)
+        if not ok:
+            return t, f, NONFINITE_CURVATURE
+        status, v11, v12, v21, v22 = _solve(q, jk[a], jk[b], m11, m12, m21, m22)
+        if status == NEEDS_BATCHED or (v11 == 1.0 and v12 == 0.0 and v21 == 0.0
+                                       and v22 == 1.0):
+            continue
+        status, f = update_columns(x, y, d, s, f, a, b, acol, (m11, m12, m21, m22),
+                                   (v11, v12, v21, v22))
         if status != OK:
             return t, f, status
     return steps, f, OK

@@ -10,6 +10,13 @@ For ``f(X) = s·tr(Xᵀ C X D)`` (C n×n and D k×k symmetric; D = I is passed a
   part is removed in closed form) plus ``prox·I₄``. The model is exact: ``f(X⁺) − f(X) =
   ⟨W, M⟩ + ½ vec(W)ᵀ Q̲ vec(W)`` for ``W = V − I``.
 * :func:`rotate_pair` — the new rows ``U = V Z`` and ``Δ = U − Z``.
+* :func:`column_pair_model` — the exact model of a step ``X[:, B] ← X[:, B] V̂`` on the column
+  pair ``B = (a, b)`` (``V̂ ∈ O(J_BB)`` keeps ``XᵀJX``), written as a row step on ``Xᵀ``: with
+  ``V = V̂ᵀ``, ``W = V − I`` and ``A = XᵀY = XᵀCX``, ``f(X⁺) − f(X) = ⟨W, M⟩ + ½ vec(W)ᵀ Q̲
+  vec(W)`` with ``M = 2s (D A)_BB`` and ``Q̲ = 2s A_BB ⊗ D_BB`` (the row model with the roles
+  of C and D swapped: ``f = s·tr(X̃ᵀ D X̃ C)`` for ``X̃ = Xᵀ``).
+* :func:`update_columns` — ``X[:, B] ← X[:, B] Vᵀ`` and ``Y[:, B] ← Y[:, B] Vᵀ`` (``Y = CX``
+  is linear in the columns) and f moved by the exact model change (M from the model).
 * :func:`update_rows` — ``X[B] ← U`` for any distinct rows B: ``Y += C[B]ᵀ Δ`` in ONE pass over
   Y (each entry read and written once; C symmetric, so its rows are read) and
   ``f += s⟨Δ D, Y[B] + Y⁺[B]⟩`` with ``Y⁺[B] = Y[B] + C_BB Δ``. Nothing is written unless
@@ -32,8 +39,9 @@ import math
 
 from numba import njit
 
-__all__ = ["pair_model", "rotate_pair", "update_rows", "OK", "NONFINITE_CURVATURE",
-           "NONFINITE_UPDATE", "NONFINITE_COST", "NEEDS_BATCHED_PAIR", "MESSAGES"]
+__all__ = ["pair_model", "kron_curvature", "column_pair_model", "update_columns",
+           "rotate_pair", "update_rows", "OK", "NONFINITE_CURVATURE", "NONFINITE_UPDATE",
+           "NONFINITE_COST", "NEEDS_BATCHED_PAIR", "MESSAGES"]
 
 #: every requested step was taken
 OK = 0
@@ -116,13 +124,24 @@ def pair_model(x, y, c, d, s, prox, clip, i, j, z, w, q):
         g11 += z[1, col] * w1
     s2 = 2.0 * s
     # 2s Z D Zᵀ = [[a, b], [b2, e]] ⊗ C_BB = [[p, r], [r2, t]]
-    a, b, b2, e = s2 * g00, s2 * g01, s2 * g10, s2 * g11
-    p, r, r2, t = c[i, i], c[i, j], c[j, i], c[j, j]
-    bound = (abs(a) + abs(b) + abs(b2) + abs(e)) * (abs(p) + abs(r) + abs(r2) + abs(t))
-    if not (math.isfinite(bound) and math.isfinite(m11 + m12 + m21 + m22)):
+    if not kron_curvature(q, (s2 * g00, s2 * g01, s2 * g10, s2 * g11),
+                          (c[i, i], c[i, j], c[j, i], c[j, j]), prox, clip) \
+            or not math.isfinite(m11 + m12 + m21 + m22):
         return False, 0.0, 0.0, 0.0, 0.0
-    f1 = (a, b, b2, e)
-    f2 = (p, r, r2, t)
+    return True, s2 * m11, s2 * m12, s2 * m21, s2 * m22
+
+
+@njit(cache=True)
+def kron_curvature(q, f1, f2, prox, clip) -> bool:
+    """Fill ``q = F1 ⊗ F2`` (4×4, column-major vec; its PSD part when ``clip``) ``+ prox·I₄``
+    for the 2×2 factors ``F1 = [[a, b], [b2, e]]`` and ``F2 = [[p, r], [r2, t]]`` given as
+    ``(a, b, b2, e)`` and ``(p, r, r2, t)``; False (``q`` not written) when the product is not
+    finite."""
+    a, b, b2, e = f1
+    p, r, r2, t = f2
+    bound = (abs(a) + abs(b) + abs(b2) + abs(e)) * (abs(p) + abs(r) + abs(r2) + abs(t))
+    if not math.isfinite(bound):
+        return False
     for m in range(4):
         for l in range(4):
             # row (ia, ib) = divmod(m, 2), column (ja, jb) = divmod(l, 2)
@@ -131,7 +150,7 @@ def pair_model(x, y, c, d, s, prox, clip, i, j, z, w, q):
         _clip_kron(q, a, 0.5 * (b + b2), e, p, 0.5 * (r + r2), t)
     for m in range(4):
         q[m, m] += prox
-    return True, s2 * m11, s2 * m12, s2 * m21, s2 * m22
+    return True
 
 
 @njit(cache=True)
@@ -207,4 +226,73 @@ def update_rows(x, y, c, s, f, rows, u, dz, dd, ynew) -> tuple[int, float]:
     for a in range(nb):
         for col in range(k):
             x[rows[a], col] = u[a, col]
+    return OK, f_new
+
+
+@njit(cache=True)
+def column_pair_model(x, y, d, s, prox, clip, a, b, acol, q):
+    """Fill the rows of ``acol = Xᵀ Y[:, B]`` (k, 2) that the model reads (a, b and those with
+    ``D[a, l]`` or ``D[b, l]`` non-zero) and ``q = Q̲ (its PSD part when clip) + prox·I₄`` for
+    the column pair ``B = (a, b)`` and a (k, k) D; return ``(ok, M11, M12, M21, M22)`` with
+    ``M = 2s (D A)_BB`` (``ok`` False: the model is not finite). O(n) per row read: O(n) for a
+    diagonal D, O(nk) for a dense one."""
+    n, k = x.shape
+    for l in range(k):
+        if l != a and l != b and d[a, l] == 0.0 and d[b, l] == 0.0:
+            continue
+        s0 = s1 = 0.0
+        for r in range(n):
+            s0 += x[r, l] * y[r, a]
+            s1 += x[r, l] * y[r, b]
+        acol[l, 0], acol[l, 1] = s0, s1
+    m11 = m12 = m21 = m22 = 0.0
+    for l in range(k):
+        if d[a, l] == 0.0 and d[b, l] == 0.0:
+            continue  # row l of A is not read (nor filled, unless l is a or b)
+        m11 += d[a, l] * acol[l, 0]
+        m12 += d[a, l] * acol[l, 1]
+        m21 += d[b, l] * acol[l, 0]
+        m22 += d[b, l] * acol[l, 1]
+    s2 = 2.0 * s
+    off = 0.5 * (acol[a, 1] + acol[b, 0])  # A is symmetric: its rounding removed
+    if not kron_curvature(q, (s2 * acol[a, 0], s2 * off, s2 * off, s2 * acol[b, 1]),
+                          (d[a, a], d[a, b], d[b, a], d[b, b]), prox, clip) \
+            or not math.isfinite(m11 + m12 + m21 + m22):
+        return False, 0.0, 0.0, 0.0, 0.0
+    return True, s2 * m11, s2 * m12, s2 * m21, s2 * m22
+
+
+@njit(cache=True)
+def update_columns(x, y, d, s, f, a, b, acol, m, v) -> tuple[int, float]:
+    """``X[:, B] ← X[:, B] Vᵀ`` and ``Y[:, B] ← Y[:, B] Vᵀ`` for the column pair ``B = (a, b)``
+    with f moved by the exact change ``⟨W, M⟩ + s·tr(W A_BB Wᵀ D_BB)`` (``W = V − I``; ``acol``
+    and ``m = (M11, M12, M21, M22)`` from :func:`column_pair_model`, ``v`` = V's entries in
+    the same order). Returns ``(status, f)``: :data:`OK` and the new cost, or
+    :data:`NONFINITE_UPDATE` / :data:`NONFINITE_COST` and ``f`` (nothing written)."""
+    v11, v12, v21, v22 = v
+    m11, m12, m21, m22 = m
+    w11, w12, w21, w22 = v11 - 1.0, v12, v21, v22 - 1.0
+    off = 0.5 * (acol[a, 1] + acol[b, 0])
+    p11, p12, p22 = acol[a, 0], off, acol[b, 1]
+    # T = W A_BB Wᵀ (symmetric), change = ⟨W, M⟩ + s·tr(T D_BB)
+    u11, u12 = w11 * p11 + w12 * p12, w11 * p12 + w12 * p22
+    u21, u22 = w21 * p11 + w22 * p12, w21 * p12 + w22 * p22
+    t11, t12, t22 = u11 * w11 + u12 * w12, u11 * w21 + u12 * w22, u21 * w21 + u22 * w22
+    change = (w11 * m11 + w12 * m12 + w21 * m21 + w22 * m22
+              + s * (t11 * d[a, a] + t12 * (d[a, b] + d[b, a]) + t22 * d[b, b]))
+    if not math.isfinite(v11 + v12 + v21 + v22):
+        return NONFINITE_UPDATE, f
+    f_new = f + change
+    if not math.isfinite(f_new):
+        return NONFINITE_COST, f
+    tot = 0.0
+    for r in range(x.shape[0]):
+        tot += v11 * x[r, a] + v12 * x[r, b] + v21 * x[r, a] + v22 * x[r, b]
+    if not math.isfinite(tot):
+        return NONFINITE_UPDATE, f
+    for r in range(x.shape[0]):
+        xa, xb = x[r, a], x[r, b]
+        x[r, a], x[r, b] = v11 * xa + v12 * xb, v21 * xa + v22 * xb
+        ya, yb = y[r, a], y[r, b]
+        y[r, a], y[r, b] = v11 * ya + v12 * yb, v21 * ya + v22 * yb
     return OK, f_new

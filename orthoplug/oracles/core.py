@@ -266,8 +266,14 @@ class QuadraticOracle(Oracle):
         return self.scale * ((x * cx).sum() if d is None else (x * (cx @ d)).sum())
 
     def gradient(self, x):
+        return self.hessian_vector(x, x)
+
+    def hessian_vector(self, x, u):
+        """``∇²f(X)[U] = 2·scale·C U D`` (the
+        :class:`~orthoplug.oracles.abilities.HessianVector` ability; ``∇f(X)`` is it at
+        ``U = X``)."""
         c, d = self._cd(x)
-        g = c @ x
+        g = c @ u
         return 2.0 * self.scale * (g if d is None else g @ d)
 
     def track(self, x):

@@ -46,7 +46,7 @@ import torch
 
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.kernels import runs_compiled
-from orthoplug.kernels.jobcd import gs_pairs
+from orthoplug.kernels.jobcd import gs_columns, gs_pairs
 from orthoplug.kernels.quadratic import MESSAGES, NEEDS_BATCHED_PAIR, OK
 from orthoplug.oracles import NonFiniteError, host_array
 from orthoplug.oracles.abilities import FiniteSum, HessianVector, PairModel, QuadraticArrays
@@ -58,6 +58,7 @@ from .pairs import (
     PAIR_BATCH,
     PairQueue,
     check_matchings,
+    cyclic_pairs,
     max_matchings,
     resolve_matchings,
     round_robin,
@@ -149,7 +150,18 @@ class GSJOBCD(_JOBCDBase):
     (``side="column"``, square X) by the exact minimiser over ``O(J_BB)`` of a majoriser of f
     (module docstring), at the point the previous update left. One iteration is
     ``max(1, ⌊n/2⌋)`` pair updates (n rows, or columns): one pass over the rows in expectation,
-    as one matching is J-JOBCD's. Pick it for quadratic costs ``s·tr(XᵀCXD)`` given as a
+    as one matching is J-JOBCD's. On the exact quadratic path on the CPU with a D that is not a
+    multiple of I, each iteration then also takes ``max(1, ⌊k/2⌋)`` column pair steps
+    ``X[:, B] ← X[:, B] V̂``, ``V̂ ∈ O((J_k)_BB)`` (they keep ``XᵀJX = J_k`` too), cyclic over the
+    ``k(k−1)/2`` column pairs, each the exact minimiser of f over its pair's group
+    (:func:`orthoplug.kernels.jobcd.gs_columns`). The reason is the curvature of f along
+    ``X ← X exp(tΩ)``, Ω in the compact part of the Lie algebra of O(J_k): it is a
+    difference of D's entries times one of ``XᵀCX``'s, so it vanishes as D tends to a multiple
+    of I while the row pairs reach these directions only as combinations of many pair
+    generators; row pairs alone then converge at a rate set by that small curvature. A column
+    pair step costs O(n) for a diagonal D (``(XᵀY)_BB`` and the two columns of X and Y), O(nk)
+    for a dense one, so the columns add at most the cost of the row pairs. Pick it for
+    quadratic costs ``s·tr(XᵀCXD)`` given as a
     :class:`~orthoplug.oracles.core.QuadraticOracle`: there one iteration costs ``O(nk)`` (the
     fast path), so it does many cheap exact steps per gradient's worth of work. For
     ``s·tr(XᵀCX)`` on square O(J), :class:`~orthoplug.solvers.jjacobi.ColumnJJacobi` (column
@@ -256,6 +268,7 @@ class GSJOBCD(_JOBCDBase):
         if run.compiled:
             run.jarr = host_array(run.jvec).astype(np.float64)
             run.d = tracker.da if tracker.da is not None else np.empty((0, 0))
+        if run.exact and isinstance(tracker, QuadraticArrays):
             run.clip = not tracker.curvature_is_psd
         if run.exact:
             # the exact pair step on the tracker's arrays (NumPy views on the CPU, see
@@ -268,6 +281,14 @@ class GSJOBCD(_JOBCDBase):
         run.count = 0
         run.pairs_per_iteration = self.pairs_per_iteration(n)
         run.queue = PairQueue(self.pairs, n, tracker.x.device, self.candidates)
+        k = tracker.x.shape[-1]
+        run.columns = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
+                       and tracker.x.ndim == 2 and k >= 2 and tracker.da is not None
+                       and not np.array_equal(tracker.da, tracker.da[0, 0] * np.eye(k)))
+        if run.columns:
+            run.column_pairs = cyclic_pairs(k).numpy()
+            run.column_cursor = 0
+            run.jk = host_array(run.geometry.jk.like(tracker.x)).astype(np.float64)
 
     def steps(self, run, count):
         if not run.compiled:
@@ -277,10 +298,13 @@ class GSJOBCD(_JOBCDBase):
         while done < target:
             run.queue.ensure(run.generator)
             try:
-                done += self._compiled_steps(run, target - done)
+                # with column steps, one iteration at a time: its row pairs, then its columns
+                done += self._compiled_steps(run, m - done % m if run.columns else target - done)
             except NonFiniteError as err:
                 err.iterations = (done + err.iterations) // m
                 raise
+            if run.columns and done % m == 0:
+                self._column_steps(run, done // m - 1)
             if done % m == 0 and done >= PAIR_BATCH:  # back to the run loop (its clock)
                 break
         return done // m
@@ -292,6 +316,8 @@ class GSJOBCD(_JOBCDBase):
             return
         for _ in range(run.pairs_per_iteration):
             self._pair_step(run)
+        if run.columns:
+            self._column_steps(run, 0)
 
     def _pair_step(self, run) -> None:
         """One pair update outside the kernel (the exact or the scalar model)."""
@@ -328,6 +354,19 @@ class GSJOBCD(_JOBCDBase):
                 run.set_pair(rows, run.v_array(v) @ z)
         if run.count % self.refresh_every == 0:
             run.tracker.refresh()
+
+    def _column_steps(self, run, iterations: int) -> None:
+        """The column half of an iteration (:attr:`pairs_per_iteration` of the k columns, in
+        the cyclic order), in the kernel; ``iterations`` completed before it (for an error)."""
+        tracker, k = run.tracker, run.tracker.x.shape[-1]
+        steps = self.pairs_per_iteration(k)
+        done, f, status = gs_columns(tracker.xa, tracker.ya, tracker.da, tracker.s,
+                                     tracker.cost, run.jk, self.theta, run.clip,
+                                     run.column_pairs, run.column_cursor, steps)
+        tracker.cost = f
+        run.column_cursor = (run.column_cursor + done) % len(run.column_pairs)
+        if status != OK:  # nothing of the failing step was written
+            raise NonFiniteError(MESSAGES[status], iterations=iterations)
 
     def _compiled_steps(self, run, count: int) -> int:
         """Up to ``count`` pair updates in the kernel, stopping at the end of the queued

@@ -301,7 +301,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
         """Check the manifold (St(n, r)), the shape, ``k ≤ n`` and ``h(X₀) < ∞``."""
         if not isinstance(geometry, StiefelGeometry):
             raise ValueError(f"OBCD runs on the Stiefel manifold St(n, r) (or O(n)), got "
-                             f"{getattr(geometry, 'name', type(geometry).__name__)}")
+                             f"{type(geometry).__name__}")
         if x0.ndim != 2:
             raise ValueError(f"OBCD optimises one n × r matrix, got shape {tuple(x0.shape)}")
         if self.k > x0.shape[0]:

@@ -364,8 +364,7 @@ def _schedule(optimizer, schedule: str | None) -> Callable[[float], None]:
     ``progress`` ∈ [0, 1] (the fraction of the run done)."""
     if schedule is None:
         return lambda progress: None
-    rule = getattr(optimizer, "sigma_rule", None)
-    if rule is not None and rule.checked:
+    if isinstance(optimizer, (GSJOBCD, JJOBCD)) and optimizer.sigma_rule.checked:
         raise ValueError(f"relation_schedule={schedule!r} needs a fixed step: a relation_lr "
                          "(geoopt, preconditioned J-JOBCD) or a fixed sigma (JOBCD)")
     key = "lr"

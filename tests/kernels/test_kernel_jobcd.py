@@ -41,23 +41,40 @@ def _unsorted(n, seed=0):
     return np.random.default_rng(seed).permutation([1.0] * (n // 2) + [-1.0] * (n - n // 2))
 
 
-def _reference_gs(c, d, scale, j, x0, pairs, theta=THETA):
-    """GS-JOBCD over the given pairs: 2×2 solves by the torch steps, Y and f recomputed."""
+def _exact_v(m, q, j1, j2, theta):
+    """The exact 2×2 step of the model ``(M, Q̲)``: PSD part of Q̲ plus θI₄, solved by the torch
+    steps."""
+    lam, u = np.linalg.eigh(0.5 * (q + q.T))
+    q = (u * lam.clip(0.0)) @ u.T + theta * np.eye(4)
+    p = m - (q @ np.array([1.0, 0.0, 0.0, 1.0])).reshape(2, 2).T  # mat(Q vec I), column-major
+    return _solve_torch(j1 != j2, torch.from_numpy(p[None]), torch.from_numpy(q[None]))[0].numpy()
+
+
+def _reference_gs(c, d, scale, j, x0, pairs, theta=THETA, jk=None):
+    """GS-JOBCD over the given row pairs: 2×2 solves by the torch steps, Y and f recomputed.
+    With a non-scalar D (``jk``: the signature of J_k), every ⌊n/2⌋ row pairs are followed by
+    ⌊k/2⌋ column pairs ``X[:, B] ← X[:, B] Vᵀ`` in the cyclic order, each with ``A = XᵀCX``,
+    ``M = 2s (DA)_BB`` and ``Q̲ = 2s A_BB ⊗ D_BB``."""
     x = x0.copy()
-    dm = np.eye(x.shape[1]) if d is None else d
-    eye_vec = np.array([1.0, 0.0, 0.0, 1.0])
-    for i, k in pairs:
-        b = [i, k]
+    n, k = x.shape
+    dm = np.eye(k) if d is None else d
+    columns = d is not None and not np.array_equal(d, d[0, 0] * np.eye(k))
+    column_pairs = torch.triu_indices(k, k, 1).T.tolist()
+    for t, (i, l) in enumerate(pairs):
+        b = [i, l]
         z = x[b]
         y = c @ x
         m = 2 * scale * y[b] @ dm @ z.T
         q = 2 * scale * np.kron(z @ dm @ z.T, c[np.ix_(b, b)])
-        lam, u = np.linalg.eigh(0.5 * (q + q.T))
-        q = (u * lam.clip(0.0)) @ u.T + theta * np.eye(4)
-        p = m - (q @ eye_vec).reshape(2, 2).T  # mat(Q vec I), column-major
-        v = _solve_torch(j[i] != j[k], torch.from_numpy(p[None]),
-                         torch.from_numpy(q[None]))[0].numpy()
-        x[b] = v @ z
+        x[b] = _exact_v(m, q, j[i], j[l], theta) @ z
+        rows_per, cols_per = GSJOBCD.pairs_per_iteration(n), GSJOBCD.pairs_per_iteration(k)
+        if columns and (t + 1) % rows_per == 0:
+            for u in range(cols_per):
+                e = column_pairs[(t // rows_per * cols_per + u) % len(column_pairs)]
+                a_mat = x.T @ c @ x
+                m = 2 * scale * (dm @ a_mat)[np.ix_(e, e)]
+                q = 2 * scale * np.kron(a_mat[np.ix_(e, e)], dm[np.ix_(e, e)])
+                x[:, e] = x[:, e] @ _exact_v(m, q, jk[e[0]], jk[e[1]], theta).T
     return x, scale * float(np.sum(x * (c @ x @ dm)))
 
 
@@ -108,7 +125,8 @@ def test_compiled_gs_jobcd_matches_reference(order, name):
     assert res.info["compiled"] and res.iterations == iterations
     steps = iterations * GSJOBCD.pairs_per_iteration(x0.shape[0])
     x_ref, f_ref = _reference_gs(c, d, scale, np.array(geo.j.values, float), x0.numpy(),
-                                 _run_pairs(order, steps, x0.shape[0], 5))
+                                 _run_pairs(order, steps, x0.shape[0], 5),
+                                 jk=np.array(geo.jk.values, float))
     assert np.abs(res.point.numpy() - x_ref).max() <= 1e-12 * max(1.0, np.abs(x_ref).max())
     assert abs(res.cost - f_ref) <= 1e-12 * max(1.0, abs(f_ref))
     assert res.violation <= 1e-12

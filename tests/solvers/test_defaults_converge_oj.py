@@ -86,6 +86,22 @@ def stiefel_quadratic():
         torch.from_numpy(C), torch.from_numpy(D))
 
 
+def stiefel_quadratic_held_out():
+    """``min tr(XᵀCXD)`` over iSt(8, 5) with J_n of signature (4, 4), J_k of (2, 3) and close
+    weights D = diag(1, …, 1.2): an instance the GS-JOBCD defaults were not tuned on (other n,
+    k, signatures, C, start)."""
+    manifold = pm.IndefiniteStiefel(8, 5, 4, 2)
+    c = make_spd(8, m=32, seed=13)
+    d = np.diag(np.linspace(1.0, 1.2, 5))
+
+    @pymanopt.function.autograd(manifold)
+    def cost(x):
+        return anp.trace(x.T @ c @ x @ d)
+
+    return pymanopt.Problem(manifold, cost), _start(manifold, seed=4), QuadraticOracle(
+        torch.from_numpy(c), torch.from_numpy(d))
+
+
 #: f = (1/M) Σ_i ‖a_iᵀX‖² = tr(XᵀAᵀAX/M) over O(J), components declared with their Lipschitz
 #: constant (VR-J-JOBCD's default σ)
 _A = torch.from_numpy(np.random.default_rng(5).standard_normal((40, N)) + 0.5 * np.eye(40, N))
@@ -111,10 +127,8 @@ def finite_sum():
 
 
 CASES = [
-    (pm.GSJOBCD, trace_min), (pm.GSJOBCD, quartic),
-    pytest.param(pm.GSJOBCD, stiefel_quadratic, marks=pytest.mark.xfail(
-        strict=True, reason="1000 iterations (3000 pair updates) end 1.2e-3 above the 20× "
-                            "budget's cost on iSt(6, 4): the default budget is short here")),
+    (pm.GSJOBCD, trace_min), (pm.GSJOBCD, quartic), (pm.GSJOBCD, stiefel_quadratic),
+    (pm.GSJOBCD, stiefel_quadratic_held_out),
     (pm.JJOBCD, trace_min), (pm.JJOBCD, quartic), (pm.JJOBCD, stiefel_quadratic),
     (pm.VRJJOBCD, finite_sum),
     (pm.ColumnJJacobi, trace_min),
@@ -150,7 +164,19 @@ def test_the_cases_cover_the_jobcd_family_on_every_problem_family_they_take():
     solvers = {d.__name__ for d, _ in cases}
     assert {"GSJOBCD", "JJOBCD", "VRJJOBCD", "ColumnJJacobi"} <= solvers
     problems = {p.__name__ for d, p in cases if d.__name__ in ("GSJOBCD", "JJOBCD")}
-    assert problems == {"trace_min", "quartic", "stiefel_quadratic"}
+    assert problems >= {"trace_min", "quartic", "stiefel_quadratic"}
+
+
+@pytest.mark.parametrize("problem", [stiefel_quadratic, stiefel_quadratic_held_out])
+def test_gsjobcd_reaches_the_gradient_tolerance_on_weighted_indefinite_stiefel(problem):
+    """With a non-scalar D, GS-JOBCD's default iteration (row pairs, then column pairs) ends
+    on its gradient-norm rule well inside the default budget: the directions ``X ← X U``,
+    ``U ∈ O(J_k)``, whose curvature is proportional to the spread of D, are steps of their own
+    (row pairs alone took over 3000 iterations on both instances)."""
+    result = _run(pm.GSJOBCD, problem)
+    assert result.gradient_norm <= 1e-6
+    assert result.iterations <= pm.GSJOBCD()._max_iterations // 2
+    assert result.solver_result.info["compiled"]
 
 
 def test_quartic_oracle_is_the_problem_and_not_a_quadratic():
