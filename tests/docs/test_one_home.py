@@ -49,6 +49,10 @@ PRIVATE_ALLOWED = {
     ("adapters/_torch.py", "p.grad._version"): "torch exposes a tensor's in-place version "
                                                "counter only as ``_version``; the closure check "
                                                "reads it to see whether backward wrote .grad",
+    ("adapters/_geoopt_lbfgs.py", "p._version"): "the same counter on the parameters: the "
+                                                 "cached loss and gradient of the last accepted "
+                                                 "trial are reused only if no parameter was "
+                                                 "written since",
 }
 
 
