@@ -207,6 +207,22 @@ def test_rssm_pymanopt_and_geoopt_take_the_same_steps(name):
     assert float(np.abs(x.detach().numpy() - res.point).max()) <= 1e-10
 
 
+def test_rssm_doors_take_the_same_steps_with_default_options():
+    """Defaults only (seed and budget aside): the pymanopt door on an autograd cost and the
+    geoopt optimizer on a closure move through the same points (a pymanopt iteration and a
+    geoopt step are one block step each: both read a full gradient)."""
+    x0, steps = _DPCP.random_point(5), 60
+    res = pm.RSSM(max_iterations=steps, seed=3).run(_dpcp_problem(), initial_point=x0.numpy())
+    assert res.iterations == steps
+    x = geoopt.ManifoldParameter(x0.clone(), manifold=geoopt.EuclideanStiefel())
+    opt = go.RSSM([x], seed=3)
+    closure = _closure(opt, x, _dpcp_torch)
+    for _ in range(steps):
+        opt.step(closure)
+    assert float(torch.linalg.norm(x.detach() - x0)) > 1e-2
+    assert float(np.abs(x.detach().numpy() - res.point).max()) <= 1e-10
+
+
 @pytest.mark.parametrize("name", ["diminishing", "polyak"])
 def test_rssm_compiled_dpcp_oracle_and_geoopt_take_the_same_steps(name):
     """The core solver on the DPCP oracle (float64 CPU: the compiled column pass) and the torch
