@@ -58,7 +58,6 @@ def _low_precision_gradient(tracker, x: torch.Tensor):
     return gradient, torch.float32
 
 
-
 #: The unit of each stage's ``iterations`` in ``result.info["stages"]``.
 STAGE_UNITS = {"start": "candidates", "prox": "prox-polar steps", "splitting": "ADMM iterations",
                "partition search": "row moves", "pair steps": "pair steps",
