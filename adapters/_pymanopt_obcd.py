@@ -103,18 +103,20 @@ class SparseOBCD(OBCD):
     :class:`orthoplug.solvers.sparse_obcd.SparseOBCD`, whose docstring gives each stage and its
     budget.
 
-    Its data starts, column sweeps and the fast pair loop need ``f = s·tr(XᵀCX)``: pass
-    ``run(problem, oracle=QuadraticOracle(C, scale=s))`` (with ``starts=()`` and
-    ``column_every=0`` it also runs on the problem's autodiff cost). The result's ``cost`` is
-    ``f + h`` (``result.h_value``, ``result.f_value``: the parts); ``result.stages`` lists each
-    stage's iterations, gradient evaluations and share of the decrease of F.
+    Its data starts, column sweeps, greedy pairs and the fast pair loop need
+    ``f = s·tr(XᵀCX)``: pass ``run(problem, oracle=QuadraticOracle(C, scale=s))`` (with
+    ``starts=()``, ``column_every=0`` and ``candidates=1`` it also runs on the problem's
+    autodiff cost). The result's ``cost`` is ``f + h`` (``result.h_value``,
+    ``result.f_value``: the parts); ``result.stages`` lists each stage's iterations, gradient
+    evaluations and share of the decrease of F.
 
     The stage options are those of :class:`orthoplug.solvers.sparse_obcd.SparseOBCD`.
 
     Args:
         h: the separable term (default zero).
         starts: candidate starts besides the initial point (``"diagonal"``, ``"pca"``).
-        candidates: random pairs compared per pair step.
+        candidates: random pairs compared per pair step by their exact model (quadratic f
+            only; 1: uniform pairs, any f).
         column_every: pair steps between column sweeps (``"auto"``: n for a column-invariant
             f).
         start_sweeps: column sweeps applied to each start candidate.

@@ -18,9 +18,9 @@ def warm_up() -> None:
     has one for a few iterations on a tiny problem: column J-Jacobi (cyclic and random orders),
     the GS-JOBCD pair loop with its orders and its column pairs (float64 and float32), the
     single and batched 2×2 J-orthogonal solves, the single O(2) solve, J-JOBCD's matching,
-    stale-gradient and Hessian-model sweeps, the OBCD pair loop with its greedy order,
-    SparseOBCD's column sweep and partition search (and its move gains), the RCD sweep and the
-    DPCP column pass."""
+    stale-gradient and Hessian-model sweeps, the OBCD pair loop with its greedy order and its
+    float32 pair steps (one O(2) search per pair), SparseOBCD's column sweep and partition search
+    (and its move gains), the RCD sweep and the DPCP column pass."""
     import torch
 
     from orthoplug.baselines.rcd import RCD
@@ -62,6 +62,8 @@ def warm_up() -> None:
     for pairs in ("random", "greedy"):
         OBCD(L1(0.1), pairs=pairs, seed=0, max_iterations=2).run(
             QuadraticOracle(-c), x[:, :2], st_geo)
+    OBCD(L1(0.1), pairs="greedy", seed=0, max_iterations=2).run(  # float32: the exact pair
+        QuadraticOracle(-c.float()), x[:, :2].float(), st_geo)  # steps, one search per pair
     OBCD(L1(0.1), seed=0, max_iterations=2).run(  # one O(2) breakpoint search per step
         FunctionOracle(lambda y: -(y * (c @ y)).sum(), lambda y: -2.0 * (c @ y)), x[:, :2], st_geo)
     column_rotations(x[:, :2].clone(), L1(0.1), torch.Generator().manual_seed(0))

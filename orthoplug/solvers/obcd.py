@@ -32,10 +32,11 @@ block update (each reads a full gradient); one matching for the Jacobi order. ``
   matching, ⌊n/2⌋ disjoint pairs updated from the same X in one batched solve). Jacobi needs the
   scalar curvature and separable ``h``: with ``ς_j = σ‖Z_j‖₂²`` and σ ≥ max(0, λ_max(∇²f)) the
   joint surrogate separates over the pairs and majorises ``F`` (per-pair exact curvatures do not:
-  ``∇²f`` couples pairs). Not in the paper. ``"greedy"`` (``k = 2``, exact curvature, quadratic
-  f on float64 CPU tensors): Gauss–Southwell type, each update solves the subproblems of
-  ``candidates`` random pairs and applies the one with the largest model decrease
-  ``K(I) − K(V)``. Not in the paper. The default ``pairs=None`` is resolved once per run from
+  ``∇²f`` couples pairs). Not in the paper. ``"greedy"`` (``k = 2``, the exact curvature, so a
+  quadratic f): Gauss–Southwell type, each update solves the subproblems of the next
+  ``candidates`` queued random pairs and applies the one with the largest model decrease
+  ``K(I) − K(V)`` (the first on ties; none when no candidate moves), on every path. Not in the
+  paper. The default ``pairs=None`` is resolved once per run from
   what an update costs (:func:`default_pair_order`): ``"random"`` when the tracker reads
   gradient rows without a full gradient (the fast path) or ``k > 2``, else ``"jacobi"`` (every
   update pays a full gradient, so one matching moves all rows for it). ``info["pairs"]``
@@ -57,7 +58,8 @@ block update (each reads a full gradient); one matching for the Jacobi order. ``
   and greedy updates run in :func:`~orthoplug.kernels.obcd.obcd_pairs` (numba), entered once
   per evaluation interval (split at random-pair batches, the end of a cyclic sweep and the
   refresh of ``CX``); pairs are drawn exactly as in the Python path, so the iterates are the
-  same. float32 CPU tensors run the same steps through the tracker's arrays in Python.
+  same. float32 CPU tensors run the same steps (random, cyclic and greedy, the same model and
+  search) through the tracker's arrays in Python.
 * Devices: the O(2) search is compiled only, so k = 2 or h ≠ 0 needs float32/float64 CPU
   tensors (:func:`require_compiled_search`, at setup); k > 2 with h = 0 (polar steps) runs in
   torch on any device.
@@ -94,7 +96,13 @@ from orthoplug.oracles import (
     all_finite,
     host_array,
 )
-from orthoplug.subproblems.o2 import SNAP, breakpoint_tables, solve_o2, solve_o2_single, solve_polar
+from orthoplug.subproblems.o2 import (
+    SNAP,
+    breakpoint_tables,
+    search_o2_single,
+    solve_o2,
+    solve_polar,
+)
 from orthoplug.subproblems.scalar import scalar_model_change, spectral_norm_sq
 
 from .base import IterativeSolver, Run, ScalarCurvature, SolverResult
@@ -233,7 +241,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
             path): ``"random"`` (uniform pairs, drawn 1024 at a time from the run's generator)
             and ``"cyclic"`` (all pairs in lexicographic order) cost one model (``O(r)``), one
             O(2) search (``O(r log r)``) and one row update of X and ``CX`` (``O(n r)``);
-            ``"greedy"`` (k = 2, exact curvature, quadratic f, float64 CPU) costs
+            ``"greedy"`` (k = 2, exact curvature, quadratic f) costs
             ``candidates`` models and searches plus one row update — worth it when the
             ``O(n r)`` update dominates, i.e. n ≫ candidates · log r; ``"jacobi"`` (k = 2,
             scalar curvature) one full gradient plus ⌊n/2⌋ batched searches.
@@ -256,7 +264,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
 
     Raises:
         ValueError: invalid options; at run time: a manifold other than St(n, r), ``k > n``, an
-            initial point where ``h`` is infinite (e.g. negative entries for NonNegative).
+            initial point where ``h`` is infinite (e.g. negative entries for NonNegative), the
+            greedy order on a cost without the exact pair model (not a quadratic f).
     """
 
     name = "OBCD"
@@ -289,8 +298,9 @@ class OBCD(ScalarCurvature, IterativeSolver):
         if not (isinstance(candidates, int) and 1 <= candidates <= PAIR_BATCH):
             raise ValueError(f"candidates must be an integer in [1, {PAIR_BATCH}], got "
                              f"{candidates!r}")
-        if pairs == "greedy" and k != 2:
-            raise ValueError("the greedy pair order picks row pairs: it needs k = 2")
+        if pairs == "greedy" and (k != 2 or curvature != "exact"):
+            raise ValueError("the greedy pair order ranks row pairs by their exact model: it "
+                             "needs k = 2 and curvature='exact'")
         self.h, self.k, self.pairs = h, k, pairs
         self.curvature, self.theta = curvature, float(theta)
         self.sweeps, self.refresh_every = sweeps, refresh_every
@@ -358,6 +368,8 @@ class OBCD(ScalarCurvature, IterativeSolver):
         # the exact curvature on the tracker's arrays (NumPy views on the CPU, QuadraticTracker)
         run.exact = (self.curvature == "exact" and self.k == 2 and run.pairs != "jacobi"
                      and isinstance(tracker, PairModel))
+        if run.pairs == "greedy" and not run.exact:
+            raise ValueError(self.greedy_refusal(tracker))
         if run.exact:
             run.curvature = None  # no σ: the exact curvature majorises by itself
         else:
@@ -369,10 +381,6 @@ class OBCD(ScalarCurvature, IterativeSolver):
                       and runs_compiled(tracker.x) and tracker.xa.dtype == np.float64)
         if run.kernel and not (tracker.xa.flags.c_contiguous and tracker.ya.flags.c_contiguous):
             tracker.set_point(tracker.x.contiguous())
-        if run.pairs == "greedy" and not run.kernel:
-            raise ValueError("the greedy pair order runs in the compiled pair loop: it needs "
-                             "k = 2, curvature='exact', a quadratic f (QuadraticOracle) and "
-                             "float64 CPU tensors")
         if run.kernel:
             tab = breakpoint_tables(self.h)
             run.h_tables = (tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0,
@@ -388,6 +396,11 @@ class OBCD(ScalarCurvature, IterativeSolver):
                                   draw_steps=PAIR_BATCH // self.candidates)
         elif run.pairs == "cyclic":
             run.combos = itertools.cycle(itertools.combinations(range(n), self.k))
+
+    def greedy_refusal(self, tracker) -> str:
+        """The error of the greedy order on a tracker without the exact pair model."""
+        return (f"the greedy pair order ranks pairs by their exact model: it needs a quadratic f "
+                f"(QuadraticOracle), got {tracker.oracle.__class__.__name__}")
 
     def steps(self, run: Run, count: int) -> int:
         """``count`` iterations; on the compiled path their pair steps in
@@ -450,13 +463,24 @@ class OBCD(ScalarCurvature, IterativeSolver):
             run.tracker.refresh()
 
     def _exact_pair_step(self, run: Run):
-        """k = 2 with the exact curvature, on the tracker's arrays (the fast path's hot loop)."""
+        """k = 2 with the exact curvature, on the tracker's arrays: the compiled loop's step
+        (:func:`~orthoplug.kernels.obcd.obcd_pairs`) outside it. Reads the next ``candidates``
+        queued pairs and applies the first of largest model decrease ``K(I) − K(V)``; nothing
+        when none is positive (every ``V = I``)."""
         tracker = run.tracker
         run.queue.ensure(run.generator)
-        rows = run.queue.next_rows()
-        z, g, qt = tracker.pair_model_array(rows, self.theta, psd=False)
-        p = g - (qt @ run.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
-        new = solve_o2_single(p, z, self.h, Qt=qt) @ z
+        best, most = None, 0.0
+        for _ in range(self.candidates):
+            rows = run.queue.next_rows()
+            z, g, qt = tracker.pair_model_array(rows, self.theta, psd=False)
+            p = g - (qt @ run.vec_eye2).reshape(2, 2).T  # G − mat(Qt vec I)
+            v, dec = search_o2_single(p, z, self.h, Qt=qt)
+            if dec > most:
+                best, most = (rows, v, z), dec
+        if best is None:
+            return
+        rows, v, z = best
+        new = v @ z
         if not isinstance(self.h, Zero):
             new = _snap(new)
         if not math.isfinite(float(new.sum())):  # NaN / inf in any entry (|entries| <= 1)
@@ -511,13 +535,15 @@ class OBCD(ScalarCurvature, IterativeSolver):
         tracker.set_point(trial, value=run.trial_value)
 
     def info(self, run: Run | None = None):
-        """The options and, given a run, the choices resolved at its start (``pairs``, the
-        curvature, the first σ as ``sigma_start``) and its counters (the current ``sigma``,
-        ``backtracks``, ``block_updates``)."""
+        """The options (``candidates``: pairs per greedy update, else 1) and, given a run, the
+        choices resolved at its start (``pairs``, the curvature, the first σ as
+        ``sigma_start``) and its counters (the current ``sigma``, ``backtracks``,
+        ``block_updates``)."""
         exact = run is not None and run.exact
         rule = run.curvature if run is not None else None
         return {"h_term": repr(self.h), "k": self.k,
                 "pairs": self.pairs if run is None else run.pairs,
+                "candidates": self.candidates,
                 "curvature": "exact" if exact else "scalar", "theta": self.theta,
                 "sigma_rule": repr(self.sigma_rule),
                 "sigma_start": None if rule is None else run.curvature_start,

@@ -9,8 +9,8 @@ of this runs inside the timed loop; no stage reads a clock other than the run's 
 stop. The stages live in :mod:`orthoplug.solvers.sparse_starts` (start candidates, prox,
 splitting, sparse orthonormal restoration), :mod:`orthoplug.solvers.row_partition` (partition
 search) and :mod:`orthoplug.solvers.column_sweeps` (column rotations); this module holds the
-class, its stage bookkeeping, the greedy pair ranking and the float32 gradients of the
-splitting stage.
+class, its stage bookkeeping and the float32 gradients of the splitting stage; the greedy pairs
+are OBCD's ``pairs="greedy"`` order.
 
 Every step keeps OBCD's guarantees: pair steps are OBCD's exact steps (F decreases by at least
 ``θ/2‖V − I‖²``), column sweeps never increase F, and the start stages only replace the point
@@ -33,12 +33,11 @@ from orthoplug.oracles import host_array
 from .base import Run
 from .column_sweeps import _column_sweep, column_invariant, column_rotations
 from .obcd import OBCD
-from .pairs import random_pairs
 from .row_partition import partition_moves, partition_search
 from .sparse_starts import prox_polar, splitting_iterates, start_candidates
 from .splitting import nonneg_rounding
 
-__all__ = ["pair_scores", "SparseOBCD"]
+__all__ = ["SparseOBCD"]
 
 
 def _low_precision_gradient(tracker, x: torch.Tensor):
@@ -57,15 +56,6 @@ def _low_precision_gradient(tracker, x: torch.Tensor):
         return torch.from_numpy(c32 @ y.numpy())
 
     return gradient, torch.float32
-
-
-def pair_scores(x: torch.Tensor, g_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-    """``⟨Ĝ_j, X_i⟩ − ⟨Ĝ_i, X_j⟩`` per pair ``(i, j)``: the derivative at θ = 0 of
-    ``F(X(θ))``, rows i, j of X rotated by ``[[cos θ, −sin θ], [sin θ, cos θ]]``, when
-    ``g_rows`` (m, 2, r) holds rows i and j of a (sub)gradient Ĝ of F."""
-    xi, xj = x[pairs[:, 0]], x[pairs[:, 1]]
-    return (g_rows[:, 1] * xi).sum(-1) - (g_rows[:, 0] * xj).sum(-1)
-
 
 
 #: The unit of each stage's ``iterations`` in ``result.info["stages"]``.
@@ -99,8 +89,9 @@ class SparseOBCD(OBCD):
     4. ``"partition search"`` — :func:`~orthoplug.solvers.row_partition.partition_moves` (at
        most 100 n row moves) from the rounded start, then from the run's point.
     5. ``"pair steps"`` — OBCD's exact pair steps, each on the best of ``candidates`` random
-       pairs (ranked by the model decrease in the compiled loop, else by :func:`pair_scores`),
-       for the rest of the run's ``max_iterations``.
+       pairs by the model decrease (OBCD's ``pairs="greedy"``; ``candidates=1``: its uniform
+       ``"random"`` pairs), for the rest of the run's ``max_iterations``; the same pairs on
+       every path (the compiled loop, float32 in Python).
     6. ``"column sweeps"`` — a :func:`~orthoplug.solvers.column_sweeps.column_rotations` sweep
        after every ``column_every`` pair steps.
     7. ``"prox-gradient steps"`` — for a continuous h (ℓ1, capped ℓ1) and an oracle with a
@@ -140,7 +131,8 @@ class SparseOBCD(OBCD):
         h: the separable term (as :class:`~orthoplug.solvers.obcd.OBCD`).
         starts: candidate starts besides ``x0``: any of ``"diagonal"``, ``"pca"``; ``()`` keeps
             ``x0``.
-        candidates: random pairs compared per pair step (1: OBCD's uniform pairs).
+        candidates: random pairs compared per pair step, ranked by the exact model, so for a
+            quadratic f only (``QuadraticOracle``); 1: OBCD's uniform pairs, on any f.
         column_every: pair steps between two column sweeps (0: none); ``"auto"``: n when f is
             column-invariant (:func:`~orthoplug.solvers.column_sweeps.column_invariant`), else 0.
         start_sweeps: column sweeps applied to each start candidate before comparing them.
@@ -166,10 +158,11 @@ class SparseOBCD(OBCD):
             ``seed``, ``eval_every``, ...).
 
     Raises:
-        ValueError: an unknown start, ``candidates < 1``, a negative budget, an OBCD option
-            that fixes the pairs (``k``, ``pairs``, ``curvature``); at run time, column
-            sweeps or starts requested on a cost they do not apply to (not a quadratic
-            ``s·tr(XᵀCX)`` without ``D``).
+        ValueError: an unknown start, ``candidates`` outside ``[1, 1024]``, a negative
+            budget, an OBCD option that fixes the pairs (``k``, ``pairs``, ``curvature``); at
+            run time, column sweeps or starts requested on a cost they do not apply to (not a
+            quadratic ``s·tr(XᵀCX)`` without ``D``), or ``candidates > 1`` on a cost without
+            the exact pair model (not a ``QuadraticOracle``).
     """
 
     name = "SparseOBCD"
@@ -185,12 +178,12 @@ class SparseOBCD(OBCD):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2, the exact curvature and its own "
                                  f"pairs; {key}= is not an option here")
-        super().__init__(h, pairs="random", theta=theta, refresh_every=refresh_every, **kwargs)
+        super().__init__(h, pairs="random" if candidates == 1 else "greedy",
+                         candidates=candidates, theta=theta, refresh_every=refresh_every,
+                         **kwargs)
         bad = [s for s in starts if s not in self.start_names]
         if bad:
             raise ValueError(f"unknown start(s) {bad}; choose from {self.start_names}")
-        if not (isinstance(candidates, int) and candidates >= 1):
-            raise ValueError(f"candidates must be an integer >= 1, got {candidates!r}")
         if column_every != "auto" and not (isinstance(column_every, int) and column_every >= 0):
             raise ValueError(f"column_every must be 'auto' or an integer >= 0, got "
                              f"{column_every!r}")
@@ -215,7 +208,7 @@ class SparseOBCD(OBCD):
             raise ValueError(f"split_from must be 'auto', 'x0' or 'start', got {split_from!r}")
         self.prox_steps_user, self.split_steps_user = prox_steps, split_steps
         self.split_smoothing, self.split_from = float(split_smoothing), split_from
-        self.starts, self.candidates = tuple(starts), candidates
+        self.starts = tuple(starts)
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
 
     def budgets(self, n: int) -> dict[str, int]:
@@ -425,8 +418,8 @@ class SparseOBCD(OBCD):
     def steps(self, run, count):
         """The start stages' iterations first (:meth:`_stage_steps`); then on OBCD's compiled
         pair loop (quadratic f, float64 CPU) the ``count × run.updates`` pair steps of ``count``
-        iterations in the kernel, cut at each column sweep, the greedy candidates ranked by
-        their exact model decrease (computed in the kernel); elsewhere OBCD's steps."""
+        iterations in the kernel, cut at each column sweep; elsewhere OBCD's steps (the same
+        pairs, the greedy candidates ranked by the same model decrease)."""
         if self._in_stages(run):
             done = self._stage_steps(run, count)
             if done:
@@ -445,22 +438,18 @@ class SparseOBCD(OBCD):
             todo -= take
         return count
 
+    def greedy_refusal(self, tracker) -> str:
+        """The error of ``candidates > 1`` on a cost without the exact pair model."""
+        return (f"SparseOBCD: candidates={self.candidates} ranks pairs by their exact model, "
+                f"which needs a quadratic f (QuadraticOracle), got "
+                f"{tracker.oracle.__class__.__name__}; pass candidates=1 (with starts=() and "
+                f"column_every=0) for other costs")
+
     def step(self, run):
         gradients = run.tracker.gradient_evaluations
         super().step(run)
         run.pair_gradients += run.tracker.gradient_evaluations - gradients
         self._sweep_if_due(run)
-
-    def _pair(self, run):
-        if self.candidates == 1:
-            return super()._pair(run)
-        tr = run.tracker
-        x = tr.x
-        pairs = random_pairs(x.shape[0], self.candidates, run.generator, run.device)
-        g = tr.gradient_rows(pairs.reshape(-1)).reshape(-1, 2, x.shape[1])
-        g = g + self.h.subgradient(x[pairs])
-        best = pairs[int(torch.argmax(pair_scores(x, g, pairs).abs()))]
-        return host_array(best)
 
     def finalize(self, run, result) -> None:
         """OBCD's ``info["f"]``, ``info["h"]``, and ``info["stages"]`` (class docstring)."""
@@ -493,6 +482,6 @@ class SparseOBCD(OBCD):
         result.info["stage_iterations"] = run.stage_iterations
 
     def info(self, run=None):
-        return {**super().info(run), "pairs": f"greedy (best of {self.candidates})",
+        return {**super().info(run),
                 "start": None if run is None else run.start_chosen,
                 "budgets": None if run is None else run.budgets}

@@ -81,10 +81,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from orthoplug.kernels.o2 import SNAP, o2_search_batch
+from orthoplug.kernels.o2 import SNAP, o2_search, o2_search_batch
 from orthoplug.nonsmooth import PiecewiseAffine, SeparableTerm, Zero
 
-__all__ = ["SNAP", "solve_o2", "solve_o2_single", "o2_objective", "solve_polar"]
+__all__ = ["SNAP", "solve_o2", "solve_o2_single", "search_o2_single", "o2_objective", "solve_polar"]
 
 _EYE4 = np.eye(4)
 
@@ -307,13 +307,17 @@ def solve_o2(P, Z, h, Qt=None, s=None) -> torch.Tensor:
     return V[0] if squeeze else V
 
 
-def solve_o2_single(P: np.ndarray, Z: np.ndarray, h: SeparableTerm, Qt: np.ndarray | None = None,
-                    s: float | None = None) -> np.ndarray:
-    """:func:`solve_o2` for ONE instance on float64 NumPy arrays, without tensor conversions.
+def search_o2_single(P: np.ndarray, Z: np.ndarray, h: SeparableTerm,
+                     Qt: np.ndarray | None = None,
+                     s: float | None = None) -> tuple[np.ndarray, float]:
+    """:func:`solve_o2` for ONE instance on NumPy arrays, with the model decrease.
 
-    ``P`` (2, 2), ``Z`` (2, r), ``Qt`` (4, 4) or the scalar ``s``; returns ``V`` (2, 2) (a new
-    array). Same answer as :func:`solve_o2` (the same search); this entry point only skips the
-    tensor conversions and the shape checks, for the OBCD hot loop.
+    ``P`` (2, 2), ``Z`` (2, r), ``Qt`` (4, 4) or the scalar ``s``; returns ``(V, K(I) − K(V))``
+    with ``V`` (2, 2) float64 (a new array) and the decrease of the compiled search
+    (:func:`~orthoplug.kernels.o2.o2_search`): ``> 0`` when ``V ≠ I``, ``inf`` when ``K(I)``
+    is infinite, 0 when ``V = I``. Same answer as :func:`solve_o2` (the same search); this entry
+    point only skips the tensor conversions and the shape checks, for OBCD's pair steps outside
+    the compiled loop (the greedy order ranks candidates by the decrease).
 
     Raises:
         ValueError: if an input contains NaN or inf, or not exactly one of ``Qt`` and ``s``.
@@ -323,7 +327,23 @@ def solve_o2_single(P: np.ndarray, Z: np.ndarray, h: SeparableTerm, Qt: np.ndarr
     Q = float(s) * _EYE4 if Qt is None else Qt
     if not math.isfinite(float(P.sum()) + float(Z.sum()) + float(Q.sum())):
         raise ValueError("P, Z or Qt / s contains NaN or inf")
-    return _search(P[None], Z[None], h, Q[None])[0]
+    tab = breakpoint_tables(h)
+    V = np.empty((2, 2))
+    dec = o2_search(np.ascontiguousarray(P), np.ascontiguousarray(Z), np.ascontiguousarray(Q),
+                    tab.th, tab.g, tab.k, tab.inf, tab.pval, tab.knot, tab.h0, tab.shared,
+                    tab.continuous, V)
+    return V, float(dec)
+
+
+def solve_o2_single(P: np.ndarray, Z: np.ndarray, h: SeparableTerm, Qt: np.ndarray | None = None,
+                    s: float | None = None) -> np.ndarray:
+    """:func:`solve_o2` for ONE instance on NumPy arrays: the ``V`` of
+    :func:`search_o2_single`.
+
+    Raises:
+        ValueError: if an input contains NaN or inf, or not exactly one of ``Qt`` and ``s``.
+    """
+    return search_o2_single(P, Z, h, Qt, s)[0]
 
 
 def solve_polar(P) -> torch.Tensor:

@@ -265,8 +265,10 @@ def test_pymanopt_non_finite_data_and_cost(name):
     _named(lambda: _pm_run(name, oracle=_pm_oracle(name, C * np.nan)), "finite")
     nan = FunctionOracle(lambda x: torch.tensor(float("nan"), dtype=x.dtype),
                          lambda x: torch.zeros_like(x), lipschitz=1.0)
-    # SparseOBCD's data starts and column sweeps need a quadratic: without them it runs any cost
-    plain = {"starts": (), "column_every": 0} if name == "SparseOBCD" else {}
+    # SparseOBCD's data starts, column sweeps and greedy pairs need a quadratic: without them it
+    # runs any cost
+    plain = ({"starts": (), "column_every": 0, "candidates": 1} if name == "SparseOBCD"
+             else {})
     if name in DIRECT or name == "ColumnJJacobi":  # they need the quadratic's data (C), not
         _named(lambda: _pm_run(name, oracle=nan), "quadratic")  # a cost function
     elif name != "VRJJOBCD":  # needs a finite sum
@@ -315,7 +317,8 @@ def _function_oracle(value, gradient):
 def _pm_function_run(name, value, gradient):
     """``name`` on the pymanopt problem with the cost and gradient given as a FunctionOracle
     (SparseOBCD without its quadratic-only stages)."""
-    plain = {"starts": (), "column_every": 0} if name == "SparseOBCD" else {}
+    plain = ({"starts": (), "column_every": 0, "candidates": 1} if name == "SparseOBCD"
+             else {})
     return _pm_run(name, oracle=_function_oracle(value, gradient), **plain)
 
 

@@ -312,6 +312,12 @@ def test_errors():
         OBCD().run(oracle, torch.ones(4, 2, dtype=DT), geo)
     with pytest.raises(ValueError, match="Stiefel"):
         OBCD().run(oracle, torch.eye(4, 2, dtype=DT), object())
+    with pytest.raises(ValueError, match="curvature='exact'"):
+        OBCD(pairs="greedy", curvature="scalar")
+    with pytest.raises(ValueError, match="k = 2"):
+        OBCD(pairs="greedy", k=3)
+    with pytest.raises(ValueError, match="quadratic f .*FunctionOracle"):  # at setup, no step
+        OBCD(pairs="greedy").run(_dist_oracle(torch.eye(4, 2)), torch.eye(4, 2, dtype=DT), geo)
 
 
 # ---- front-ends -------------------------------------------------------------------------------
