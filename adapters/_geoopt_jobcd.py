@@ -68,7 +68,6 @@ from orthoplug.distributed import Shard
 from orthoplug.geometry.manifolds import IndefiniteStiefelGeometry, JOrthogonalGeometry
 from orthoplug.kernels import runs_compiled
 from orthoplug.oracles import NonFiniteError, all_finite
-from orthoplug.solvers import jobcd
 from orthoplug.solvers.jjacobi import ColumnJacobi
 from orthoplug.solvers.jobcd import SIDES
 from orthoplug.solvers.jobcd_steps import PageSchedule, jacobi_step
@@ -383,12 +382,12 @@ class JJOBCD(_JOBCDOptimizer):
 
 
 class GSJOBCD(_JOBCDOptimizer):
-    """GS-JOBCD: per step, ``max(1, ⌊n/2⌋)`` pair updates (one iteration of the core
-    :class:`orthoplug.solvers.jobcd.GSJOBCD`: one pass over the rows in expectation; n the rows,
-    or columns with ``side="column"``, of the largest parameter), each taking one pair of every
-    matrix from the parameter's :class:`~orthoplug.solvers.pairs.PairQueue` (uniform random
-    pairs, drawn as the core solver draws them: the same pairs for a single matrix) and one
-    closure call at the point the previous update left (plus one per checked trial).
+    """GS-JOBCD: per step, one pair update of every matrix (one iteration of the core
+    :class:`orthoplug.solvers.jobcd.GSJOBCD` on an oracle without cheap gradient rows: a
+    closure's ``backward`` is a full gradient), its pair taken from the parameter's
+    :class:`~orthoplug.solvers.pairs.PairQueue` (uniform random pairs, drawn as the core solver
+    draws them: the same pairs for a single matrix), with one closure call at the point (plus
+    one per checked trial).
 
     Args:
         params: ManifoldParameters on orthoplug's ``JOrthogonal`` / ``IndefiniteStiefel``.
@@ -419,29 +418,6 @@ class GSJOBCD(_JOBCDOptimizer):
                          lr=lr, stabilize=stabilize, process_group=process_group,
                          replica_check_every=replica_check_every,
                          average_gradients=average_gradients)
-
-    @torch.no_grad()
-    def step(self, closure=None):
-        """One iteration: ⌊n/2⌋ pair updates; returns the loss before the first.
-
-        Raises:
-            ValueError, FloatingPointError: as the scaffold's ``step`` (on an error the
-                parameters are those before the step).
-        """
-        self._check_start()
-        params = [p for g in self.param_groups for p in g["params"]]
-        updates = max(jobcd.GSJOBCD.pairs_per_iteration(self._oriented(p).shape[-2])
-                      for p in params)
-        before = {p: p.detach().clone() for p in params}
-        try:
-            loss = self._update_once(closure)
-            for _ in range(updates - 1):
-                self._update_once(closure)
-        except (FloatingPointError, ValueError):
-            self._restore(before)
-            raise
-        self._end_step()
-        return loss
 
     def _queue_of(self, p) -> PairQueue:
         """The pair queue of ``p``, one pair per matrix per entry (made on first use, or from a

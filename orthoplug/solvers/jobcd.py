@@ -142,18 +142,21 @@ class _JOBCDBase(ScalarCurvature, IterativeSolver):
 
 
 class GSJOBCD(_JOBCDBase):
-    """Gauss–Seidel JOBCD: ⌊n/2⌋ pair updates per iteration, one pair at a time, each solved
-    exactly.
+    """Gauss–Seidel JOBCD: pair updates one pair at a time, each solved exactly; ⌊n/2⌋ of them
+    per iteration where a pair's gradient rows are cheap, else one.
 
     Problem: ``min f(X)`` over O(J) or iSt(n, k) (``XᵀJX = J_k``) for a smooth f. A pair update
     changes one pair ``B`` of rows (``side="row"``, the default, any shape) or of columns
     (``side="column"``, square X) by the exact minimiser over ``O(J_BB)`` of a majoriser of f
-    (module docstring), at the point the previous update left. One iteration is
-    ``max(1, ⌊n/2⌋)`` pair updates (n rows, or columns): one pass over the rows in expectation,
-    as one matching is J-JOBCD's. On the exact quadratic path on the CPU with a D that is not a
-    multiple of I, each iteration then also takes ``max(1, ⌊k/2⌋)`` column pair steps
-    ``X[:, B] ← X[:, B] V̂``, ``V̂ ∈ O((J_k)_BB)`` (they keep ``XᵀJX = J_k`` too), cyclic over the
-    ``k(k−1)/2`` column pairs, each the exact minimiser of f over its pair's group
+    (module docstring), at the point the previous update left. One iteration is about one
+    gradient's work: ``max(1, ⌊n/2⌋)`` pair updates (one pass over the rows in expectation, as
+    one matching is J-JOBCD's) on the row side when the tracker reads a pair's gradient rows
+    without a full gradient (:attr:`~orthoplug.oracles.core.Tracker.row_gradients`: a
+    :class:`~orthoplug.oracles.core.QuadraticOracle`), else one pair update (each then reads a
+    full gradient) — the rule of OBCD's iterations. On the exact quadratic path on the CPU with
+    a D that is not a multiple of I, each iteration then also takes ``max(1, ⌊k/2⌋)`` column pair
+    steps ``X[:, B] ← X[:, B] V̂``, ``V̂ ∈ O((J_k)_BB)`` (they keep ``XᵀJX = J_k`` too), cyclic
+    over the ``k(k−1)/2`` column pairs, each the exact minimiser of f over its pair's group
     (:func:`orthoplug.kernels.jobcd.gs_columns`). The reason is the curvature of f along
     ``X ← X exp(tΩ)``, Ω in the compact part of the Lie algebra of O(J_k): it is a
     difference of D's entries times one of ``XᵀCX``'s, so it vanishes as D tends to a multiple
@@ -213,13 +216,12 @@ class GSJOBCD(_JOBCDBase):
             ``seed``, ``eval_every`` — default about one sweep of ``n(n−1)/2`` pairs, at most
             1000 pair updates).
 
-    Per-iteration cost (⌊n/2⌋ pair updates): with a
-    :class:`~orthoplug.oracles.core.QuadraticOracle` (the fast path) per pair two rows of
-    ``∇f`` read from the cached ``CX``, an ``O(nk)`` update of ``CX`` and one exact 2×2
-    subproblem — ``O(n²k)`` per iteration, about one gradient ``CX``; with any other oracle (or
-    the column side) one full gradient per pair (the point changed), plus one cost evaluation
-    per checked step — ⌊n/2⌋ gradients per iteration, so pick :class:`JJOBCD` there unless
-    gradients are cheap.
+    Per-iteration cost: with a :class:`~orthoplug.oracles.core.QuadraticOracle` (the fast path,
+    ⌊n/2⌋ pair updates) per pair two rows of ``∇f`` read from the cached ``CX``, an ``O(nk)``
+    update of ``CX`` and one exact 2×2 subproblem — ``O(n²k)`` per iteration, about one gradient
+    ``CX``; with any other oracle (or the column side) one pair update, one full gradient (plus
+    one cost evaluation per checked step), so :class:`JJOBCD`, which moves ⌊n/2⌋ pairs per
+    gradient, is the better pick there unless gradients are cheap.
     """
 
     name = "GS-JOBCD"
@@ -239,10 +241,11 @@ class GSJOBCD(_JOBCDBase):
         self.candidates = candidates if pairs == "greedy" else 1
 
     @staticmethod
-    def pairs_per_iteration(n: int) -> int:
+    def pairs_per_iteration(n: int, row_gradients: bool = True) -> int:
         """Pair updates per iteration for ``n`` rows (or columns): ``max(1, ⌊n/2⌋)``, one pass
-        over the rows in expectation — the family's iteration (a matching of J-JOBCD)."""
-        return max(1, n // 2)
+        over the rows in expectation, when a pair's gradient rows cost only those rows
+        (``row_gradients``); else 1 (a pair update then reads a full gradient)."""
+        return max(1, n // 2) if row_gradients else 1
 
     def default_eval_every(self, run):
         """About one sweep of the ``n(n − 1)/2`` pairs (capped at 1000 pairs), in iterations."""
@@ -279,7 +282,8 @@ class GSJOBCD(_JOBCDBase):
                            else partial(torch.tensor, dtype=like.dtype, device=like.device))
         run.jlist = run.jvec.tolist()
         run.count = 0
-        run.pairs_per_iteration = self.pairs_per_iteration(n)
+        run.pairs_per_iteration = self.pairs_per_iteration(
+            n, tracker.row_gradients and not run.column)
         run.queue = PairQueue(self.pairs, n, tracker.x.device, self.candidates)
         k = tracker.x.shape[-1]
         run.columns = (run.exact and isinstance(tracker, QuadraticArrays) and tracker.on_host
