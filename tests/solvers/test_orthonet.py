@@ -105,7 +105,7 @@ def test_jjobcd_on_the_unit_signature_takes_obcd_steps():
             out.append(w.detach().clone())
         return out
 
-    obcd = iterates(OBCD, False, sigma=20.0)
+    obcd = iterates(OBCD, False, sigma_rule=20.0)
     jjobcd = iterates(JJOBCD, True, sigma_rule=20.0)
     assert float((obcd[-1] - x0).abs().max()) > 0.1  # the steps move
     for a, b in zip(obcd, jjobcd, strict=True):
