@@ -115,8 +115,6 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
     u = np.empty((2, k))
     dz = np.empty((2, k))
     dd = np.empty((2, k)) if has_d else dz
-    ynew = np.empty((2, k))
-    rows = np.empty(2, np.int64)
     q = np.empty((4, 4))
     for t in range(steps):
         best = 0.0
@@ -154,8 +152,7 @@ def gs_pairs(x: np.ndarray, y: np.ndarray, c: np.ndarray, d: np.ndarray, s: floa
                 w0, w1 = ww[0, col], ww[1, col]
                 dd[0, col] = (b11 - 1.0) * w0 + b12 * w1
                 dd[1, col] = b21 * w0 + (b22 - 1.0) * w1
-        rows[0], rows[1] = bi, bj
-        status, f = update_rows(x, y, c, s, f, rows, u, dz, dd, ynew)
+        status, f = update_rows(x, y, c, s, f, bi, bj, u, dz, dd)
         if status != OK:
             return t, f, status
     return steps, f, OK

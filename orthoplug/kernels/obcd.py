@@ -62,8 +62,6 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
     U = np.empty((2, r))
     dl = np.empty((2, r))
     dd = np.empty((2, r)) if hasd else dl
-    yn = np.empty((2, r))
-    rows = np.empty(2, np.int64)
     cut = SNAP if snap else 0.0
     for t in range(steps):
         bi = -1
@@ -103,8 +101,7 @@ def obcd_pairs(X, Y, C, D, s, alpha, pairs, ncand, snap, th, g, kk, inf, pval, k
                     e1 += dl[1, k] * D[k, c]
                 dd[0, c] = e0
                 dd[1, c] = e1
-        rows[0], rows[1] = i, j
-        status, value = update_rows(X, Y, C, s, fval[0], rows, U, dl, dd, yn)
+        status, value = update_rows(X, Y, C, s, fval[0], i, j, U, dl, dd)
         if status != quadratic.OK:
             return t, status
         fval[0] = value

@@ -17,7 +17,7 @@ For ``f(X) = s·tr(Xᵀ C X D)`` (C n×n and D k×k symmetric; D = I is passed a
   of C and D swapped: ``f = s·tr(X̃ᵀ D X̃ C)`` for ``X̃ = Xᵀ``).
 * :func:`update_columns` — ``X[:, B] ← X[:, B] Vᵀ`` and ``Y[:, B] ← Y[:, B] Vᵀ`` (``Y = CX``
   is linear in the columns) and f moved by the exact model change (M from the model).
-* :func:`update_rows` — ``X[B] ← U`` for any distinct rows B: ``Y += C[B]ᵀ Δ`` in ONE pass over
+* :func:`update_rows` — ``X[B] ← U`` for a row pair B: ``Y += C[B]ᵀ Δ`` in ONE pass over
   Y (each entry read and written once; C symmetric, so its rows are read) and
   ``f += s⟨Δ D, Y[B] + Y⁺[B]⟩`` with ``Y⁺[B] = Y[B] + C_BB Δ``. Nothing is written unless
   ``Δ`` and the new cost are finite.
@@ -174,58 +174,44 @@ def rotate_pair(z, v11, v12, v21, v22, snap, u, dz) -> bool:
 
 
 @njit(cache=True)
-def update_rows(x, y, c, s, f, rows, u, dz, dd, ynew) -> tuple[int, float]:
-    """``X[rows] = u`` with ``Y = C X`` and the cost ``f`` updated (see the module docstring).
+def update_rows(x, y, c, s, f, i, j, u, dz, dd) -> tuple[int, float]:
+    """``X[B] = u`` for the row pair ``B = (i, j)`` with ``Y = C X`` and the cost ``f`` updated
+    (see the module docstring).
 
     Args:
         x, y: (n, k) the iterate and ``C X``, updated in place.
         c: (n, n) symmetric C. s: the cost's scale. f: the cost at x.
-        rows: (b,) distinct row indices. u: (b, k) the new rows.
-        dz: (b, k) ``Δ = u − X[rows]``. dd: (b, k) ``Δ D`` (``dz`` itself for D = I).
-        ynew: (b, k) scratch (``Y⁺[rows]`` on return).
+        i, j: distinct row indices. u: (2, k) the new rows.
+        dz: (2, k) ``Δ = u − X[B]``. dd: (2, k) ``Δ D`` (``dz`` itself for D = I).
 
     Returns:
         ``(status, f)``: :data:`OK` and the new cost, or :data:`NONFINITE_UPDATE` /
         :data:`NONFINITE_COST` and ``f`` (nothing written).
     """
-    nb, k = dz.shape
-    tot = 0.0
-    for a in range(nb):
-        for col in range(k):
-            tot += dz[a, col]
+    n, k = x.shape
+    # f(X + Δ) − f(X) = s⟨Δ D, Y[B] + Y⁺[B]⟩ with Y⁺[B] = Y[B] + C_BB Δ; Δ's sum (tot) tests
+    # Δ finite in the same pass
+    cii, cji, cij, cjj = c[i, i], c[j, i], c[i, j], c[j, j]
+    change = tot = 0.0
+    for col in range(k):
+        d0, d1 = dz[0, col], dz[1, col]
+        yi, yj = y[i, col], y[j, col]
+        change += (dd[0, col] * (yi + (yi + (cii * d0 + cji * d1)))
+                   + dd[1, col] * (yj + (yj + (cij * d0 + cjj * d1))))
+        tot += d0 + d1
     if not math.isfinite(tot):
         return NONFINITE_UPDATE, f
-    # Y⁺[B] = Y[B] + C_BB Δ and f(X + Δ) − f(X) = s⟨Δ D, Y[B] + Y⁺[B]⟩
-    change = 0.0
-    for a in range(nb):
-        ra = rows[a]
-        for col in range(k):
-            acc = 0.0
-            for b in range(nb):
-                acc += c[rows[b], ra] * dz[b, col]
-            ynew[a, col] = y[ra, col] + acc
-            change += dd[a, col] * (y[ra, col] + ynew[a, col])
     f_new = f + s * change
     if not math.isfinite(f_new):
         return NONFINITE_COST, f
     # Y += C[B]ᵀ Δ: one pass over Y
-    n = y.shape[0]
-    if nb == 2:
-        i, j = rows[0], rows[1]
-        for row in range(n):
-            ci, cj = c[i, row], c[j, row]
-            for col in range(k):
-                y[row, col] += ci * dz[0, col] + cj * dz[1, col]
-    else:
-        for row in range(n):
-            for col in range(k):
-                acc = 0.0
-                for b in range(nb):
-                    acc += c[rows[b], row] * dz[b, col]
-                y[row, col] += acc
-    for a in range(nb):
+    for row in range(n):
+        ci, cj = c[i, row], c[j, row]
         for col in range(k):
-            x[rows[a], col] = u[a, col]
+            y[row, col] += ci * dz[0, col] + cj * dz[1, col]
+    for col in range(k):
+        x[i, col] = u[0, col]
+        x[j, col] = u[1, col]
     return OK, f_new
 
 

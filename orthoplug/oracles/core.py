@@ -594,11 +594,11 @@ class QuadraticTracker(Tracker):
         """
         delta = new_rows - _take(self.xa, rows)
         kq = self._kernels
-        if self.on_host and len(rows) <= 2:
+        if self.on_host and len(rows) == 2:
             with np.errstate(invalid="ignore", over="ignore"):  # a non-finite Δ is refused
                 dd = self._times_d(delta)
-            status, value = kq.update_rows(self.xa, self.ya, self.ca, self.s, self._f, rows,
-                                           new_rows, delta, dd, np.empty_like(delta))
+            status, value = kq.update_rows(self.xa, self.ya, self.ca, self.s, self._f,
+                                           int(rows[0]), int(rows[1]), new_rows, delta, dd)
             if status != kq.OK:
                 raise NonFiniteError(kq.MESSAGES[status])
             self._f = value

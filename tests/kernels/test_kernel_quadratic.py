@@ -60,7 +60,7 @@ def test_pair_model_is_the_exact_kronecker_model(with_d, clip):
     assert not pair_model(x, y, c_bad, d, s, prox, clip, 2, 3, z, w, q)[0]
 
 
-@pytest.mark.parametrize("rows", [[3, 1], [0, 5, 2], [6, 4, 1, 7, 0]])
+@pytest.mark.parametrize("rows", [[3, 1], [0, 5], [6, 7]])
 @pytest.mark.parametrize("with_d", [False, True])
 def test_update_rows_keeps_y_and_the_cost_exact(rows, with_d):
     n, k, s = 8, 4, 1.3
@@ -72,7 +72,7 @@ def test_update_rows_keeps_y_and_the_cost_exact(rows, with_d):
         u = x[rows] + 0.2 * rng.standard_normal((rows.size, k))
         dz = u - x[rows]
         dd = dz @ d if with_d else dz
-        status, f = update_rows(x, y, c, s, f, rows, u, dz, dd, np.empty_like(dz))
+        status, f = update_rows(x, y, c, s, f, rows[0], rows[1], u, dz, dd)
         assert status == OK
         np.testing.assert_array_equal(x[rows], u)
         np.testing.assert_allclose(y, c @ x, rtol=1e-12, atol=1e-12)
@@ -81,7 +81,7 @@ def test_update_rows_keeps_y_and_the_cost_exact(rows, with_d):
     for new, status_expected in ((np.full((rows.size, k), np.nan), NONFINITE_UPDATE),
                                  (np.full((rows.size, k), 1e200), NONFINITE_COST)):
         dz = new - x[rows]
-        status, f_out = update_rows(x, y, c, s, f, rows, new, dz, dz, np.empty_like(dz))
+        status, f_out = update_rows(x, y, c, s, f, rows[0], rows[1], new, dz, dz)
         assert (status, f_out) == (status_expected, f)
         assert np.array_equal(x, x0) and np.array_equal(y, y0)  # nothing written
 
@@ -119,8 +119,8 @@ def test_tracker_device_expressions_equal_the_compiled_host_path(monkeypatch):
 
 @pytest.mark.parametrize("with_d", [False, True])
 def test_tracker_block_updates_by_matrix_products_equal_the_compiled_update(with_d):
-    """Blocks of more than two rows (RSDM's slices) take the tracker's matrix products on the
-    host: X, Y = CX and f equal the compiled update's to round-off, a priced ``value`` is taken
+    """Blocks of other than two rows (RSDM's slices) take the tracker's matrix products on the
+    host: X, Y = CX and f equal their definitions to round-off, a priced ``value`` is taken
     as the new f, and a non-finite block writes nothing."""
     n, k, s = 30, 4, -0.9
     rng, c, d, x0 = _problem(n, k, 5, with_d)
@@ -128,13 +128,11 @@ def test_tracker_block_updates_by_matrix_products_equal_the_compiled_update(with
                              scale=s)
     tracker = oracle.track(torch.from_numpy(x0.copy()))
     x, y, f = x0.copy(), c @ x0, _cost(c, d, s, x0)
-    for size in (3, 7, 12, 30):
+    for size in (1, 3, 7, 12, 30):
         rows = rng.choice(n, size, replace=False)
         u = x[rows] + 0.3 * rng.standard_normal((size, k))
-        dz = u - x[rows]
-        status, f = update_rows(x, y, c, s, f, rows, u, dz, dz @ d if with_d else dz,
-                                np.empty_like(dz))
-        assert status == OK
+        x[rows] = u
+        y, f = c @ x, _cost(c, d, s, x)
         tracker.set_rows_array(rows, u)
         np.testing.assert_array_equal(tracker.xa, x)
         np.testing.assert_allclose(tracker.ya, y, rtol=1e-12, atol=1e-12)
