@@ -42,7 +42,10 @@ projected.
 
 Cost per iteration: one gradient (counted in ``gradient_evaluations``), one cost value per
 line-search trial (usually one), one n×n solve and O(n³) products per trial, and
-O(m n²) for the direction and O(m n² + m³) for a new pair with ``m`` pairs.
+O(m n²) for the direction and O(m n² + m³) for a new pair with ``m`` pairs (its host part, the
+products and the middle matrix, in one compiled call). The violation ``mean |XᵀJX − J|`` (an
+n×n product) is computed every :data:`FEASIBILITY_EVERY` iterations and at the result's point,
+not at every evaluation.
 
 When to pick it: smooth f on square O(J) with gradients only (or with Hessians that cost several
 gradients, as autodiff Hessian-vector products do), when high accuracy is wanted; it is

@@ -122,6 +122,25 @@ def test_reaches_trust_regions_value_to_1e10_in_an_iteration_budget(family, p):
     assert max(res.history["violation"]) <= 1e-13
 
 
+def test_violation_computed_every_ten_iterations_and_at_the_result():
+    """The violation is computed at iterations 0, 10, 20, … (an evaluation in between reports
+    the last one computed) and at the result's point, where it equals the geometry's."""
+    prob = smooth_oj_problem("lorentz", 8, 1, seed=0)
+    problem = prob.pymanopt_problem(pm.JOrthogonal(8, signature=prob.signature))
+    geo = problem.manifold.geometry
+    x0 = geo.random_point(cond=3.0, generator=torch.Generator().manual_seed(1)).numpy()
+    res = pm.CayleyLBFGS(max_iterations=25, min_gradient_norm=0.0, log_verbosity=1).run(
+        problem, initial_point=x0).solver_result
+    assert res.iterations == 25
+    history = dict(zip(res.history["iteration"], res.history["violation"], strict=True))
+    assert sorted(history) == list(range(26))
+    for it, viol in history.items():
+        assert viol == history[it - it % 10]
+    assert len({history[0], history[10], history[20]}) > 1  # recomputed: X moved
+    assert res.violation == float(geo.violation(res.point))
+    assert res.violation != history[25]  # the result's own, not the last evaluation's
+
+
 @pytest.mark.parametrize("p", [6, 1])
 def test_block_scaling_reaches_1e10_on_logcosh_in_28_iterations(p):
     """logcosh, n = 12, on O(6, 6) and on the Lorentz group O(1, 11): f's curvature along the
