@@ -70,8 +70,8 @@ from orthoplug.oracles import NonFiniteError
 
 from .base import IterativeSolver, Run, SolverResult
 
-__all__ = ["CayleyLBFGS", "LBFGSMemory", "cartan_blocks", "check_options", "keep_pair",
-           "lbfgs_iteration", "armijo_search"]
+__all__ = ["CayleyLBFGS", "LBFGSMemory", "cartan_blocks", "check_options", "lbfgs_iteration",
+           "armijo_search"]
 
 #: line-search trials per iteration before the memory is cleared
 MAX_TRIALS = 40
@@ -155,15 +155,14 @@ class LBFGSMemory:
         return self.buffer[self.first:self.first + self.count].reshape(-1,
                                                                        self.buffer.shape[-1])
 
-    def add(self, s: torch.Tensor, y: torch.Tensor) -> None:
-        """Append the pair ``(s, y)`` (flat, ``⟨s, y⟩ > 0``), dropping the oldest beyond
-        ``memory``."""
+    def add(self, s: torch.Tensor, y: torch.Tensor, tol: float = 0.0) -> bool:
+        """Append the pair ``(s, y)`` (flat) if ``⟨s, y⟩ > tol·‖s‖‖y‖`` (the curvature
+        condition; the solvers pass ``tol = √ε`` of the dtype), dropping the oldest beyond
+        ``memory``; return whether it was kept. The three numbers come from the new pair's
+        products with the window (computed for the pair anyway)."""
         m, w = self.memory, self.width
         if self.buffer is None:
             self.buffer = torch.zeros(2 * m, w, s.numel(), dtype=s.dtype, device=s.device)
-        if self.count == m:  # drop the oldest
-            self.first += 1
-            self.count -= 1
         a, k = self.first, self.count
         if a + k == 2 * m:  # window at the end: to the front
             self.buffer[:k] = self.buffer[a:].clone()
@@ -178,8 +177,15 @@ class LBFGSMemory:
             new[1] = y
         else:
             torch.mul(y, self.blocks, out=new[1:])
-        self.count = k = k + 1
-        cross = (self._window() @ new.mT).to("cpu", torch.float64).numpy().reshape(k, w, w)
+        if k == m:  # the oldest is dropped if the pair is kept
+            a += 1
+        k = i + 1 - a
+        cross = (self.buffer[a:i + 1].reshape(-1, new.shape[-1]) @ new.mT).to(
+            "cpu", torch.float64).numpy().reshape(k, w, w)
+        ss, sy, yy = cross[-1, 0, 0], cross[-1, 0, 1:].sum(), cross[-1, 1:, 1:].trace()
+        if not sy > tol * math.sqrt(ss * yy):
+            return False
+        self.first, self.count = a, k
         mid, gammas = lbfgs_pair_update(self.sy, self.yy, self.syd, a, k, cross)
         self.middle = torch.as_tensor(mid, dtype=s.dtype, device=s.device)
         if self.blocks is None:
@@ -187,6 +193,7 @@ class LBFGSMemory:
         else:  # Σ_b γ_b P_b (exact: each entry is one γ)
             self.h0 = (torch.as_tensor(gammas, dtype=s.dtype, device=s.device)[:, None]
                        * self.blocks).sum(0)
+        return True
 
     def state_dict(self) -> dict:
         """A copy of the memory in torch tensors and plain data (``torch.load`` with
@@ -228,15 +235,6 @@ def check_options(memory: int, max_step: float, sufficient_decrease: float) -> N
     if not 0 < sufficient_decrease < 0.5:
         raise ValueError("sufficient_decrease must lie in (0, 1/2), got "
                          f"{sufficient_decrease!r}")
-
-
-def keep_pair(memory: LBFGSMemory, s: torch.Tensor, y: torch.Tensor, tol: float) -> bool:
-    """Add the secant pair ``(s, y)`` (flat) to ``memory`` if ``⟨s, y⟩ > tol·‖s‖‖y‖`` (the
-    curvature condition, ``tol = √ε`` of the dtype); return whether it was kept."""
-    if float(s @ y) > tol * float(torch.linalg.vector_norm(s) * torch.linalg.vector_norm(y)):
-        memory.add(s, y)
-        return True
-    return False
 
 
 def lbfgs_iteration(memory: LBFGSMemory, a: torch.Tensor, max_step: float,
@@ -387,7 +385,7 @@ class CayleyLBFGS(IterativeSolver):
         a = self._gradient(run)
         if run.last is not None:  # the pair of the last step, if it has positive curvature
             s, a_prev = run.last
-            if not keep_pair(run.memory, s, (a - a_prev).reshape(-1), run.curvature_tol):
+            if not run.memory.add(s, (a - a_prev).reshape(-1), run.curvature_tol):
                 run.skipped_pairs += 1
         run.last = None
         stop, resets = lbfgs_iteration(run.memory, a, self.max_step,
