@@ -403,13 +403,14 @@ class CayleyLBFGS(IterativeSolver):
         last: list = []
 
         def trial(t: float) -> float:
-            x_new = jo.cayley_step(x, t * d)
+            step = t * d
+            x_new = jo.cayley_step(x, step)
             try:
                 value = tracker.oracle.value(x_new)
                 f1 = float(value)
             except NonFiniteError:
                 value, f1 = None, math.inf
-            last[:] = [x_new, value]
+            last[:] = [x_new, value, step]
             return f1
 
         t, trials = armijo_search(float(tracker.value()), slope, t, trial,
@@ -417,6 +418,6 @@ class CayleyLBFGS(IterativeSolver):
         run.trials += trials
         if t is None:
             return False
-        run.last = ((t * d).reshape(-1), a)
+        run.last = (last[2].reshape(-1), a)
         tracker.set_point(last[0], value=last[1])
         return True
