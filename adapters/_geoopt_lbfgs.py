@@ -21,8 +21,8 @@ Usage (the torch.optim.LBFGS pattern: ``step`` takes a closure)::
 The algorithm is :class:`orthoplug.solvers.lbfgs.CayleyLBFGS` (its module docstring states the
 iteration, the pair rule, the line search and the Cayley step; this optimizer calls the same
 functions: :func:`~orthoplug.solvers.lbfgs.lbfgs_iteration`,
-:func:`~orthoplug.solvers.lbfgs.armijo_search`, :func:`~orthoplug.solvers.lbfgs.keep_pair` and
-:class:`~orthoplug.solvers.lbfgs.LBFGSMemory`). All parameters of the optimizer together are one
+:func:`~orthoplug.solvers.lbfgs.armijo_search` and :class:`~orthoplug.solvers.lbfgs.LBFGSMemory`
+with its curvature condition). All parameters of the optimizer together are one
 point of the product of their groups O(J) (a batched parameter ``(..., n, n)`` one factor per
 matrix): their algebra gradients ``A = J skew(J Xᵀ ∇f)`` are stacked into one vector of the
 product's Lie algebra, which carries one memory of secant pairs, and every parameter moves by
@@ -76,7 +76,6 @@ from orthoplug.solvers.lbfgs import (
     armijo_search,
     cartan_blocks,
     check_options,
-    keep_pair,
     lbfgs_iteration,
 )
 
@@ -237,7 +236,7 @@ class CayleyLBFGS(OrthoplugOptimizer):
         if self._last is not None:
             s, a_prev = self._last
             tol = math.sqrt(torch.finfo(a.dtype).eps)
-            if not keep_pair(self._lbfgs, s, a - a_prev, tol):
+            if not self._lbfgs.add(s, a - a_prev, tol):
                 self._counts["skipped_pairs"] += 1
         self._last = None
         lrs = [self._check_lr(group["lr"]) for group in self.param_groups]

@@ -8,8 +8,9 @@ each budget must agree to ``--tol`` (default 1e-12, max-abs over the entries).
     python benchmarks/iterates_check.py --compare before.npz
 
 The cases cover the compiled paths (float64 CPU tensors) and the torch paths (float32, and the
-batched pair solves) of GSJOBCD, JJOBCD, OBCD, SparseOBCD and RSSM, through the pymanopt and the
-geoopt front-ends.
+batched pair solves) of GSJOBCD, JJOBCD, OBCD, SparseOBCD and RSSM, and CayleyLBFGS on two
+smooth O(J) costs (:mod:`orthoplug.problems.smooth_oj`), through the pymanopt and the geoopt
+front-ends.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from orthoplug.adapters import pymanopt as pm
 from orthoplug.nonsmooth import L0, L1
 from orthoplug.oracles import QuadraticOracle
 from orthoplug.problems.hevp import make_spd
+from orthoplug.problems.smooth_oj import smooth_oj_problem
 
 N, P = 12, 4
 BUDGETS = (5, 40)
@@ -60,6 +62,15 @@ def _jorth(oracle: bool):
     return make
 
 
+def _smooth(family: str, p: int):
+    def make():
+        prob = smooth_oj_problem(family, N, p, seed=0)
+        manifold = pm.JOrthogonal(N, signature=prob.signature)
+        np.random.seed(0)
+        return prob.pymanopt_problem(manifold), manifold.random_point(), None
+    return make
+
+
 PYMANOPT: dict[str, tuple[Callable, dict]] = {
     "GSJOBCD-exact": (_jorth(True), dict(side="row")),
     "GSJOBCD-scalar": (_jorth(True), dict(side="row", curvature="scalar")),
@@ -72,6 +83,8 @@ PYMANOPT: dict[str, tuple[Callable, dict]] = {
     "OBCD-l0": (_stiefel, dict(h=L0(0.01))),
     "SparseOBCD-l1": (_stiefel, dict(h=L1(0.05), prox_steps=5, candidates=4)),
     "RSSM": (_stiefel, {}),
+    "CayleyLBFGS-lorentz": (_smooth("lorentz", 1), dict(min_gradient_norm=0.0)),
+    "CayleyLBFGS-logcosh": (_smooth("logcosh", 6), dict(min_gradient_norm=0.0)),
 }
 
 
@@ -91,16 +104,18 @@ def _geoopt_case(name: str, dtype: torch.dtype, budget: int) -> np.ndarray:
                                          generator=torch.Generator().manual_seed(1))).Q
         x = geoopt.ManifoldParameter(x0.to(dtype), manifold=geoopt.Stiefel())
         c, options = torch.from_numpy(-C_PCA).to(dtype), dict(h=L1(0.05))
-    else:
-        manifold = go.JOrthogonal(N, 5)
+    else:  # CayleyLBFGS: the Lorentz fit (a quadratic is in its rounding tail by 40 steps)
+        p = 1 if name == "CayleyLBFGS" else 5
+        manifold = go.JOrthogonal(N, p)
         x0 = manifold.geometry.random_point(generator=torch.Generator().manual_seed(1), cond=3.0)
         x = geoopt.ManifoldParameter(x0.to(dtype), manifold=manifold)
         c, options = torch.from_numpy(C_SPD).to(dtype), {}
     opt = registry.get(name, "geoopt")([x], seed=3, **options)
+    lorentz = smooth_oj_problem("lorentz", N, 1, seed=0)
 
     def closure(*_):
         opt.zero_grad()
-        loss = torch.trace(x.mT @ c @ x)
+        loss = lorentz.torch_cost(x) if name == "CayleyLBFGS" else torch.trace(x.mT @ c @ x)
         loss.backward()
         return loss
 
@@ -115,7 +130,7 @@ def run_all() -> dict[str, np.ndarray]:
     for budget in BUDGETS:
         for name in PYMANOPT:
             out[f"pymanopt/{name}/float64/{budget}"] = _pymanopt_case(name, budget)
-        for name in ("GSJOBCD", "JJOBCD", "OBCD"):
+        for name in ("GSJOBCD", "JJOBCD", "OBCD", "CayleyLBFGS"):
             for dtype in (torch.float64, torch.float32):
                 out[f"geoopt/{name}/{dtype}/{budget}"] = _geoopt_case(name, dtype, budget)
     return out

@@ -20,7 +20,7 @@ def warm_up() -> None:
     single and batched 2×2 J-orthogonal solves, the single O(2) solve, J-JOBCD's matching,
     stale-gradient and Hessian-model sweeps, the OBCD pair loop with its greedy order and its
     float32 pair steps (one O(2) search per pair), SparseOBCD's column sweep and partition search
-    (and its move gains), the RCD sweep and the DPCP column pass."""
+    (and its move gains), the RCD sweep, the DPCP column pass and Cayley L-BFGS's pair update."""
     import torch
 
     from orthoplug.baselines.rcd import RCD
@@ -32,6 +32,7 @@ def warm_up() -> None:
     from orthoplug.solvers.column_sweeps import column_rotations
     from orthoplug.solvers.jjacobi import ColumnJJacobi
     from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
+    from orthoplug.solvers.lbfgs import CayleyLBFGS
     from orthoplug.solvers.obcd import OBCD
     from orthoplug.solvers.row_partition import row_move_gains
     from orthoplug.solvers.rssm import RSSM
@@ -59,6 +60,7 @@ def warm_up() -> None:
     for options in ({"matchings": 1}, {"matchings": "all"}):  # scalar model
         JJOBCD(**options, seed=0, max_iterations=2).run(plain, x, j_geo)
     JJOBCD(curvature="hessian", side="column", seed=0, max_iterations=2).run(hessian, x, j_geo)
+    CayleyLBFGS(max_iterations=3).run(plain, x, j_geo)  # two secant pairs
     for pairs in ("random", "greedy"):
         OBCD(L1(0.1), pairs=pairs, seed=0, max_iterations=2).run(
             QuadraticOracle(-c), x[:, :2], st_geo)

@@ -42,7 +42,10 @@ projected.
 
 Cost per iteration: one gradient (counted in ``gradient_evaluations``), one cost value per
 line-search trial (usually one), one n×n solve and O(n³) products per trial, and
-O(m n²) for the direction and O(m n² + m³) for a new pair with ``m`` pairs.
+O(m n²) for the direction and O(m n² + m³) for a new pair with ``m`` pairs (its host part, the
+products and the middle matrix, in one compiled call). The violation ``mean |XᵀJX − J|`` (an
+n×n product) is computed every :data:`FEASIBILITY_EVERY` iterations and at the result's point,
+not at every evaluation.
 
 When to pick it: smooth f on square O(J) with gradients only (or with Hessians that cost several
 gradients, as autodiff Hessian-vector products do), when high accuracy is wanted; it is
@@ -59,19 +62,23 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from scipy.linalg.lapack import dtrtri
 
 from orthoplug.geometry import jorthogonal as jo
 from orthoplug.geometry.manifolds import JOrthogonalGeometry
+from orthoplug.kernels.lbfgs import lbfgs_pair_update
 from orthoplug.oracles import NonFiniteError
 
-from .base import IterativeSolver, Run
+from .base import IterativeSolver, Run, SolverResult
 
-__all__ = ["CayleyLBFGS", "LBFGSMemory", "cartan_blocks", "check_options", "keep_pair",
-           "lbfgs_iteration", "armijo_search"]
+__all__ = ["CayleyLBFGS", "LBFGSMemory", "cartan_blocks", "check_options", "lbfgs_iteration",
+           "armijo_search"]
 
 #: line-search trials per iteration before the memory is cleared
 MAX_TRIALS = 40
+#: iterations between two computations of the violation ``mean |XᵀJX − J|`` (an n×n product);
+#: the Cayley step keeps X on O(J) to the rounding of one solve, so the violation changes by
+#: rounding per iteration; it is also computed at the start and for the result
+FEASIBILITY_EVERY = 10
 
 
 def cartan_blocks(parts: list[tuple[torch.Tensor, int]], like: torch.Tensor
@@ -107,7 +114,8 @@ class LBFGSMemory:
     pair; the window moves by one pair when the oldest is dropped and is copied to the front
     when it reaches the end, once per ``m`` pairs). The products ``⟨s_i, y_j⟩`` and
     ``⟨P_b y_i, P_b y_j⟩`` are kept on the host in float64 and extended by one product
-    ``W [s; P_b y]ᵀ`` per new pair, from which :meth:`add` forms the matrix ``M`` of the compact
+    ``W [s; P_b y]ᵀ`` per new pair, from which :meth:`add` forms (in one compiled call,
+    :func:`~orthoplug.kernels.lbfgs.lbfgs_pair_update`) the matrix ``M`` of the compact
     representation (Byrd, Nocedal and Schnabel 1994, Theorem 2.2, for a general ``H₀``),
     ``H a = H₀ a + Wᵀ M W a``: for ``R`` the upper triangle of ``S Yᵀ`` and ``Dg`` its diagonal,
     ``M_SS = R⁻ᵀ(Dg + Σ_b γ_b (P_b Y)(P_b Y)ᵀ)R⁻¹``, ``M_{S,b} = −γ_b R⁻ᵀ``,
@@ -128,7 +136,7 @@ class LBFGSMemory:
         self.first = 0  # buffer index of the oldest stored pair
         self.count = 0  # pairs stored
         # host products by buffer index (the window [first, first + count) is in use):
-        # ⟨s_i, y_j⟩ for i ≤ j (R; below the diagonal unused), ⟨P_b y_i, P_b y_j⟩, ⟨s_i, P_b y_i⟩
+        # ⟨s_i, y_j⟩ for i ≤ j (R; zero below the diagonal), ⟨P_b y_i, P_b y_j⟩, ⟨s_i, P_b y_i⟩
         self.sy = np.zeros((2 * memory, 2 * memory))
         self.yy = np.zeros((self.width - 1, 2 * memory, 2 * memory))
         self.syd = np.zeros((self.width - 1, 2 * memory))
@@ -147,15 +155,14 @@ class LBFGSMemory:
         return self.buffer[self.first:self.first + self.count].reshape(-1,
                                                                        self.buffer.shape[-1])
 
-    def add(self, s: torch.Tensor, y: torch.Tensor) -> None:
-        """Append the pair ``(s, y)`` (flat, ``⟨s, y⟩ > 0``), dropping the oldest beyond
-        ``memory``."""
+    def add(self, s: torch.Tensor, y: torch.Tensor, tol: float = 0.0) -> bool:
+        """Append the pair ``(s, y)`` (flat) if ``⟨s, y⟩ > tol·‖s‖‖y‖`` (the curvature
+        condition; the solvers pass ``tol = √ε`` of the dtype), dropping the oldest beyond
+        ``memory``; return whether it was kept. The three numbers come from the new pair's
+        products with the window (computed for the pair anyway)."""
         m, w = self.memory, self.width
         if self.buffer is None:
             self.buffer = torch.zeros(2 * m, w, s.numel(), dtype=s.dtype, device=s.device)
-        if self.count == m:  # drop the oldest
-            self.first += 1
-            self.count -= 1
         a, k = self.first, self.count
         if a + k == 2 * m:  # window at the end: to the front
             self.buffer[:k] = self.buffer[a:].clone()
@@ -163,39 +170,30 @@ class LBFGSMemory:
             self.yy[:, :k, :k] = self.yy[:, a:, a:]
             self.syd[:, :k] = self.syd[:, a:]
             self.first = a = 0
-        new = self.buffer[a + k]
+        i = a + k  # buffer index of the new pair
+        new = self.buffer[i]
         new[0] = s
-        new[1:] = y if self.blocks is None else y * self.blocks
-        self.count = k = k + 1
-        i, end = a + k - 1, a + k  # buffer index of the new pair, end of the window
-        cross = (self._window() @ new.mT).cpu().numpy().reshape(k, w, w)
-        self.sy[a:end, i] = cross[:, 0, 1:].sum(1)  # ⟨s_j, y⟩: column i of R
-        for b in range(1, w):
-            self.yy[b - 1, a:end, i] = self.yy[b - 1, i, a:end] = cross[:, b, b]
-        self.syd[:, i] = cross[-1, 0, 1:]
-        self._update_middle(s)
-
-    def _update_middle(self, like: torch.Tensor) -> None:
-        """``M`` and ``H₀`` of the stored pairs (see the class docstring)."""
-        a, k, w = self.first, self.count, self.width
-        sy, yy = self.sy[a:a + k, a:a + k], self.yy[:, a:a + k, a:a + k]
-        newest = sy[-1, -1] / yy[:, -1, -1].sum()
-        gammas = []
-        for num, den in zip(self.syd[:, a:a + k].sum(1), yy.trace(axis1=1, axis2=2),
-                            strict=True):
-            gammas.append(float(num / den if num > 0 and den > 0 else newest))
-        r_inv = np.triu(dtrtri(sy)[0])  # dtrtri reads and writes the upper triangle only
-        inner = sum(g * yy_b for g, yy_b in zip(gammas, yy, strict=True))
-        inner.flat[::k + 1] += sy.diagonal()
-        mid = np.zeros((k, w, k, w))
-        mid[:, 0, :, 0] = r_inv.T @ inner @ r_inv
-        for b, g in enumerate(gammas, start=1):
-            mid[:, 0, :, b] = -g * r_inv.T
-            mid[:, b, :, 0] = -g * r_inv
-        self.middle = torch.as_tensor(mid.reshape(k * w, k * w), dtype=like.dtype,
-                                      device=like.device)
-        self.h0 = (gammas[0] if self.blocks is None else
-                   sum(g * p for g, p in zip(gammas, self.blocks, strict=True)))
+        if self.blocks is None:
+            new[1] = y
+        else:
+            torch.mul(y, self.blocks, out=new[1:])
+        if k == m:  # the oldest is dropped if the pair is kept
+            a += 1
+        k = i + 1 - a
+        cross = (self.buffer[a:i + 1].reshape(-1, new.shape[-1]) @ new.mT).to(
+            "cpu", torch.float64).numpy().reshape(k, w, w)
+        ss, sy, yy = cross[-1, 0, 0], cross[-1, 0, 1:].sum(), cross[-1, 1:, 1:].trace()
+        if not sy > tol * math.sqrt(ss * yy):
+            return False
+        self.first, self.count = a, k
+        mid, gammas = lbfgs_pair_update(self.sy, self.yy, self.syd, a, k, cross)
+        self.middle = torch.as_tensor(mid, dtype=s.dtype, device=s.device)
+        if self.blocks is None:
+            self.h0 = float(gammas[0])
+        else:  # Σ_b γ_b P_b (exact: each entry is one γ)
+            self.h0 = (torch.as_tensor(gammas, dtype=s.dtype, device=s.device)[:, None]
+                       * self.blocks).sum(0)
+        return True
 
     def state_dict(self) -> dict:
         """A copy of the memory in torch tensors and plain data (``torch.load`` with
@@ -220,7 +218,7 @@ class LBFGSMemory:
         """``H a`` (any shape with ``N`` entries; at least one pair stored)."""
         flat = a.reshape(-1)
         w = self._window()
-        return (self.h0 * flat + w.mT @ (self.middle @ (w @ flat))).reshape(a.shape)
+        return torch.addmv(self.h0 * flat, w.mT, self.middle @ (w @ flat)).reshape(a.shape)
 
 
 def check_options(memory: int, max_step: float, sufficient_decrease: float) -> None:
@@ -237,15 +235,6 @@ def check_options(memory: int, max_step: float, sufficient_decrease: float) -> N
     if not 0 < sufficient_decrease < 0.5:
         raise ValueError("sufficient_decrease must lie in (0, 1/2), got "
                          f"{sufficient_decrease!r}")
-
-
-def keep_pair(memory: LBFGSMemory, s: torch.Tensor, y: torch.Tensor, tol: float) -> bool:
-    """Add the secant pair ``(s, y)`` (flat) to ``memory`` if ``⟨s, y⟩ > tol·‖s‖‖y‖`` (the
-    curvature condition, ``tol = √ε`` of the dtype); return whether it was kept."""
-    if float(s @ y) > tol * float(torch.linalg.vector_norm(s) * torch.linalg.vector_norm(y)):
-        memory.add(s, y)
-        return True
-    return False
 
 
 def lbfgs_iteration(memory: LBFGSMemory, a: torch.Tensor, max_step: float,
@@ -355,6 +344,7 @@ class CayleyLBFGS(IterativeSolver):
         run.curvature_tol = math.sqrt(torch.finfo(x.dtype).eps)
         run.trials = run.resets = run.skipped_pairs = 0
         run.algebra_gradient = None  # (gradient, its algebra gradient A), computed once each
+        run.violation, run.violation_at = math.nan, None  # last violation and its iteration
 
     def info(self, run: Run | None = None) -> dict:
         out = {"memory": self.memory, "max_step": self.max_step,
@@ -366,10 +356,20 @@ class CayleyLBFGS(IterativeSolver):
 
     def measure(self, run: Run) -> tuple[float, float, float]:
         """The base measures, with the gradient norm read off the algebra gradient (the metric
-        is ``⟨XΩ₁, XΩ₂⟩ = tr(Ω₁ᵀΩ₂)``, so ``‖grad f‖ = ‖A‖_F``)."""
+        is ``⟨XΩ₁, XΩ₂⟩ = tr(Ω₁ᵀΩ₂)``, so ``‖grad f‖ = ‖A‖_F``) and the violation computed
+        every :data:`FEASIBILITY_EVERY` iterations (an evaluation in between reports the last
+        one computed; :meth:`finalize` computes it at the result's point)."""
         tracker = run.tracker
+        if run.violation_at is None or run.iteration - run.violation_at >= FEASIBILITY_EVERY:
+            run.violation = float(run.geometry.violation(tracker.x))
+            run.violation_at = run.iteration
         return (float(tracker.value()), float(torch.linalg.matrix_norm(self._gradient(run))),
-                float(run.geometry.violation(tracker.x)))
+                run.violation)
+
+    def finalize(self, run: Run, result: SolverResult) -> None:
+        """The result's violation at its point (the last evaluation's may be older)."""
+        if run.violation_at != run.iteration:
+            result.violation = float(run.geometry.violation(run.tracker.x))
 
     @staticmethod
     def _gradient(run: Run) -> torch.Tensor:
@@ -385,7 +385,7 @@ class CayleyLBFGS(IterativeSolver):
         a = self._gradient(run)
         if run.last is not None:  # the pair of the last step, if it has positive curvature
             s, a_prev = run.last
-            if not keep_pair(run.memory, s, (a - a_prev).reshape(-1), run.curvature_tol):
+            if not run.memory.add(s, (a - a_prev).reshape(-1), run.curvature_tol):
                 run.skipped_pairs += 1
         run.last = None
         stop, resets = lbfgs_iteration(run.memory, a, self.max_step,
@@ -403,13 +403,14 @@ class CayleyLBFGS(IterativeSolver):
         last: list = []
 
         def trial(t: float) -> float:
-            x_new = jo.cayley_step(x, t * d)
+            step = t * d
+            x_new = jo.cayley_step(x, step)
             try:
                 value = tracker.oracle.value(x_new)
                 f1 = float(value)
             except NonFiniteError:
                 value, f1 = None, math.inf
-            last[:] = [x_new, value]
+            last[:] = [x_new, value, step]
             return f1
 
         t, trials = armijo_search(float(tracker.value()), slope, t, trial,
@@ -417,6 +418,6 @@ class CayleyLBFGS(IterativeSolver):
         run.trials += trials
         if t is None:
             return False
-        run.last = ((t * d).reshape(-1), a)
+        run.last = (last[2].reshape(-1), a)
         tracker.set_point(last[0], value=last[1])
         return True

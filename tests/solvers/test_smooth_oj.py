@@ -5,6 +5,8 @@ Lorentz fit) in an iteration budget, feasibility, monotonicity, and bad input.""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pymanopt
 import pytest
@@ -59,6 +61,36 @@ def test_compact_direction_is_the_two_loop_recursion_and_meets_the_secant_equati
     torch.testing.assert_close(memory.direction(y[-1]), s[-1], rtol=1e-10, atol=1e-10)
     memory.clear()
     assert len(memory) == 0
+
+
+@pytest.mark.parametrize("stored", [2, 3, 5])
+def test_a_pair_without_enough_curvature_leaves_the_memory_as_it_was(stored):
+    """A pair with ``⟨s, y⟩ ≤ tol·‖s‖‖y‖`` is refused (``add`` returns False) and the memory is
+    unchanged: the same pairs, the same product — with room left (2 of 3 pairs), full (3: the
+    oldest is not dropped) and with its window at the end of the buffer (5 pairs added: it was
+    moved to the front); a pair just above the bound is kept."""
+    gen = torch.Generator().manual_seed(stored)
+    mask = (torch.rand(25, generator=gen) < 0.3).to(torch.float64)
+    memory = LBFGSMemory(3, torch.stack((1 - mask, mask)))
+    for _ in range(stored):
+        s = torch.randn(25, dtype=torch.float64, generator=gen)
+        assert memory.add(s, s + 0.2 * torch.randn(25, dtype=torch.float64, generator=gen), 1e-8)
+    a = torch.randn(25, dtype=torch.float64, generator=gen)
+    before, count = memory.direction(a), len(memory)
+    s = torch.randn(25, dtype=torch.float64, generator=gen)
+    v = torch.randn(25, dtype=torch.float64, generator=gen)
+    v = v - (v @ s) / (s @ s) * s  # ⟨s, v⟩ = 0
+
+    def at_cosine(tau: float) -> torch.Tensor:  # y = c s + v with cos∠(s, y) = tau
+        return tau / math.sqrt(1 - tau * tau) * float(v.norm() / s.norm()) * s + v
+
+    tol = 0.1
+    for y in (-s, v, at_cosine(tol * (1 - 1e-6))):
+        assert not memory.add(s, y, tol)
+        assert len(memory) == count
+        assert torch.equal(memory.direction(a), before)
+    assert memory.add(s, at_cosine(tol * (1 + 1e-6)), tol)
+    assert len(memory) == min(count + 1, 3)
 
 
 def test_block_scaling_inverts_a_hessian_that_is_a_scalar_per_block():
@@ -120,6 +152,25 @@ def test_reaches_trust_regions_value_to_1e10_in_an_iteration_budget(family, p):
     assert np.all(np.diff(costs) < 0)
     assert float(geo.relative_violation(res.point)) <= 1e-13
     assert max(res.history["violation"]) <= 1e-13
+
+
+def test_violation_computed_every_ten_iterations_and_at_the_result():
+    """The violation is computed at iterations 0, 10, 20, … (an evaluation in between reports
+    the last one computed) and at the result's point, where it equals the geometry's."""
+    prob = smooth_oj_problem("lorentz", 8, 1, seed=0)
+    problem = prob.pymanopt_problem(pm.JOrthogonal(8, signature=prob.signature))
+    geo = problem.manifold.geometry
+    x0 = geo.random_point(cond=3.0, generator=torch.Generator().manual_seed(1)).numpy()
+    res = pm.CayleyLBFGS(max_iterations=25, min_gradient_norm=0.0, log_verbosity=1).run(
+        problem, initial_point=x0).solver_result
+    assert res.iterations == 25
+    history = dict(zip(res.history["iteration"], res.history["violation"], strict=True))
+    assert sorted(history) == list(range(26))
+    for it, viol in history.items():
+        assert viol == history[it - it % 10]
+    assert len({history[0], history[10], history[20]}) > 1  # recomputed: X moved
+    assert res.violation == float(geo.violation(res.point))
+    assert res.violation != history[25]  # the result's own, not the last evaluation's
 
 
 @pytest.mark.parametrize("p", [6, 1])
