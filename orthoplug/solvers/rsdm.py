@@ -212,11 +212,13 @@ def polar_search(rule: ArmijoBacktracking, slices: list[PolarSlice], f0: float,
                  scale: float = 1.0) -> bool:
     """The ``"polar"`` rule's backtracking: offer η (from ``rule``) to all ``slices`` at once,
     with the step ``scale·η`` (the geoopt group's ``lr``), and accept when the cost after the
-    move is at most the majorisation ``f0 + Σ m(Y)`` (:class:`PolarSlice`); the rule halves η
-    otherwise and doubles it after a first-trial acceptance. ``move(ys, bound)`` moves to the
-    trial rotations ``ys`` and returns whether the cost there is ≤ ``bound`` (having restored
-    the point if not). A model value ≥ 0 means the slices are stationary to round-off: the
-    search ends without a step. Returns whether a step was taken."""
+    move is at most the majorisation ``f0 + Σ m(Y)`` (:class:`PolarSlice`); the rule multiplies
+    η by its contraction otherwise and doubles it after a first-trial acceptance.
+    ``move(ys, bound)`` moves to the trial rotations ``ys`` and returns whether the cost there
+    is ≤ ``bound``; after a rejection the caller keeps the start point (the core restores the
+    rows at once, the geoopt optimizer before the next trial and after a search without a
+    step). A model value ≥ 0 means the slices are stationary to round-off: the search ends
+    without a step. Returns whether a step was taken."""
 
     def attempt(eta: float) -> bool | None:
         trials = [piece.trial(scale * eta) for piece in slices]
