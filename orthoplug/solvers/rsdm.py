@@ -235,12 +235,13 @@ def default_line_search(p: int, r: int) -> str:
     size is given) for an n×p iterate and slice dimension r: ``"polar"`` when ``r ≤ p``, else
     ``"armijo"``.
 
-    Rule (shape only): for ``r ≤ p`` the slice rows ``C`` have rank r, so the polar step's model
-    ``⟨B, Δ⟩ + ‖(Y − I)C‖²/(2η)`` is a proximal model in every direction of the slice and its
-    exact minimiser needs about half the slice steps of the Armijo step; for ``r > p`` the
-    proximal term sees only p of the r directions, and the polar step lost to Armijo on PCA (up
-    to 2.2× to 1e-3) while winning on Procrustes (``docs/results/rsdm_large.md``). With the
-    default r (:func:`default_slice_dimension`) the rule is about ``p ≥ n/4``.
+    Rule (shape only): for ``r ≤ p`` the slice rows ``C`` have rank r (generically), so the
+    polar step's model ``⟨B, Δ⟩ + ‖(Y − I)C‖²/(2η)`` is proximal in every direction of the
+    slice, and its exact minimiser needs 1.5–4× fewer slice steps than the Armijo step; for
+    ``r > p`` the proximal term sees only p of the r directions, and the polar step lost to
+    Armijo on PCA (up to 2.3× to 1e-3) while winning on Procrustes
+    (``docs/results/rsdm_large.md``, §00). With the default r (:func:`default_slice_dimension`)
+    the rule is about ``p ≥ n/4``.
     """
     return "polar" if r <= p else "armijo"
 
@@ -440,7 +441,7 @@ class RSDM(IterativeSolver):
             warnings.warn(
                 f"{self.name} with the fixed step_size={self.step_size:g} made no progress: "
                 f"{stall}. The step is likely too large for this cost's scale: leave step_size "
-                f"unset (the polar step with memory, no tuning) or use a smaller step.",
+                f"unset (a line search with memory, no tuning) or use a smaller step.",
                 RuntimeWarning, stacklevel=3)
         return {}
 
