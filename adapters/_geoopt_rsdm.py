@@ -30,14 +30,23 @@ Parameters on other manifolds are rejected. ``stabilize=k`` replaces each Stiefe
 its ``projx`` every k steps (default 1000, unlike RiemannianSGD, whose QR retraction
 re-orthonormalises at every step).
 
-Without ``lr`` (``lr=None``) the Stiefel step needs no tuning: ``step(closure)`` backtracks
-(:class:`~orthoplug.solvers.steps.ArmijoBacktracking`, with memory) on the loss the closure
-returns. All Stiefel parameters of the group move together by ``Y = Retr(−lr·η Γ)`` on their
-own slices; η is accepted when the loss drops by at least ``c·lr·η·Σ‖Γ‖²`` and multiplied by
-``contraction`` otherwise, and the next step starts from ``γη`` after a first-trial acceptance
-(γ = :data:`~orthoplug.solvers.rsdm.ARMIJO_GROWTH`, as the core solver),
-else from the accepted η. Such a group holds Stiefel parameters only, has
-``line_search=True`` and ``lr = 1.0`` in its dict: ``lr`` is then a factor on the searched
+Without ``lr`` (``lr=None``) the Stiefel step needs no tuning: ``step(closure)`` backtracks on
+the loss the closure returns with the core solver's default rule (``line_search="auto"``,
+:func:`~orthoplug.solvers.rsdm.default_line_search`): the ``"polar"`` step when ``r ≤ p`` for
+every Stiefel parameter of the group (about ``p ≥ n/4`` with the default r), else Armijo.
+Polar (:class:`~orthoplug.solvers.rsdm.PolarSlice`,
+:func:`~orthoplug.solvers.rsdm.polar_search`, with memory): all Stiefel parameters of the group
+move together, each on its own slice by ``Y = polar(CCᵀ/(lr·η) − BCᵀ)`` (``B = P(r)G``,
+``C = P(r)X``); η is accepted when the loss is at most the majorisation
+``f0 + Σ (⟨B, Δ⟩ + ‖Δ‖²/(2·lr·η))``, ``Δ = (Y − I)C``, multiplied by ``contraction`` otherwise
+and doubled after a first-trial acceptance. Armijo (``line_search="armijo"``,
+:class:`~orthoplug.solvers.steps.ArmijoBacktracking`, with memory): ``Y = Retr(−lr·η Γ)``,
+accepted when the loss drops by at least ``c·lr·η·Σ‖Γ‖²``, the next step starting from ``γη``
+after a first-trial acceptance (γ = :data:`~orthoplug.solvers.rsdm.ARMIJO_GROWTH`, as the core
+solver), else from the accepted η. Both rules are the core's
+(:func:`~orthoplug.solvers.rsdm.step_rule`), so the defaults of the two front-ends take the
+same steps. Such a group holds Stiefel parameters only and has
+``line_search`` set and ``lr = 1.0`` in its dict: ``lr`` is then a factor on the searched
 steps, so torch's schedulers work on it too (``lr = 0``: no move). Every group's direction
 comes from the gradient at the start of the step; every group's ``lr`` is read at every step.
 Each Stiefel parameter's start point is checked at its first step (``ValueError`` naming the
@@ -69,11 +78,15 @@ import torch
 
 from orthoplug.geometry.submanifold import RETRACTIONS, SAMPLINGS, submanifold_gradient
 from orthoplug.solvers.rsdm import (
-    ARMIJO_GROWTH,
-    DEFAULT_FIRST_TRIAL,
+    DEFAULT_LINE_SEARCH,
+    LINE_SEARCHES,
+    PolarSlice,
+    default_line_search,
     default_slice_dimension,
+    polar_search,
     rotation,
     sample_slice,
+    step_rule,
 )
 from orthoplug.solvers.steps import ArmijoBacktracking, DecaySchedule
 
@@ -101,19 +114,25 @@ class RSDM(OrthoplugOptimizer):
     Args:
         params: parameters or parameter groups (groups may override every option below).
         lr: step size η ≥ 0 (for Stiefel parameters the RSDM step, for the others SGD's), or
-            ``None``: Armijo backtracking on the closure's loss, the group's ``lr`` then a
+            ``None``: the ``line_search`` on the closure's loss, the group's ``lr`` then a
             factor (1.0) on the searched step (see the module docstring).
         r: slice dimension, ``2 ≤ r ≤ n`` for every Stiefel parameter of the group; default
             ``max(2, round(√(np)/2))`` for each n×p parameter
             (:func:`~orthoplug.solvers.rsdm.default_slice_dimension`, as the pymanopt optimizer).
         sampling: ``"permutation"`` (RSDM-P, default) or ``"orthogonal"`` (RSDM-O).
-        retraction: on O(r): ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
+        retraction: on O(r): ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"`` (the
+            fixed and Armijo steps).
+        line_search: ``None`` (default: ``"auto"`` in a group with ``lr=None``, else the fixed
+            ``lr``), ``"auto"`` (``"polar"`` if ``r ≤ p`` for every Stiefel parameter of the
+            group, else ``"armijo"``; the group's dict then holds the rule chosen), ``"polar"`` or
+            ``"armijo"`` (as :class:`~orthoplug.solvers.rsdm.RSDM`'s; given with an ``lr``, that
+            ``lr`` is the factor on the searched step).
         momentum, dampening, weight_decay, nesterov: RiemannianSGD's, for non-manifold
             parameters.
         schedule, decay_time: the step's decay ``s(k)`` with ``lr`` (as
             :class:`~orthoplug.solvers.rsdm.StochasticRSDM`; default constant).
-        contraction, sufficient_decrease, max_backtracks: Armijo's β, c and rejections per
-            step (``lr=None``; as :class:`~orthoplug.solvers.rsdm.RSDM`).
+        contraction, sufficient_decrease, max_backtracks: the line search's β, Armijo's c and
+            the rejections per step (``lr=None``; as :class:`~orthoplug.solvers.rsdm.RSDM`).
         stabilize: project Stiefel parameters back (``projx``, O(np²)) every this many steps
             (default 1000, the rule of :data:`~adapters._torch.STABILIZE`; ``None``: never).
             RSDM multiplies by orthogonal matrices and never corrects round-off.
@@ -125,7 +144,7 @@ class RSDM(OrthoplugOptimizer):
     Raises:
         ValueError: bad options, ``r`` out of range for a parameter, a parameter on a
             manifold other than Stiefel / Euclidean, or a Euclidean parameter in a group
-            without ``lr``.
+            with a line search.
         RuntimeError: ``step()`` without a closure in a group without ``lr``.
         FloatingPointError: (``step``) a non-finite loss or gradient; the parameters are those
             before the step.
@@ -133,7 +152,8 @@ class RSDM(OrthoplugOptimizer):
 
     def __init__(self, params: Iterable[torch.Tensor | dict],
                  lr: float | None = None, r: int | None = None, *,
-                 sampling: str = "permutation", retraction: str = "qr", momentum: float = 0.0,
+                 sampling: str = "permutation", retraction: str = "qr",
+                 line_search: str | None = None, momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
                  schedule: str | Callable[[int], float] = "constant", decay_time: float = 1000.0,
                  contraction: float = 0.5,
@@ -141,7 +161,8 @@ class RSDM(OrthoplugOptimizer):
                  stabilize: int | None = STABILIZE, seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
-        defaults = dict(lr=lr, line_search=False, r=r, sampling=sampling, retraction=retraction,
+        defaults = dict(lr=lr, line_search=line_search, r=r, sampling=sampling,
+                        retraction=retraction,
                         momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov,
                         schedule=schedule, decay_time=decay_time, contraction=contraction,
@@ -155,12 +176,16 @@ class RSDM(OrthoplugOptimizer):
 
     # ---- validation and step rules ----------------------------------------------------------
     def _check_group(self, group: dict):
+        if group["line_search"] not in LINE_SEARCHES:
+            raise ValueError(f"line_search must be one of {LINE_SEARCHES}, got "
+                             f"{group['line_search']!r}")
         if group["lr"] is None:
-            group["lr"], group["line_search"] = 1.0, True
+            group["lr"] = 1.0
+            group["line_search"] = group["line_search"] or DEFAULT_LINE_SEARCH
         if group["line_search"] and any(not _is_stiefel(p) for p in group["params"]):
-            raise ValueError("a group with lr=None (Armijo on the closure's loss) takes "
-                             "Stiefel parameters only: give the other parameters their own "
-                             "group with an lr")
+            raise ValueError("a group with lr=None or a line_search (backtracking on the "
+                             "closure's loss) takes Stiefel parameters only: give the other "
+                             "parameters their own group with an lr")
         super()._check_group(group)
         r = group["r"]
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2):
@@ -172,8 +197,8 @@ class RSDM(OrthoplugOptimizer):
                              f"choose from {RETRACTIONS}")
         for key in ("momentum", "dampening", "weight_decay"):
             check_number(key, group[key])
-        self._new_rule({**group, "line_search": True})  # the Armijo options, checked
-        self._new_rule({**group, "line_search": False})  # the schedule, checked
+        self._new_rule({**group, "line_search": "armijo"})  # the backtracking options, checked
+        self._new_rule({**group, "line_search": None})  # the schedule, checked
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         for p in group["params"]:
@@ -186,6 +211,10 @@ class RSDM(OrthoplugOptimizer):
             elif not _is_euclidean(p):
                 raise ValueError(f"RSDM supports Stiefel manifold parameters (and Euclidean "
                                  f"ones), got {p.manifold!r}")
+        if group["line_search"] == "auto":  # the core's rule, for every parameter of the group
+            rules = {default_line_search(p.shape[-1], group["r"] or default_slice_dimension(
+                *p.shape[-2:])) for p in group["params"] if _is_stiefel(p)}
+            group["line_search"] = "polar" if rules == {"polar"} else "armijo"
 
     def add_param_group(self, param_group: dict):
         """torch's, with the group checked (:meth:`_check_group`) and its step rule made."""
@@ -194,12 +223,12 @@ class RSDM(OrthoplugOptimizer):
 
     @staticmethod
     def _new_rule(group: dict) -> ArmijoBacktracking | DecaySchedule:
-        """The group's step rule: Armijo without ``lr``, else the ``lr`` schedule."""
+        """The group's step rule: the line search's backtracking (as the core's), else the
+        ``lr`` schedule."""
         if group["line_search"]:
-            return ArmijoBacktracking(DEFAULT_FIRST_TRIAL, contraction=group["contraction"],
-                                      sufficient_decrease=group["sufficient_decrease"],
-                                      max_backtracks=group["max_backtracks"],
-                                      growth=ARMIJO_GROWTH)
+            return step_rule(group["line_search"], contraction=group["contraction"],
+                             sufficient_decrease=group["sufficient_decrease"],
+                             max_backtracks=group["max_backtracks"])
         return DecaySchedule(group["schedule"], group["decay_time"])
 
     def _extra_state(self) -> dict:
@@ -223,8 +252,8 @@ class RSDM(OrthoplugOptimizer):
         self._check_start()
         if closure is None:
             if any(group["line_search"] for group in self.param_groups):
-                raise RuntimeError("RSDM with lr=None backtracks on the loss: call "
-                                   "step(closure) with a closure that returns the loss")
+                raise RuntimeError("RSDM with lr=None or a line_search backtracks on the loss: "
+                                   "call step(closure) with a closure that returns the loss")
             loss, value = None, None
             self._average_gradients()
         else:
@@ -236,7 +265,9 @@ class RSDM(OrthoplugOptimizer):
             if self._check_lr(group["lr"]) == 0:
                 continue
             if group["line_search"]:
-                accepted = self._armijo_group(group, rule, grads, closure, value)
+                search = (self._polar_group if group["line_search"] == "polar"
+                          else self._armijo_group)
+                accepted = search(group, rule, grads, closure, value)
                 if accepted is not None:
                     loss, value = accepted
             else:
@@ -252,22 +283,23 @@ class RSDM(OrthoplugOptimizer):
         return loss
 
     def _slice(self, p, grad, group):
-        """A random slice of ``p``, ``C = P(r)X`` and ``Γ`` from ``grad`` (the core's step)."""
+        """A random slice of ``p``, ``C = P(r)X`` and ``B = P(r)G`` from ``grad`` (the core's
+        step)."""
         x = p.data
         r = group["r"] or default_slice_dimension(*x.shape[-2:])
         sub = sample_slice(x, r, group["sampling"], self.generator(x.device))
-        c = sub.restrict(x)
-        return sub, c, submanifold_gradient(sub.restrict(grad), c)
+        return sub, sub.restrict(x), sub.restrict(grad)
 
     def _rsdm_step(self, p, grad, group, eta):
-        sub, c, gamma = self._slice(p, grad, group)
-        sub.apply_(p.data, rotation(gamma, eta, group["retraction"]), c)
+        sub, c, b = self._slice(p, grad, group)
+        sub.apply_(p.data, rotation(submanifold_gradient(b, c), eta, group["retraction"]), c)
 
     def _armijo_group(self, group, rule: ArmijoBacktracking, grads, closure, f0: float):
         """One backtracking step of all of the group's Stiefel parameters; the accepted
         ``(loss, value)``, or ``None`` if no step was taken."""
-        moves = [(p, p.data.clone(), *self._slice(p, grads[p], group))
-                 for p in group["params"] if p in grads]
+        moves = [(p, p.data.clone(), sub, c, submanifold_gradient(b, c))
+                 for p in group["params"] if p in grads
+                 for sub, c, b in [self._slice(p, grads[p], group)]]
         slope = sum(float((gamma * gamma).sum()) for *_, gamma in moves)
         if not moves or slope == 0.0:
             return None
@@ -289,6 +321,33 @@ class RSDM(OrthoplugOptimizer):
         if rule.search(attempt):
             return accepted[0]
         for p, x0, *_ in moves:  # no acceptable step: stay (the next step starts smaller)
+            p.data.copy_(x0)
+        return None
+
+    def _polar_group(self, group, rule: ArmijoBacktracking, grads, closure, f0: float):
+        """One :func:`~orthoplug.solvers.rsdm.polar_search` step of all of the group's Stiefel
+        parameters (the core's ``"polar"`` rule, the majorisation tested on the closure's loss,
+        the step ``lr·η``); the accepted ``(loss, value)``, or ``None`` if no step was taken."""
+        moves = [(p, p.data.clone(), *self._slice(p, grads[p], group))
+                 for p in group["params"] if p in grads]
+        if not moves:
+            return None
+        accepted = []
+
+        def move(ys, bound: float) -> bool:
+            for (p, x0, sub, c, _), y in zip(moves, ys, strict=True):
+                p.data.copy_(x0)
+                sub.apply_(p.data, y, c)
+            loss, value = self._evaluate(closure)
+            if value <= bound:  # False for NaN
+                accepted.append((loss, value))
+                return True
+            return False
+
+        if polar_search(rule, [PolarSlice(b, c) for *_, c, b in moves], f0, move,
+                        scale=group["lr"]):
+            return accepted[0]
+        for p, x0, *_ in moves:  # no acceptable step: stay
             p.data.copy_(x0)
         return None
 

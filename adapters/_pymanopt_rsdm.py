@@ -50,11 +50,13 @@ class RSDM(SolverOptimizer):
         r: slice dimension, ``2 ≤ r ≤ n``; default ``max(2, round(√(np)/2))``
             (:func:`~orthoplug.solvers.rsdm.default_slice_dimension`, as the geoopt optimizer).
         sampling: ``"permutation"`` (RSDM-P) or ``"orthogonal"`` (RSDM-O).
-        step_size: fixed step η, or ``None`` (default): Armijo backtracking with memory, no
+        step_size: fixed step η, or ``None`` (default): ``line_search="auto"`` with memory, no
             tuning (for the stochastic variant: η = 1 with the ``schedule``, default constant).
         retraction: on O(r): ``"qr"``, ``"polar"``, ``"cayley"``, ``"exp"``.
-        line_search: ``None``, ``"armijo"`` or ``"polar"``.
-        contraction: Armijo's β ∈ (0, 1).
+        line_search: ``None`` (``"auto"`` when no ``step_size`` is given, else the fixed
+            step), ``"auto"`` (``"polar"`` when ``r ≤ p``, else ``"armijo"``:
+            :func:`~orthoplug.solvers.rsdm.default_line_search`), ``"polar"`` or ``"armijo"``.
+        contraction: the line search's β ∈ (0, 1).
         sufficient_decrease: Armijo's c ∈ (0, 1).
         max_backtracks: trials per slice step before the step is skipped.
         stabilize: replace X by its polar factor every this many slice steps (``None``:

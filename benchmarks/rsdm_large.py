@@ -7,11 +7,13 @@ For every n in ``--ns``, p = f·n for f in ``--fractions`` (default 1/10, 1/2, 3
 problems (data, start X0 and closed-form optimum of :mod:`benchmarks.rsdm_stiefel`'s ``Bench``:
 PCA ``F = −½tr(XᵀAX)``, F* from the eigenvalues; Procrustes in the linear form, F* from the SVD),
 the methods run one after the other in this process (so their times compare): RSDM-P with the
-default Armijo step and r = factor × the default r (``--r-factors``, default 1 only) and pymanopt
+default step rule (no step given) and r = factor × the default r (``--r-factors``, default 1
+only) and pymanopt
 ConjugateGradient, each until the relative gap ``|F − F*|/|F*|`` is ≤ ``--gap`` (default 1e-3)
 or ``--max-time`` seconds; the times to 1e-2 and 1e-3 are recorded. ``--repeats`` runs the
-interleaved sequence that many times (medians reported). ``--rules armijo polar`` adds RSDM-P with
-``line_search="polar"`` (same r) to each instance. ``--clock cpu`` times every run in this
+interleaved sequence that many times (medians reported). ``--rules default armijo polar`` runs
+RSDM-P with no step given, with ``line_search="armijo"`` and with ``line_search="polar"`` (same
+r) on each instance. ``--clock cpu`` times every run in this
 process's CPU seconds instead of wall seconds (one thread per method, so the work done,
 independent of the share of a loaded machine the process got).
 
@@ -45,7 +47,9 @@ from orthoplug.solvers.rsdm import default_slice_dimension  # noqa: E402
 
 LEVELS = ("1e-02", "1e-03")
 #: RSDM-P variants of ``--rules``: the step rule's name in rsdm_stiefel's ``RSDM_VARIANTS``
-RULES = {"armijo": "RSDM-P-armijo", "polar": "RSDM-P-polar"}
+RULES = {"default": "RSDM-P-default", "armijo": "RSDM-P-armijo", "polar": "RSDM-P-polar"}
+#: the method label of each rule ("RSDM": the default)
+LABELS = {"default": "RSDM", "armijo": "RSDM-armijo", "polar": "RSDM-polar"}
 
 
 def limit_threads(threads: int) -> None:
@@ -57,12 +61,13 @@ def limit_threads(threads: int) -> None:
 
 
 def run_one(bench: Bench, method: str, r: int | None, gap: float, cap: float):
-    """One run of ``method`` ("RSDM" (Armijo) or "RSDM-polar" with slice dimension r, or "CG")
-    to ``gap``."""
+    """One run of ``method`` (a label of :data:`LABELS` with slice dimension r, or "CG") to
+    ``gap``."""
     if method == "CG":
         return run_pymanopt(bench, "CG", gap, cap)
     bench.r = r
-    return run_rsdm(bench, RULES["polar" if method == "RSDM-polar" else "armijo"], {}, gap, cap)
+    rule = next(rule for rule, label in LABELS.items() if label == method)
+    return run_rsdm(bench, RULES[rule], {}, gap, cap)
 
 
 def _status_kib(field: str) -> int:
@@ -103,13 +108,14 @@ def main(argv=None) -> int:
                         choices=["pca", "procrustes"])
     parser.add_argument("--r-factors", nargs="+", type=float, default=[1.0],
                         help="RSDM runs with r = factor × the default r (rounded, in [2, n])")
+    parser.add_argument("--seed", type=int, default=42, help="the instances' data and start")
     parser.add_argument("--gap", type=float, default=1e-3)
     parser.add_argument("--max-time", type=float, default=120.0, help="cap per run, seconds")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--memory-time", type=float, default=20.0,
                         help="cap of the memory runs (0: no memory measurement)")
-    parser.add_argument("--rules", nargs="+", default=["armijo"], choices=list(RULES),
-                        help="RSDM-P step rules run at each r (the default is armijo)")
+    parser.add_argument("--rules", nargs="+", default=["default"], choices=list(RULES),
+                        help="RSDM-P step rules run at each r (default: no step given)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="time the runs in wall seconds or in this process's CPU seconds")
     parser.add_argument("--threads", type=int, default=1)
@@ -131,11 +137,12 @@ def main(argv=None) -> int:
             p = max(1, round(frac * n))
             r0 = default_slice_dimension(n, p)
             rs = sorted({min(n, max(2, round(f * r0))) for f in args.r_factors})
-            rsdm = ["RSDM" if rule == "armijo" else "RSDM-polar" for rule in args.rules]
+            rsdm = [LABELS[rule] for rule in args.rules]
             methods = [(m, r) for r in rs for m in rsdm] + [("CG", None)]
             for kind in args.problems:
-                bench = Bench(kind, n, p, r0)
-                entry = {"problem": kind, "n": n, "p": p, "default_r": r0, "runs": {}}
+                bench = Bench(kind, n, p, r0, seed=args.seed)
+                entry = {"problem": kind, "n": n, "p": p, "seed": args.seed, "default_r": r0,
+                         "runs": {}}
                 print(f"\n== {kind} n={n} p={p} (default r = {r0}) ==", flush=True)
                 times = {f"{m}" if r is None else f"{m} r={r}": [] for m, r in methods}
                 for _ in range(args.repeats):  # interleaved: RSDM(s), CG, RSDM(s), CG, ...
@@ -164,7 +171,7 @@ def main(argv=None) -> int:
                     print("  peak MiB above the start: " + "  ".join(
                         f"{k} {v:.1f}" for k, v in entry["peak_mib"].items()), flush=True)
                 cg = entry["runs"]["CG"]["median_seconds_to"]
-                for method in rsdm:  # "cg_over_rsdm" (Armijo), "cg_over_rsdm-polar"
+                for method in rsdm:  # "cg_over_rsdm" (default), "cg_over_rsdm-polar", ...
                     own = entry["runs"][f"{method} r={r0}"]["median_seconds_to"]
                     entry[f"cg_over_{method.lower()}"] = ratio = {
                         lv: (cg[lv] / own[lv] if cg[lv] and own[lv] else None) for lv in LEVELS}

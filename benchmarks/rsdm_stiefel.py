@@ -10,8 +10,9 @@ relative gap ``|F − F*|/|F*|`` (closed-form F*) is ≤ ``--gap`` (default 1e-6
 to that point is reported, with each method's time divided by the best RSDM time. Methods:
 
 * RSDM-P, RSDM-O (orthoplug; the paper's fixed step, tuned; QR retraction on O(r));
-  RSDM-P-armijo / RSDM-O-armijo (no step given: the default Armijo rule with memory) and
-  RSDM-P-polar (``line_search="polar"``: the proximal-linear polar step on the slice);
+  RSDM-P-default / RSDM-O-default (no step given: the default rule, ``line_search="auto"``),
+  RSDM-P-armijo / RSDM-O-armijo (Armijo with memory) and RSDM-P-polar (``line_search="polar"``:
+  the proximal-linear polar step on the slice);
 * pymanopt SteepestDescent and ConjugateGradient (their own Armijo line searches, QR
   retraction of pymanopt's Stiefel), and TrustRegions with the Euclidean Hessian (``−AU`` for
   PCA, zero for the linear form of Procrustes);
@@ -65,7 +66,9 @@ SCALING_SIZES = {"paper": ((1000, 2000, 4000), 700), "quick": ((200, 400, 800), 
 MID_SIZES = {"pca": (1000, 600, 300), "procrustes": (1000, 1000, 450)}
 EXPERIMENTS = {exp.name: exp for exp in RSDM_EXPERIMENTS}
 #: RSDM step rules beyond the tuned fixed step of ``RSDM-P`` / ``RSDM-O`` (issue #18)
-RSDM_VARIANTS = {"RSDM-P-armijo": {}, "RSDM-O-armijo": {},  # no step: the default rule
+RSDM_VARIANTS = {"RSDM-P-default": {}, "RSDM-O-default": {},  # no step: the default rule
+                 "RSDM-P-armijo": {"line_search": "armijo"},
+                 "RSDM-O-armijo": {"line_search": "armijo"},
                  "RSDM-P-polar": {"line_search": "polar"}}
 METHODS = ("RSDM-P", "RSDM-O", *RSDM_VARIANTS, "pymanopt-SD", "pymanopt-CG", "pymanopt-TR",
            "geoopt-RSGD", "geoopt-RAdam", "Landing")

@@ -46,20 +46,31 @@ RSDM-O         sampling O(nr²) (QR); ``B, C`` O(npr) + ``T_g``; retraction O(r�
                O(npr) (rank-r).  Total O(npr + nr²) + ``T_g`` (quadratic: the cached ``CX``
                is updated in O(n²r + npr)).
 stochastic     as above with ``T_g`` = one minibatch gradient.
-Armijo         per trial in addition: the retraction and ``Y C`` (O(r³ + r²p)) and the cost,
-               priced on the rows (quadratic trackers O(r²p), oracles with a
-               ``row_value_change``), else one cost evaluation.
+line search    per trial in addition: the retraction (Armijo: an r×r QR; polar: an r×r
+               SVD, with ``S`` and ``CCᵀ`` O(r²p) once per slice step) and ``Y C``
+               (O(r³ + r²p)) and the cost, priced on the rows (quadratic trackers O(r²p),
+               oracles with a ``row_value_change``), else one cost evaluation.
 =============  ==============================================================================
 
-Step size. The default (no ``step_size`` given) needs no tuning: Armijo backtracking on the
-slice with memory, accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`` (``−‖Γ‖²`` is the slope of
+Step size. The default (no ``step_size`` given) needs no tuning: ``line_search="auto"``, by
+the shape (:func:`default_line_search`): the ``"polar"`` step when ``r ≤ p`` (about
+``p ≥ n/4`` with the default r), else Armijo. The polar step
+(:class:`PolarSlice`, :func:`polar_search`) is ``Y = polar(CCᵀ/η − S)`` with ``S = BCᵀ``, the
+exact minimiser over SO(r) of the proximal-linear model ``⟨B, Δ⟩ + ‖Δ‖²/(2η)``,
+``Δ = (Y − I)C``, with ``1/η`` a Lipschitz estimate kept with memory: a trial is accepted when
+``F(X⁺)`` is at most the model's value (a majorisation test), η is halved otherwise and doubled
+after a first-trial acceptance, from a first η of 1: a rotation that minimises the model over
+the whole slice moves further than a step along ``−Γ``, so it needs about half the slice steps
+of the Armijo step, at one r×r SVD per trial. ``line_search="armijo"`` is backtracking on the slice
+with memory, accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`` (``−‖Γ‖²`` is the slope of
 ``F(U(Retr(−tΓ))X)`` at ``t = 0``) and shrinking ``η ← βη`` otherwise; the first trial of the
 next iteration is ``γη`` (γ = :data:`ARMIJO_GROWTH` = 1.25) after a first-trial acceptance,
 else the accepted ``η`` (so the step grows or shrinks geometrically to the cost's scale, from
 a first trial of 1; a slow growth keeps the first trial near the largest acceptable step,
 where γ = 2 overshoots it on about every other slice step once η has reached the cost's
-scale). For a quadratic cost (:class:`~orthoplug.oracles.core.QuadraticTracker`) a trial is
-priced on the slice alone, ``F(X⁺) − F(X) = s⟨Δ, (2(CX)[B] + C_BB Δ)D⟩`` in O(r²p), and only the
+scale). For a quadratic cost (:class:`~orthoplug.oracles.core.QuadraticTracker`) a trial of
+either rule is priced on the slice alone,
+``F(X⁺) − F(X) = s⟨Δ, (2(CX)[B] + C_BB Δ)D⟩`` in O(r²p), and only the
 accepted one updates the cached ``CX``; likewise with a
 :class:`~orthoplug.oracles.rows.RowGradientOracle` given a ``row_value_change`` (Procrustes:
 ``−2s⟨M[B], Δ⟩`` in O(rp)), whose tracker then keeps F current from the accepted changes.
@@ -70,17 +81,19 @@ has not decreased over :data:`STALL_WINDOW` evaluations while the gradient is no
 
 Both front-ends run the same code: :func:`sample_slice`,
 :func:`~orthoplug.geometry.submanifold.submanifold_gradient` and :func:`rotation` make the step,
-the step-size rules are
-:class:`~orthoplug.solvers.steps.ArmijoBacktracking` and
-:class:`~orthoplug.solvers.steps.DecaySchedule`; the random stream is one generator (the run's,
-or the torch optimizer's per device) that draws, per iteration, the minibatch (stochastic RSDM:
-first) and then the slice. So the same seed gives the same iterates in both front-ends.
+the step-size rules are :func:`step_rule`
+(:class:`~orthoplug.solvers.steps.ArmijoBacktracking`), :class:`PolarSlice` with
+:func:`polar_search`, and :class:`~orthoplug.solvers.steps.DecaySchedule`; the random stream
+is one generator (the run's, or the torch optimizer's per device) that draws, per iteration,
+the minibatch (stochastic RSDM: first) and then the slice. So the same seed gives the same
+iterates in both front-ends.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import torch
 
@@ -108,14 +121,19 @@ from .base import IterativeSolver, Run
 from .steps import ArmijoBacktracking, DecaySchedule, StallWatch
 
 __all__ = ["RSDM", "StochasticRSDM", "STALL_WINDOW", "ARMIJO_GROWTH", "default_slice_dimension",
-           "sample_slice", "rotation"]
+           "sample_slice", "rotation", "PolarSlice", "polar_search", "step_rule",
+           "default_line_search"]
 
-#: first trial step of the default (Armijo) rule when no ``step_size`` is given
+#: first η of the line search when no ``step_size`` is given
 DEFAULT_FIRST_TRIAL = 1.0
 #: evaluations without a decrease of the cost after which a fixed step warns
 STALL_WINDOW = 5
 #: the Armijo rule's factor on η after a first-trial acceptance (both front-ends)
 ARMIJO_GROWTH = 1.25
+#: the line searches; ``None`` is the fixed step, ``"auto"`` picks one by the shape
+LINE_SEARCHES = (None, "auto", "armijo", "polar")
+#: the line search of both front-ends when no step size is given (:func:`default_line_search`)
+DEFAULT_LINE_SEARCH = "auto"
 #: largest η of the polar step (on a linear cost it doubles at every iteration)
 _ETA_MAX = 1e15
 
@@ -153,15 +171,97 @@ def rotation(gamma: torch.Tensor, eta: float, retraction: str) -> torch.Tensor:
 
 
 def _rotation_polar(w: torch.Tensor) -> torch.Tensor:
-    """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩`` (in float64): the polar factor ``UVᵀ`` of ``w = UΣVᵀ``
-    when its determinant is +1, else ``U diag(1, …, 1, −1) Vᵀ`` (the direction of the smallest
-    singular value flipped, from the same SVD), so that RSDM's steps stay rotations (SO(n)
-    stays SO(n))."""
+    """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩`` (in float64) for each r×r matrix of ``w`` (shape
+    ``(..., r, r)``): the polar factor ``UVᵀ`` of ``w = UΣVᵀ`` when its determinant is +1, else
+    ``U diag(1, …, 1, −1) Vᵀ`` (the direction of the smallest singular value flipped, from the
+    same SVD), so that RSDM's steps stay rotations (SO(n) stays SO(n))."""
     u, _, vt = torch.linalg.svd(w.double())  # singular values in descending order
     y = u @ vt
-    if float(torch.linalg.det(y)) < 0:
-        y = y - 2.0 * u[:, -1:] @ vt[-1:]
+    flip = torch.linalg.det(y) < 0
+    if bool(flip.any()):
+        y = y - 2.0 * (flip[..., None, None] * u[..., :, -1:]) @ vt[..., -1:, :]
     return y.to(w.dtype)
+
+
+class PolarSlice:
+    r"""The proximal-linear model of one slice step (the ``"polar"`` rule, both front-ends).
+
+    For the slice rows ``C = P(r)X`` and gradient rows ``B = P(r)∇F(X)`` (shape ``(..., r, p)``;
+    leading indices are independent slices), the trial with the inverse Lipschitz estimate η is
+    the exact minimiser over SO(r) (over O(r) too when ``p < r``) of the model
+    ``m_η(Y) = ⟨B, Δ⟩ + ‖Δ‖²/(2η)``, ``Δ = (Y − I)C``: since ``‖YC‖ = ‖C‖``,
+    ``m_η(Y) = ⟨Y, S − CCᵀ/η⟩ + const`` with ``S = BCᵀ``, so ``Y = polar(CCᵀ/η − S)``
+    (:func:`_rotation_polar`, one r×r SVD). ``S`` and ``CCᵀ`` are formed once per slice
+    (O(r²p)); each trial costs the SVD and ``YC`` (O(r³ + r²p)).
+    """
+
+    def __init__(self, b: torch.Tensor, c: torch.Tensor):
+        self.b, self.c = b, c
+        self.s, self.k = b @ c.mT, c @ c.mT
+
+    def trial(self, eta: float) -> tuple[torch.Tensor, float]:
+        """``Y = polar(CCᵀ/η − S)`` and its model value ``m_η(Y) = ⟨B, Δ⟩ + ‖Δ‖²/(2η)``
+        (summed over the leading indices)."""
+        y = _rotation_polar(self.k / eta - self.s)
+        delta = y @ self.c - self.c
+        return y, float((self.b * delta).sum()) + float((delta * delta).sum()) / (2.0 * eta)
+
+
+def polar_search(rule: ArmijoBacktracking, slices: list[PolarSlice], f0: float,
+                 move: Callable[[list[torch.Tensor], float], bool],
+                 scale: float = 1.0) -> bool:
+    """The ``"polar"`` rule's backtracking: offer η (from ``rule``) to all ``slices`` at once,
+    with the step ``scale·η`` (the geoopt group's ``lr``), and accept when the cost after the
+    move is at most the majorisation ``f0 + Σ m(Y)`` (:class:`PolarSlice`); the rule multiplies
+    η by its contraction otherwise and doubles it after a first-trial acceptance.
+    ``move(ys, bound)`` moves to the trial rotations ``ys`` and returns whether the cost there
+    is ≤ ``bound``; after a rejection the caller keeps the start point (the core restores the
+    rows at once, the geoopt optimizer before the next trial and after a search without a
+    step). A model value ≥ 0 means the slices are stationary to round-off: the search ends
+    without a step. Returns whether a step was taken."""
+
+    def attempt(eta: float) -> bool | None:
+        trials = [piece.trial(scale * eta) for piece in slices]
+        model = sum(value for _, value in trials)
+        if not model < 0.0:  # nothing to gain
+            return None
+        return move([y for y, _ in trials], f0 + model)
+
+    return rule.search(attempt)
+
+
+def default_line_search(p: int, r: int) -> str:
+    """The line search of ``line_search="auto"`` (the default of both front-ends when no step
+    size is given) for an n×p iterate and slice dimension r: ``"polar"`` when ``r ≤ p``, else
+    ``"armijo"``.
+
+    Rule (shape only): for ``r ≤ p`` the slice rows ``C`` have rank r (generically), so the
+    polar step's model ``⟨B, Δ⟩ + ‖(Y − I)C‖²/(2η)`` is proximal in every direction of the
+    slice, and its exact minimiser needs 1.5–4× fewer slice steps than the Armijo step; for
+    ``r > p`` the proximal term sees only p of the r directions, and the polar step lost to
+    Armijo on PCA (up to 2.3× to 1e-3) while winning on Procrustes
+    (``docs/results/rsdm_large.md``, §00). With the default r (:func:`default_slice_dimension`)
+    the rule is about ``p ≥ n/4``.
+    """
+    return "polar" if r <= p else "armijo"
+
+
+def step_rule(line_search: str | None, first_trial: float = DEFAULT_FIRST_TRIAL, *,
+              contraction: float = 0.5, sufficient_decrease: float = 1e-4,
+              max_backtracks: int = 30) -> ArmijoBacktracking:
+    """The backtracking of a line search (both front-ends): for ``"polar"`` η is an inverse
+    Lipschitz estimate, doubled after a first-trial acceptance and capped at ``_ETA_MAX``; for
+    ``"armijo"`` (and ``None``, to validate the options) a step grown by :data:`ARMIJO_GROWTH`.
+
+    Raises:
+        ValueError: an option out of range (:class:`~orthoplug.solvers.steps.ArmijoBacktracking`).
+    """
+    polar = line_search == "polar"
+    return ArmijoBacktracking(first_trial, contraction=contraction,
+                              sufficient_decrease=sufficient_decrease,
+                              max_backtracks=max_backtracks,
+                              max_step=_ETA_MAX if polar else math.inf,
+                              growth=2.0 if polar else ARMIJO_GROWTH)
 
 
 def _check_positive(name, value):
@@ -185,21 +285,25 @@ class RSDM(IterativeSolver):
             ``∝ r(r−1)`` per unit of the per-iteration cost ``2nrp + βr²p + γr³``.
         sampling: ``"permutation"`` (RSDM-P, default: r random rows, all by indexing) or
             ``"orthogonal"`` (RSDM-O: Haar-distributed r×n orthonormal rows).
-        step_size: a fixed step η > 0 (the paper's rule), or ``None`` (default): Armijo
-            backtracking with memory from a first trial of 1 (see the module docstring). With
-            ``line_search="armijo"``, the first trial step.
-        retraction: on O(r) at ``I_r``: ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``.
-        line_search: ``"armijo"`` (backtracking on the slice; the default when no
-            ``step_size`` is given), ``None`` (the fixed ``step_size``), or ``"polar"``: the
+        step_size: a fixed step η > 0 (the paper's rule), or ``None`` (default):
+            ``line_search="auto"`` from a first η of 1 (see the module docstring). With a
+            ``line_search``, its first η.
+        retraction: on O(r) at ``I_r``: ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``
+            (the fixed and Armijo steps; the polar step is a rotation by construction).
+        line_search: ``"auto"`` (the default when no ``step_size`` is given): ``"polar"`` when
+            ``r ≤ p``, else ``"armijo"`` (:func:`default_line_search`). ``"polar"``: the
             proximal-linear slice step ``Y = polar(CCᵀ/η − S)``, ``S = BCᵀ``, the exact
             minimiser over SO(r) of ``⟨B, YC − C⟩ + ‖YC − C‖²/(2η)`` (over O(r) too when
             ``p < r``), with ``1/η`` a Lipschitz
-            estimate (accepted when ``F(X⁺)`` is below that model, halved otherwise, doubled
-            after a first-trial acceptance; ``step_size`` is the first η). On a linear cost
+            estimate (accepted when ``F(X⁺)`` is below that model, multiplied by
+            ``contraction`` otherwise, doubled after a first-trial acceptance). On a linear cost
             (Procrustes on St) every trial is accepted and the step tends to the exact block
             minimiser ``polar(−S)``. Costs one r×r SVD per trial besides the O(r²p) products.
-        contraction: Armijo's β ∈ (0, 1) (default 0.5).
-        sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4).
+            ``"armijo"``: backtracking along ``−Γ`` on the slice; ``None``: the fixed
+            ``step_size``.
+        contraction: the line search's β ∈ (0, 1) (default 0.5).
+        sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4; the polar step's test is the
+            majorisation).
         max_backtracks: trials per iteration before the step is skipped (default 30).
         stabilize: replace X by its polar factor every this many slice steps (O(np²));
             default 1000 (as the geoopt optimizer), ``None``: never.
@@ -209,8 +313,8 @@ class RSDM(IterativeSolver):
             ``seed``, ``eval_every`` — default ``⌈1/ρ⌉`` iterations clamped to [10, 1000],
             ``ρ = r(r−1)/(n(n−1))`` the fraction of the O(n) gradient one slice sees).
 
-    The run's ``info`` holds the options, ``step_rule`` (``"armijo"``, ``"polar"`` or
-    ``"fixed"``), ``backtracks`` and ``skipped_steps`` (line searches), and
+    The run's ``info`` holds the options, ``step_rule`` (the rule taken: ``"polar"``,
+    ``"armijo"`` or ``"fixed"``), ``backtracks`` and ``skipped_steps`` (line searches), and
     ``row_gradient_evaluations`` (RSDM-P reads of r gradient rows).
 
     Per-iteration cost (X is n×p): the slice gradient ``skew(B Cᵀ)`` with ``B = P(r)∇F(X)``,
@@ -240,11 +344,10 @@ class RSDM(IterativeSolver):
             raise ValueError(f"unknown sampling {sampling!r}; choose from {SAMPLINGS}")
         if retraction not in RETRACTIONS:
             raise ValueError(f"unknown retraction {retraction!r}; choose from {RETRACTIONS}")
-        if line_search not in (None, "armijo", "polar"):
-            raise ValueError(f"line_search must be None, 'armijo' or 'polar', got "
-                             f"{line_search!r}")
+        if line_search not in LINE_SEARCHES:
+            raise ValueError(f"line_search must be one of {LINE_SEARCHES}, got {line_search!r}")
         if step_size is None:  # no step given: a rule that needs no tuning
-            step_size, line_search = DEFAULT_FIRST_TRIAL, line_search or "armijo"
+            step_size, line_search = DEFAULT_FIRST_TRIAL, line_search or DEFAULT_LINE_SEARCH
         _check_positive("step_size", step_size)
         for key, val in (("stabilize", stabilize),
                          ("refresh_every", refresh_every)):
@@ -258,15 +361,13 @@ class RSDM(IterativeSolver):
         self.new_line_search()  # validates its options
         self.name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
 
-    def new_line_search(self) -> ArmijoBacktracking:
-        """A fresh step rule of the line search (also for ``line_search=None``: it validates
-        the options)."""
-        polar = self.line_search == "polar"  # η: an inverse Lipschitz estimate, doubled
-        return ArmijoBacktracking(self.step_size, contraction=self.contraction,
-                                  sufficient_decrease=self.sufficient_decrease,
-                                  max_backtracks=self.max_backtracks,
-                                  max_step=_ETA_MAX if polar else math.inf,
-                                  growth=2.0 if polar else ARMIJO_GROWTH)
+    def new_line_search(self, name: str | None = None) -> ArmijoBacktracking:
+        """A fresh step rule of the line search ``name`` (default: the option; also for
+        ``None``: it validates the options)."""
+        return step_rule(self.line_search if name is None else name, self.step_size,
+                         contraction=self.contraction,
+                         sufficient_decrease=self.sufficient_decrease,
+                         max_backtracks=self.max_backtracks)
 
     def new_schedule(self) -> DecaySchedule:
         """The fixed step's schedule (constant here)."""
@@ -309,7 +410,10 @@ class RSDM(IterativeSolver):
         run.r = self.slice_dimension(*x.shape[-2:])
         run.reorth = self.stabilize or 0
         run.refresh = self.refresh_every if isinstance(run.tracker, Refreshable) else 0
-        run.line_search = None if self.line_search is None else self.new_line_search()
+        run.step_rule = self.line_search
+        if run.step_rule == "auto":
+            run.step_rule = default_line_search(x.shape[-1], run.r)
+        run.line_search = None if run.step_rule is None else self.new_line_search(run.step_rule)
         run.schedule = self.new_schedule()
         fixed = self.line_search is None and self.watch_stall
         run.stall = StallWatch(STALL_WINDOW) if fixed else None
@@ -321,7 +425,8 @@ class RSDM(IterativeSolver):
                "step_rule": "fixed" if self.line_search is None else self.line_search}
         if run is not None:
             rule = run.line_search
-            out.update(r=run.r, backtracks=0 if rule is None else rule.backtracks,
+            out.update(r=run.r, step_rule=run.step_rule or "fixed",
+                       backtracks=0 if rule is None else rule.backtracks,
                        skipped_steps=0 if rule is None else rule.skipped,
                        row_gradient_evaluations=run.row_reads, slice_steps=run.slice_steps,
                        updates_per_iteration=run.updates)
@@ -336,7 +441,7 @@ class RSDM(IterativeSolver):
             warnings.warn(
                 f"{self.name} with the fixed step_size={self.step_size:g} made no progress: "
                 f"{stall}. The step is likely too large for this cost's scale: leave step_size "
-                f"unset (Armijo with memory, no tuning) or use a smaller step.",
+                f"unset (a line search with memory, no tuning) or use a smaller step.",
                 RuntimeWarning, stacklevel=3)
         return {}
 
@@ -356,9 +461,9 @@ class RSDM(IterativeSolver):
     def step(self, run: Run) -> None:
         tracker = run.tracker
         sub, c, b = self.slice_and_gradient(run)
-        if self.line_search == "polar":
+        if run.step_rule == "polar":
             self._polar_step(run, sub, c, b)
-        elif self.line_search == "armijo":
+        elif run.step_rule == "armijo":
             self._armijo(run, sub, c, submanifold_gradient(b, c))
         else:
             eta = run.schedule.next(self.step_size)
@@ -396,21 +501,11 @@ class RSDM(IterativeSolver):
 
     @staticmethod
     def _polar_step(run: Run, sub: Submanifold, c, b) -> None:
-        """``Y = polar(CCᵀ/η − BCᵀ)`` with backtracking on the majorisation ``F(X⁺) ≤ F(X) +
-        ⟨B, Δ⟩ + ‖Δ‖²/(2η)``, ``Δ = (Y − I)C``."""
+        """:func:`polar_search` on the slice: ``Y = polar(CCᵀ/η − BCᵀ)``, accepted when
+        ``F(X⁺) ≤ F(X) + ⟨B, Δ⟩ + ‖Δ‖²/(2η)``, ``Δ = (Y − I)C``."""
         tracker = run.tracker
-        f0 = float(tracker.value())
-        s_mat, k_mat = b @ c.mT, c @ c.mT
-
-        def attempt(eta: float) -> bool | None:
-            y = _rotation_polar(k_mat / eta - s_mat)
-            delta = y @ c - c
-            model = float((b * delta).sum()) + float((delta * delta).sum()) / (2.0 * eta)
-            if not model < 0.0:  # the slice is stationary to round-off: nothing to gain
-                return None
-            return _try(tracker, sub, c, y, f0 + model)
-
-        run.line_search.search(attempt)
+        polar_search(run.line_search, [PolarSlice(b, c)], float(tracker.value()),
+                     lambda ys, bound: _try(tracker, sub, c, ys[0], bound))
 
 
 def _try(tracker, sub: Submanifold, c, y, bound: float) -> bool:

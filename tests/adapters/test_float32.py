@@ -15,10 +15,12 @@ import torch
 from test_torch_conventions import (
     ALL,
     N_J,
+    R_ST,
     _closure,
     _loss,
     _manifold,
     _optimizer,
+    _param,
     _relative_violation,
     _run,
 )
@@ -98,3 +100,27 @@ def test_default_stabilize_bounds_the_float32_drift(name):
         if k % 1000 == 0:
             assert violation <= 2e-6, (k, violation)
     assert worst <= 100 * torch.finfo(torch.float32).eps, worst
+
+
+@pytest.mark.parametrize("line_search", [None, "armijo"])
+def test_rsdm_line_search_float32(line_search):
+    """The geoopt RSDM's step without ``lr`` (the default: the polar step at r = p = 3; and
+    Armijo) in float32: the losses the steps return never increase (each accepted trial's loss
+    is at most the majorisation / Armijo bound below the step's start loss, compared in
+    float32), 500 steps reach the float64 run's loss within 1e-3 and stay feasible to 1e-5, and
+    both dtypes take the rule asked for."""
+    losses = {}
+    for dtype in (torch.float64, torch.float32):
+        x = _param("RSDM", dtype)
+        opt = RSDM([x], r=R_ST, seed=0, line_search=line_search)
+        assert opt.param_groups[0]["line_search"] == (line_search or "polar")
+        closure = _closure("RSDM", opt, x)
+        trace = [float(closure().detach())]
+        for _ in range(STEPS):
+            trace.append(float(opt.step(closure).detach()))
+        assert all(b <= a for a, b in zip(trace, trace[1:], strict=False)), dtype
+        assert trace[-1] < trace[0] - 1.0
+        assert _relative_violation(x) <= (1e-5 if dtype == torch.float32 else 1e-12)
+        losses[dtype] = float(_loss("RSDM", x.detach().double()))
+    f64, f32 = losses[torch.float64], losses[torch.float32]
+    assert abs(f32 - f64) <= 1e-3 * abs(f64), (f32, f64)

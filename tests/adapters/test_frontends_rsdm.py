@@ -19,7 +19,8 @@ from orthoplug.adapters.geoopt import RSDM as GeooptRSDM
 from orthoplug.adapters.pymanopt import RSDM as PymanoptRSDM
 from orthoplug.geometry.stiefel import StiefelGeometry, qf
 from orthoplug.oracles import FiniteSumOracle, FunctionOracle
-from orthoplug.solvers.rsdm import RSDM, StochasticRSDM
+from orthoplug.problems.stiefel_problems import ProcrustesProblem
+from orthoplug.solvers.rsdm import RSDM, StochasticRSDM, default_line_search
 
 F64 = torch.float64
 N, P, R = 12, 3, 4
@@ -97,7 +98,7 @@ def _closure(opt, w, stochastic):
 
 
 def _torch_run(w, steps, stochastic, **options):
-    opt = GeooptRSDM([w], r=R, **options)
+    opt = GeooptRSDM([w], **{"r": R, **options})
     closure = _closure(opt, w, stochastic)
     for _ in range(steps):
         opt.step(closure)
@@ -106,7 +107,11 @@ def _torch_run(w, steps, stochastic, **options):
 
 CASES = {  # name: (pymanopt options, geoopt options, stochastic)
     "fixed": (dict(step_size=0.3), dict(lr=0.3), False),
-    "armijo": (dict(), dict(), False),
+    # no step given: line_search="auto", Armijo at r = 4 > p = 3, the polar step at r = 3 = p
+    "default": (dict(), dict(), False),
+    "default-polar": (dict(r=P), dict(r=P), False),
+    "armijo": (dict(line_search="armijo"), dict(line_search="armijo"), False),
+    "polar": (dict(line_search="polar"), dict(line_search="polar"), False),  # over O(4), p < r
     "stochastic": (dict(batch_size=BATCH, step_size=0.3, schedule="inverse", decay_time=10.0),
                    dict(lr=0.3, schedule="inverse", decay_time=10.0), True),
 }
@@ -116,11 +121,13 @@ CASES = {  # name: (pymanopt options, geoopt options, stochastic)
 @pytest.mark.parametrize("case", list(CASES))
 def test_pymanopt_and_geoopt_take_the_same_steps(case, sampling):
     """N iterations of the pymanopt optimizer = N ``step(closure)`` calls (same seed, start and
-    options) to 1e-10, and the iterates moved (the comparison is not vacuous)."""
+    options) to 1e-10, and the iterates moved (the comparison is not vacuous). Without a step
+    size both take the rule of the shape, and the line searches reject trials (their memory is
+    exercised)."""
     pym_options, geo_options, stochastic = CASES[case]
     steps, x0 = 30, _x0()
-    res = PymanoptRSDM(r=R, sampling=sampling, max_iterations=steps, min_gradient_norm=0.0,
-                       seed=4, **pym_options).run(
+    res = PymanoptRSDM(**{"r": R, **pym_options}, sampling=sampling, max_iterations=steps,
+                       min_gradient_norm=0.0, seed=4).run(
         _problem(), initial_point=x0.numpy(), oracle=finite_sum() if stochastic else None)
     assert res.iterations == steps
     w = _param(x0)
@@ -128,8 +135,11 @@ def test_pymanopt_and_geoopt_take_the_same_steps(case, sampling):
     point = torch.from_numpy(res.point)
     assert float((point - x0).abs().max()) > 1e-2
     assert float((w.detach() - point).abs().max()) <= 1e-10
-    if case == "armijo":
-        assert res.solver_result.info["backtracks"] > 0  # the rule's memory was exercised
+    rule = {"default": "armijo", "default-polar": "polar"}.get(case, case)
+    if rule in ("armijo", "polar"):
+        info = res.solver_result.info
+        assert info["step_rule"] == rule
+        assert info["backtracks"] > 0  # the rule's memory was exercised
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -226,3 +236,25 @@ def test_a_non_finite_loss_or_gradient_is_named_and_the_last_good_point_kept():
     with pytest.raises(FloatingPointError, match="non-finite gradient of parameter 0"):
         opt.step()
     assert torch.equal(w.detach(), good)
+
+
+def test_default_line_search_follows_the_shape():
+    """No step given (``line_search="auto"``): the polar step iff r ≤ p, in the core (the run's
+    ``step_rule``) and in the geoopt door (per group: polar only if every Stiefel parameter of
+    the group has r ≤ p; the group's dict holds the rule); a bad name is refused."""
+    assert default_line_search(5, 5) == "polar" and default_line_search(4, 5) == "armijo"
+    pr = ProcrustesProblem.make(20, 6, seed=0)
+    x0 = qf(torch.randn(20, 6, dtype=F64, generator=_gen(5)))
+    for r, rule in ((6, "polar"), (7, "armijo"), (None, "polar")):  # default r(20, 6) = 5
+        res = RSDM(r, seed=0, max_iterations=2).run(pr.oracle("linear"), x0,
+                                                    StiefelGeometry(20, 6))
+        assert (res.info["line_search"], res.info["step_rule"]) == ("auto", rule)
+    wide = _param(x0)
+    narrow = _param(qf(torch.randn(40, 2, dtype=F64, generator=_gen(6))))  # default r = 4 > 2
+    assert GeooptRSDM([wide]).param_groups[0]["line_search"] == "polar"
+    assert GeooptRSDM([wide, narrow]).param_groups[0]["line_search"] == "armijo"
+    assert GeooptRSDM([wide], r=7).param_groups[0]["line_search"] == "armijo"
+    assert GeooptRSDM([wide], line_search="armijo").param_groups[0]["line_search"] == "armijo"
+    assert GeooptRSDM([wide], lr=0.1).param_groups[0]["line_search"] is None
+    with pytest.raises(ValueError, match="line_search must be one of"):
+        GeooptRSDM([wide], line_search="wolfe")

@@ -192,11 +192,11 @@ def test_column_jjacobi_lr_only_switches_the_sweep():
 
 
 def test_rsdm_line_search_group_has_a_numeric_lr():
-    """``RSDM(lr=None)``: Armijo on the closure's loss, the group's lr a factor 1.0 (so
-    LambdaLR works) with ``line_search=True``."""
+    """``RSDM(lr=None)``: the polar step on the closure's loss, the group's lr a factor 1.0 (so
+    LambdaLR works) with ``line_search="polar"``."""
     x = _param("RSDM")
     opt = RSDM([x], r=R_ST, seed=0)
-    assert opt.param_groups[0]["lr"] == 1.0 and opt.param_groups[0]["line_search"]
+    assert opt.param_groups[0]["lr"] == 1.0 and opt.param_groups[0]["line_search"] == "polar"
     torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.0)
     x0 = x.detach().clone()
     opt.step(_closure("RSDM", opt, x))

@@ -39,6 +39,7 @@ from orthoplug.solvers.base import Run
 from orthoplug.solvers.rsdm import (
     ARMIJO_GROWTH,
     RSDM,
+    PolarSlice,
     StochasticRSDM,
     _rotation_polar,
     default_slice_dimension,
@@ -599,13 +600,15 @@ def _samplings(scale):
 
 @pytest.mark.parametrize("scale", UNSCALED)
 @pytest.mark.parametrize("sampling", ["permutation", "orthogonal"])
-def test_default_step_reaches_closed_forms_unscaled(scale, sampling):
-    """No step given: Armijo with memory; both problems to a 1e-8 gap at ‖A‖ = 1e-2 and 1e2."""
+@pytest.mark.parametrize("line_search", [None, "polar"])
+def test_default_step_reaches_closed_forms_unscaled(scale, sampling, line_search):
+    """No step given: the default rule (Armijo here, r = 60 > p = 30) or the polar step, with
+    memory; both problems to a 1e-8 gap at ‖A‖ = 1e-2 and 1e2."""
     geo = StiefelGeometry(100, 30)
     for name, problem, oracle in _unscaled_problems(scale):
-        res = RSDM(60, sampling=sampling, seed=0, max_iterations=6000, eval_every=20,
-                   target_cost=problem.target(1e-9)).run(oracle, _x0(100, 30), geo)
-        assert res.info["step_rule"] == "armijo"
+        res = RSDM(60, sampling=sampling, line_search=line_search, seed=0, max_iterations=6000,
+                   eval_every=20, target_cost=problem.target(1e-9)).run(oracle, _x0(100, 30), geo)
+        assert res.info["step_rule"] == (line_search or "armijo")
         assert problem.relative_gap(float(problem.cost(res.point))) <= 1e-8, (name, res)
         assert res.violation <= 1e-12
 
@@ -627,7 +630,8 @@ def test_default_step_pymanopt_frontend_unscaled(scale):
 
 @pytest.mark.parametrize("scale", UNSCALED)
 def test_default_step_geoopt_frontend_unscaled(scale):
-    """geoopt drop-in with lr=None: Armijo on the closure's loss reaches both closed forms."""
+    """geoopt drop-in with lr=None: the default rule on the closure's loss (Armijo here,
+    r = 60 > p = 30) reaches both closed forms."""
     import geoopt
 
     from orthoplug.adapters.geoopt import RSDM as GeooptRSDM
@@ -706,14 +710,17 @@ def test_polar_step_is_the_exact_block_minimiser_on_a_linear_cost():
 def test_polar_rotation_is_the_maximiser_over_so_r():
     """The polar step's rotation maximises ⟨Y, W⟩ over SO(r): ⟨Y, W⟩ = Σσᵢ when det W > 0 and
     Σσᵢ − 2σ_min when det W < 0 (von Neumann's bound with the sign constraint), Y ∈ SO(r), and
-    no random rotation does better."""
+    no random rotation does better. A batch of both signs gives each matrix's rotation."""
     gen = _gen(11)
     for r in (2, 5, 9):
+        ws, ys = [], []
         for sign in (1.0, -1.0):
             w = torch.randn(r, r, dtype=F64, generator=gen)
             if float(torch.linalg.det(w)) * sign < 0:
                 w[0] = -w[0]
             y = _rotation_polar(w)
+            ws.append(w)
+            ys.append(y)
             sv = torch.linalg.svdvals(w)
             best = float(sv.sum()) - (2.0 * float(sv[-1]) if sign < 0 else 0.0)
             assert float((y * w).sum()) == pytest.approx(best, rel=1e-12)
@@ -722,6 +729,49 @@ def test_polar_rotation_is_the_maximiser_over_so_r():
             q = qf(torch.randn(200, r, r, dtype=F64, generator=gen))
             q[torch.linalg.det(q) < 0, :, 0] *= -1.0
             assert float((q * w).sum((-2, -1)).max()) <= best + 1e-12
+        batched = _rotation_polar(torch.stack(ws))
+        assert float((batched - torch.stack(ys)).abs().max()) <= 1e-13
+
+
+def test_polar_slice_minimises_its_model_which_majorises_a_smooth_cost():
+    """:class:`PolarSlice`: the trial Y ∈ SO(r) minimises ``m_η(Y) = ⟨B, Δ⟩ + ‖Δ‖²/(2η)``,
+    ``Δ = (Y − I)C``, over SO(r) (no random rotation, and not I, does better); with η = 1/L
+    (L = ‖A‖₂, the Lipschitz constant of ∇F for F = −½tr(XᵀAX)) the model majorises the cost,
+    F(U(Y)X) ≤ F(X) + m_η(Y) < F(X) (the descent lemma), on 10 slices; a batch of slices gives
+    each slice's rotation and the sum of their models."""
+    n, p, r = 30, 8, 6
+    gen = _gen(21)
+    a = torch.randn(n, n, dtype=F64, generator=gen)
+    a = a + a.mT
+    eta = 1.0 / float(torch.linalg.matrix_norm(a, ord=2))
+    x = _x0(n, p, seed=4)
+
+    def f(z):
+        return -0.5 * float((z * (a @ z)).sum())
+
+    grad = -(a @ x)
+    pieces, trials = [], []
+    for _ in range(10):
+        rows = torch.randperm(n, generator=gen)[:r]
+        b, c = grad[rows], x[rows]
+        piece = PolarSlice(b, c)
+        y, model = piece.trial(eta)
+        assert float(torch.linalg.det(y)) == pytest.approx(1.0, abs=1e-12)
+        assert float((y.mT @ y - torch.eye(r, dtype=F64)).abs().max()) <= 1e-13
+        q = qf(torch.randn(300, r, r, dtype=F64, generator=gen))
+        q[torch.linalg.det(q) < 0, :, 0] *= -1.0
+        dq = q @ c - c
+        models = (b * dq).sum((-2, -1)) + (dq * dq).sum((-2, -1)) / (2.0 * eta)
+        assert model <= float(models.min()) + 1e-12 and model < -1e-3
+        moved = x.clone()
+        moved[rows] = y @ c
+        assert f(moved) <= f(x) + model + 1e-12
+        pieces.append((b, c))
+        trials.append((y, model))
+    batch = PolarSlice(torch.stack([b for b, _ in pieces]), torch.stack([c for _, c in pieces]))
+    ys, total = batch.trial(eta)
+    assert float((ys - torch.stack([y for y, _ in trials])).abs().max()) <= 1e-12
+    assert total == pytest.approx(sum(m for _, m in trials), rel=1e-12)
 
 
 def _complement(rows, n):
@@ -736,7 +786,7 @@ def _complement(rows, n):
 
 
 def _dense_rsdm(cost, grad, x, r, seed, iterations):
-    """RSDM-P with the default Armijo rule written with explicit n×n matrices (reference only):
+    """RSDM-P with the Armijo rule written with explicit n×n matrices (reference only):
     ``Γ = [P skew(∇F Xᵀ) Pᵀ]_{r×r}``, ``X ← Pᵀ blockdiag(qf(I − ηΓ), I) P X``, the cost
     evaluated in full at every trial, the next first trial ``γη`` after a first-trial
     acceptance."""
@@ -762,8 +812,8 @@ def _dense_rsdm(cost, grad, x, r, seed, iterations):
 
 
 def test_iterates_equal_the_dense_reference_path():
-    """Row updates, slice-priced trials (quadratic tracker, Procrustes row prices) and full
-    evaluations all follow the n×n reference path to 1e-12 (default r = 17, 60 slice steps:
+    """Row updates, slice-priced Armijo trials (quadratic tracker, Procrustes row prices) and
+    full evaluations all follow the n×n reference path to 1e-12 (default r = 17, 60 slice steps:
     15 iterations of ⌈n/r⌉ = 4 with gradient rows, 60 without)."""
     n, p, iterations = 60, 20, 60
     r = default_slice_dimension(n, p)
@@ -775,8 +825,8 @@ def test_iterates_equal_the_dense_reference_path():
              (pr.cost, pr.gradient, pr.oracle("quadratic"))]
     for cost, grad, oracle in cases:
         per = math.ceil(n / r) if oracle.track(x0).row_gradients else 1
-        res = RSDM(seed=7, max_iterations=iterations // per, eval_every=iterations).run(
-            oracle, x0, StiefelGeometry(n, p))
+        res = RSDM(line_search="armijo", seed=7, max_iterations=iterations // per,
+                   eval_every=iterations).run(oracle, x0, StiefelGeometry(n, p))
         assert res.info["slice_steps"] == iterations and res.info["r"] == r
         reference = _dense_rsdm(cost, grad, x0, r, seed=7, iterations=iterations)
         assert float((reference - x0).abs().max()) > 0.1  # it moved
@@ -873,7 +923,7 @@ def test_armijo_memory_grows_by_its_factor_after_a_first_trial_acceptance():
     rule = ArmijoBacktracking(1.0, growth=1.25)
     assert rule.search(lambda eta: True) and rule.step == 1.25
     assert rule.search(lambda eta: eta < 1.0) and rule.step == 0.625 and rule.backtracks == 1
-    assert RSDM().new_line_search().growth == ARMIJO_GROWTH
+    assert RSDM(line_search="armijo").new_line_search().growth == ARMIJO_GROWTH
     assert RSDM(line_search="polar").new_line_search().growth == 2.0
     with pytest.raises(ValueError, match="growth"):
         ArmijoBacktracking(1.0, growth=0.9)
