@@ -419,24 +419,29 @@ class SparseOBCD(OBCD):
         """The start stages' iterations first (:meth:`_stage_steps`); then on OBCD's compiled
         pair loop (quadratic f, float64 CPU) the ``count × run.updates`` pair steps of ``count``
         iterations in the kernel, cut at each column sweep; elsewhere OBCD's steps (the same
-        pairs, the greedy candidates ranked by the same model decrease)."""
+        pairs, the greedy candidates ranked by the same model decrease). The compiled loop
+        ends with the iteration under way at a column sweep once the run's ``max_time`` has run
+        out (one call can span many sweeps; the run loop reads the clock between calls
+        only)."""
         if self._in_stages(run):
             done = self._stage_steps(run, count)
             if done:
                 return done
         if not run.kernel:
             return super().steps(run, count)
-        todo = count * run.updates
-        while todo:
-            take = todo
+        todo, done = count * run.updates, 0
+        while done < todo:
+            take = todo - done
             if run.column_every:
                 take = min(take, run.column_every - run.count % run.column_every)
             gradients = run.tracker.gradient_evaluations
             self.pair_steps(run, take)
             run.pair_gradients += run.tracker.gradient_evaluations - gradients
             self._sweep_if_due(run)
-            todo -= take
-        return count
+            done += take
+            if done < todo and run.out_of_time():  # end with the iteration under way
+                todo = min(todo, math.ceil(done / run.updates) * run.updates)
+        return todo // run.updates
 
     def greedy_refusal(self, tracker) -> str:
         """The error of ``candidates > 1`` on a cost without the exact pair model."""

@@ -9,6 +9,8 @@ from sklearn.datasets import load_wine
 from orthoplug.baselines.manpg import ManPG
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.problems import spca
+from orthoplug.solvers.base import Run
+from orthoplug.solvers.clock import RunClock
 from orthoplug.solvers.sparse_obcd import SparseOBCD
 
 
@@ -50,3 +52,32 @@ def test_no_prox_gradient_steps_for_discontinuous_h():
         res = SparseOBCD(prob.h, seed=0, max_iterations=200).run(
             prob.oracle, prob.initial_point("random", 0), StiefelGeometry(prob.n, 3))
         assert not _stage(res, "prox-gradient steps")
+
+
+def test_run_out_of_time_ends_at_the_iteration_under_way(monkeypatch):
+    """One ``steps`` call spans many column sweeps (``eval_every`` iterations); once the run's
+    ``max_time`` has run out the pair steps end with the iteration under way at the next
+    sweep, not at the end of the call. The clock is replaced by a count of sweeps, so the
+    test reads no time: out of time after the third sweep of the pair stage."""
+    prob = _wine_problem(5, weak=True)
+    x0 = torch.linalg.eigh(prob.c)[1].flip(-1)[:, :5].contiguous()
+    geo = StiefelGeometry(prob.n, prob.r)
+
+    late = []
+
+    def out_of_time(run):  # the solver's clock: out after the third sweep of the pair stage
+        if getattr(run, "column_sweeps_done", 0) >= 3:
+            late.append(True)
+        return bool(late)
+
+    monkeypatch.setattr(Run, "out_of_time", out_of_time)
+    monkeypatch.setattr(RunClock, "out_of_time", lambda clock: bool(late))  # the run loop's
+    res = SparseOBCD(prob.h, seed=0, eval_every=100, max_time=1e9,
+                     max_iterations=2000).run(prob.oracle, x0, geo)
+    updates = -(-prob.n // 2)
+    pairs = _stage(res, "pair steps")[0]["iterations"]
+    assert _stage(res, "column sweeps")[0]["iterations"] == 3
+    # three sweeps of n pair steps, then to the end of that iteration
+    assert pairs == -(-3 * prob.n // updates) * updates
+    assert res.iterations == res.info["stage_iterations"] + pairs // updates
+    assert "max time" in res.stop_reason
