@@ -377,7 +377,7 @@ class JJOBCD(_JOBCDOptimizer):
 
     def _update(self, p, x, g, jvec, sigma, theta, plan):
         rounds = resolve_matchings(self.matchings, x.shape[-2])
-        return jacobi_step(x, g, jvec, sigma, theta, self.generator(p.device),
+        return jacobi_step(x, g, jvec, sigma, theta, self.generator(),
                            matchings=rounds)
 
 
@@ -436,7 +436,7 @@ class GSJOBCD(_JOBCDOptimizer):
         plan = {}
         for p in grads:
             queue = self._queue_of(p)
-            queue.ensure(self.generator(p.device))
+            queue.ensure(self.generator())
             plan[p] = torch.as_tensor(queue.next_rows()).to(p.device).reshape(-1, 1, 2)
         return plan
 
@@ -589,8 +589,7 @@ class VRJJOBCD(JJOBCD):
         if first:
             reset, idx = True, torch.arange(self.page.num_components)
         else:
-            reset, idx = self.page.draw(self.generator(params[0].device))
-            idx = idx.cpu()
+            reset, idx = self.page.draw(self.generator())
         if reset:
             loss, g_est = self._grads_at(closure, idx)
         else:
@@ -723,7 +722,7 @@ class ColumnJJacobi(OrthoplugOptimizer):
             for b, x in enumerate(p.detach().cpu().numpy().reshape(-1, n, n)):
                 engine = self._engine(p, b)
                 try:
-                    y = engine.sweep(x, self.generator("cpu"))
+                    y = engine.sweep(x, self.generator())
                 except NonFiniteError as err:
                     raise FloatingPointError(f"{type(self).__name__}: {err} at step "
                                              f"{self.steps_taken}; the parameters are those "

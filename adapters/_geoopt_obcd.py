@@ -175,7 +175,7 @@ class OBCD(OrthoplugOptimizer):
     def _draw(self, p, n: int, nb: int) -> torch.Tensor:
         """This step's pairs of the parameter's ``nb`` matrices, ``(nb, m, 2)``."""
         state, device = self.state[p], p.device
-        gen = self.generator(device)
+        gen = self.generator()
         if self.pairs == "jacobi":  # one matrix: the core's draw (randperm)
             return (random_matching(n, gen, device)[None] if nb == 1
                     else random_matching(n, gen, device, (nb,)))

@@ -52,11 +52,11 @@ comes from the gradient at the start of the step; every group's ``lr`` is read a
 Each Stiefel parameter's start point is checked at its first step (``ValueError`` naming the
 violation).
 
-Randomness: one generator per device, seeded with ``seed`` (random if ``None``; see
-:class:`~orthoplug.adapters._torch.OrthoplugOptimizer`), whose states are part of
+Randomness: one CPU generator, seeded with ``seed`` (random if ``None``; see
+:class:`~orthoplug.adapters._torch.OrthoplugOptimizer`), whose state is part of
 :meth:`state_dict` with the step rules' states, so a restored optimizer continues with the same
 slices and steps. Each step draws the slices in parameter order; a closure that draws a
-minibatch with ``opt.generator(device)`` before the step's slices makes the same draws as
+minibatch with ``opt.generator()`` before the step's slices makes the same draws as
 :class:`~orthoplug.solvers.rsdm.StochasticRSDM` with a finite-sum oracle: the same seed gives the
 same iterates in both front-ends.
 
@@ -287,7 +287,7 @@ class RSDM(OrthoplugOptimizer):
         step)."""
         x = p.data
         r = group["r"] or default_slice_dimension(*x.shape[-2:])
-        sub = sample_slice(x, r, group["sampling"], self.generator(x.device))
+        sub = sample_slice(x, r, group["sampling"], self.generator())
         return sub, sub.restrict(x), sub.restrict(grad)
 
     def _rsdm_step(self, p, grad, group, eta):

@@ -264,7 +264,7 @@ class RSSM(OrthoplugOptimizer):
                 g = grads[p]
                 steps = self._steps(group, p, g, value)
                 blocks = self._partition(group, p)
-                key = draw_block_pair(len(blocks), self.generator(p.device))
+                key = draw_block_pair(len(blocks), self.generator())
                 cols, rest = (t.to(p.device) for t in column_pair(blocks, *key, p.shape[-1]))
                 new = block_step(p.detach(), cols, rest, g[..., cols], steps, lambda: value,
                                  project_step=group["project_step"])

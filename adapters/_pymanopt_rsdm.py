@@ -23,7 +23,7 @@ gradients pass a structured oracle, ``run(problem, oracle=QuadraticOracle(A, sca
 The optimizer runs the core solver, whose step the geoopt optimizer
 (:mod:`orthoplug.adapters.geoopt`) runs too: with the same seed, start and options (``step_size``
 as ``lr``, no step as ``lr=None``, the same ``schedule``; for the stochastic variant a closure
-that draws its minibatch as ``torch.randperm(N, generator=opt.generator(device))[:B]``), the
+that draws its minibatch as ``torch.randperm(N, generator=opt.generator())[:B]``), the
 same slice steps give the same iterates. A ``step(closure)`` there is one slice step; an
 iteration here is one pass over the rows (``docs/guide/options.md``, "What one iteration is"):
 ``⌈n/r⌉`` slice steps for RSDM-P with an oracle that reads gradient rows, else one.

@@ -7,10 +7,11 @@ step, which it takes from :mod:`orthoplug.solvers`:
   the gradients and the loss over the ``torch.distributed`` group (:mod:`orthoplug.distributed`)
   and raises ``FloatingPointError`` naming a non-finite loss; :meth:`~OrthoplugOptimizer._grads`
   copies the gradients and names the parameter of a non-finite one;
-* **the random stream**: one generator per device, seeded with ``seed`` (the same on every
-  rank: ``seed=None`` is drawn on rank 0 and broadcast), created on first use on a device; the
-  seed and every generator's state are part of ``state_dict``, so a resumed optimizer draws the
-  same numbers as an uninterrupted one (:meth:`~OrthoplugOptimizer.generator`);
+* **the random stream**: one CPU generator seeded with ``seed`` (the same on every rank:
+  ``seed=None`` is drawn on rank 0 and broadcast); draws are moved to the parameters' device, so
+  the steps do not depend on the device (:mod:`orthoplug._random`); the seed and the generator's
+  state are part of ``state_dict``, so a resumed optimizer draws the same numbers as an
+  uninterrupted one (:meth:`~OrthoplugOptimizer.generator`);
 * **per-run counters** (``state["step"]`` per parameter is torch's; the optimizer's own number of
   steps is ``self.steps_taken``, saved too);
 * the replica check of :class:`~orthoplug.distributed.DataParallelOptimizer`;
@@ -138,8 +139,8 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
                  replica_check_every: int | None = None, average_gradients: bool = True):
         self._init_data_parallel(process_group, replica_check_every, average_gradients)
         self.seed = shared_seed(seed, process_group)
-        self._generators: dict[str, torch.Generator] = {}
-        self._saved_generators: dict[str, torch.Tensor] = {}  # loaded, not yet used
+        self._generator = torch.Generator()
+        self._generator.manual_seed(self.seed)
         self._started: set = set()  # parameters whose start point was checked
         self.steps_taken = 0
         super().__init__(params, {"lr": 1.0, "stabilize": None, **defaults})
@@ -239,41 +240,27 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
             self.stabilize_group(group)
 
     # ---- randomness ---------------------------------------------------------------------------
-    def generator(self, device: torch.device | str = "cpu") -> torch.Generator:
-        """The generator of ``device``: created on first use, from a loaded state if one was
-        saved for that device, else seeded with the optimizer's seed."""
-        key = str(torch.device(device))
-        gen = self._generators.get(key)
-        if gen is None:
-            gen = torch.Generator(device=key)
-            saved = self._saved_generators.pop(key, None)
-            if saved is None:
-                gen.manual_seed(self.seed)
-            else:  # torch.load(map_location=...) may have moved the bytes: set_state needs CPU
-                gen.set_state(saved.to(device="cpu", dtype=torch.uint8))
-            self._generators[key] = gen
-        return gen
+    def generator(self) -> torch.Generator:
+        """The optimizer's random stream: one CPU generator, seeded with ``seed``. Its draws
+        (pairs, slices, minibatches) are made on the CPU and moved to the parameters' device;
+        a minibatch drawn with it (``torch.randperm(N, generator=opt.generator())[:B]``) takes
+        its place in the stream the same way on every device."""
+        return self._generator
 
     def _random_state(self):
-        return [("seed", self.seed), *((f"generator on {k}", g)
-                                       for k, g in sorted(self._generators.items()))]
+        return [("seed", self.seed), ("generator", self._generator)]
 
     def state_dict(self) -> dict:
-        """torch's state plus the seed, the generators' states and :meth:`_extra_state`."""
+        """torch's state plus the seed, the generator's state and :meth:`_extra_state`."""
         out = super().state_dict()
         out[_STATE_KEY] = {"seed": self.seed, "steps_taken": self.steps_taken,
-                           "generators": {**self._saved_generators,
-                                          **{k: g.get_state()
-                                             for k, g in self._generators.items()}},
+                           "generator": self._generator.get_state(),
                            "extra": self._extra_state()}
         return out
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore torch's state, the seed, the generators and :meth:`_extra_state`.
-
-        A generator state is applied when its device is first used, so a checkpoint saved on
-        a device this host lacks still loads; parameters moved to another device start that
-        device's generator from the seed.
+        """Restore torch's state, the seed, the generator and :meth:`_extra_state`; a
+        checkpoint saved on any device loads on any other (the generator lives on the CPU).
         """
         state_dict = dict(state_dict)
         ours = state_dict.pop(_STATE_KEY, None)
@@ -281,8 +268,8 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         if ours is not None:
             self.seed = ours["seed"]
             self.steps_taken = ours["steps_taken"]
-            self._generators = {}
-            self._saved_generators = dict(ours["generators"])
+            # torch.load(map_location=...) may have moved the bytes: set_state needs CPU bytes
+            self._generator.set_state(ours["generator"].to(device="cpu", dtype=torch.uint8))
             self._load_extra_state(ours["extra"])
 
     def _extra_state(self) -> dict:
@@ -412,8 +399,7 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         def estimate(adaptive: bool) -> float:
             if adaptive:
                 return estimate_bb(x, g, gradient_at)
-            return estimate_lipschitz(x, g, gradient_at,
-                                      [self.generator(p.device) for p in fresh])
+            return estimate_lipschitz(x, g, gradient_at, self._generator)
 
         cache: dict = {}
 

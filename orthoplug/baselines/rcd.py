@@ -24,6 +24,7 @@ import math
 
 import torch
 
+from orthoplug._random import randperm
 from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.rcd import givens_rounds
 from orthoplug.oracles import finite
@@ -89,7 +90,7 @@ class RCD(IterativeSolver):
     def step(self, run):
         tracker = run.tracker
         n = tracker.x.shape[-2]
-        relabel = torch.randperm(n, generator=run.generator, device=tracker.x.device)
+        relabel = randperm(n, generator=run.generator, device=tracker.x.device)
         rounds = relabel[run.rounds]
         if self.gradient == "sweep":
             x, g = tracker.x.clone(), tracker.gradient()

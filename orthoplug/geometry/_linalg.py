@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from orthoplug._random import randn
+
 __all__ = ["skew", "sym", "haar_orthogonal", "eye_like", "fro_inner"]
 
 
@@ -36,7 +38,7 @@ def haar_orthogonal(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Haar-distributed orthogonal matrices, QR of a Gaussian with the sign of ``diag(R)`` fixed."""
-    g = torch.randn(*batch, n, n, dtype=dtype, device=device, generator=generator)
+    g = randn(*batch, n, n, dtype=dtype, device=device, generator=generator)
     q, r = torch.linalg.qr(g)
     d = torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))
     d = torch.where(d == 0, torch.ones_like(d), d)

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import torch
 
+from orthoplug._random import randn
+
 from . import jorthogonal as jo
 from ._linalg import skew, sym
 from .signature import Signature
@@ -99,5 +101,5 @@ def random_tangent(
     j: Signature, x: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """A random unit (Frobenius) tangent vector: projection of a Gaussian."""
-    u = proj(j, x, torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator))
+    u = proj(j, x, randn(*x.shape, dtype=x.dtype, device=x.device, generator=generator))
     return u / torch.linalg.matrix_norm(u, keepdim=True)

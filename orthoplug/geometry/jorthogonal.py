@@ -31,6 +31,8 @@ import math
 
 import torch
 
+from orthoplug._random import rand, randn
+
 from ._linalg import eye_like, fro_inner, haar_orthogonal, skew
 from .signature import Signature
 
@@ -244,7 +246,7 @@ def random_point(
     sigma = torch.eye(n, dtype=dtype, device=device).expand(*batch, n, n).clone()
     if r > 0 and cond > 1:
         mu_max = 0.5 * math.log(cond)
-        mu = (2 * torch.rand(*batch, r, **kw) - 1) * mu_max
+        mu = (2 * rand(*batch, r, **kw) - 1) * mu_max
         mu[..., 0] = mu_max
         a, b = pos[:r], neg[:r]
         ch, sh = torch.cosh(mu), torch.sinh(mu)
@@ -259,6 +261,6 @@ def random_tangent(
     j: Signature, x: torch.Tensor, generator: torch.Generator | None = None
 ) -> torch.Tensor:
     """A random unit tangent vector ``X J S`` with S Gaussian skew, normalised in the metric."""
-    s = skew(torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator))
+    s = skew(randn(*x.shape, dtype=x.dtype, device=x.device, generator=generator))
     s = s / torch.linalg.matrix_norm(s, keepdim=True)
     return x @ j.left(s)

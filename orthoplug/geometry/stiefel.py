@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from orthoplug._random import randn
+
 from ._linalg import fro_inner, sym
 from .manifolds import require_feasible
 
@@ -98,7 +100,7 @@ class StiefelGeometry:
 
     def random_point(self, batch=(), *, dtype=torch.float64, device=None, generator=None):
         """Haar-distributed points (Q factor of a Gaussian), shape ``batch + (n, p)``."""
-        g = torch.randn(*batch, self.n, self.p, dtype=dtype, device=device, generator=generator)
+        g = randn(*batch, self.n, self.p, dtype=dtype, device=device, generator=generator)
         return qf(g)
 
     def __repr__(self) -> str:

@@ -43,6 +43,8 @@ from collections.abc import Sequence
 
 import torch
 
+from orthoplug._random import randn
+
 from ._linalg import fro_inner, sym
 from .manifolds import InfeasiblePointError, feasibility_tol, require_feasible
 from .stiefel import polar
@@ -388,14 +390,13 @@ class StiefelBlockGeometry:
         """
         if device is None:
             device = generator.device if generator is not None else self.fixed.device
-        g = torch.randn(*batch, self.n, self.q, dtype=dtype, device=device, generator=generator)
+        g = randn(*batch, self.n, self.q, dtype=dtype, device=device, generator=generator)
         xr = self.fixed.to(dtype=dtype, device=device)
         return self.projx(g - xr @ (xr.mT @ g))
 
     def random_tangent(self, x: torch.Tensor, generator=None) -> torch.Tensor:
         """A random unit tangent vector (projected Gaussian, normalised)."""
-        u = self.proj(x, torch.randn(x.shape, dtype=x.dtype, device=x.device,
-                                     generator=generator))
+        u = self.proj(x, randn(*x.shape, dtype=x.dtype, device=x.device, generator=generator))
         return u / torch.linalg.matrix_norm(u, keepdim=True)
 
     def typical_dist(self) -> float:

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import torch
 
+from orthoplug._random import rand, randn, randperm
+
 from ._linalg import skew
 from .stiefel import qf
 
@@ -107,8 +109,8 @@ def sample_rows(n: int, r: int, *, batch: tuple[int, ...] = (),
     Returns a LongTensor of shape ``batch + (r,)``; independent draws per batch element. O(n).
     """
     if not batch:
-        return torch.randperm(n, generator=generator, device=device)[:r]
-    keys = torch.rand(*batch, n, generator=generator, device=device)
+        return randperm(n, generator=generator, device=device)[:r]
+    keys = rand(*batch, n, generator=generator, device=device)
     return keys.topk(r, dim=-1).indices  # the r largest keys, in random order
 
 
@@ -120,7 +122,7 @@ def sample_haar_rows(n: int, r: int, *, batch: tuple[int, ...] = (), dtype=torch
     unique, hence ``Q`` is exactly Haar on St(n, r) (LAPACK's Householder signs alone are not).
     O(nr²).
     """
-    z = torch.randn(*batch, n, r, dtype=dtype, device=device, generator=generator)
+    z = randn(*batch, n, r, dtype=dtype, device=device, generator=generator)
     return qf(z).mT
 
 

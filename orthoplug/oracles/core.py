@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from orthoplug._random import randn
 from orthoplug.distributed import Shard
 
 __all__ = [
@@ -78,7 +79,7 @@ def estimate_lipschitz(gradient: Callable[[torch.Tensor], torch.Tensor], x: torc
     ``x`` only, not a global bound. Costs ``2·iterations`` calls of ``gradient`` (an oracle's
     ``gradient``, or a tracker's counted ``gradient_at``).
     """
-    v = torch.randn(x.shape, dtype=x.dtype, device=x.device, generator=generator)
+    v = randn(*x.shape, dtype=x.dtype, device=x.device, generator=generator)
     v = v / torch.linalg.norm(v)
     scale = max(float(torch.linalg.norm(x)), 1.0)
     lam = 0.0

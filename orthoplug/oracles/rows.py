@@ -90,8 +90,9 @@ class StochasticOracle(Oracle):
 
     Args:
         sample_gradient: ``(X, batch_size, generator) -> (1/B) Σ_b ∇f(X; ξ_b)`` with fresh
-            samples ξ_b drawn with ``generator`` (a ``torch.Generator`` on X's device: draw
-            with ``device=x.device``).
+            samples ξ_b drawn with ``generator`` (the solver's CPU ``torch.Generator``: draw
+            on the CPU and move the samples to X's device, so the stream is the same on
+            every device).
         value, gradient: optional exact (population) ``F`` and ``∇F``, used only to monitor the
             run (cost, gradient norm, ``target_cost``); without them those are reported as NaN.
     """

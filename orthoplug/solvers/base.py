@@ -277,7 +277,7 @@ class IterativeSolver:
             check_replicas([("seed", seed)], shard.group, context=f" at the start of {self.name}")
         else:
             seed = self.seed if self.seed is not None else int(torch.randint(2**62, (1,)).item())
-        generator = torch.Generator(device=x0.device)
+        generator = torch.Generator()  # on the CPU: the same draws on every device
         generator.manual_seed(seed)
         run = Run(oracle, oracle.track(x0), geometry, generator)
         run.seed = seed
@@ -421,7 +421,7 @@ class ScalarCurvature:
             x, g = [tracker.x], [tracker.gradient()]
             if adaptive:
                 return estimate_bb(x, g, gradient_at)
-            return estimate_lipschitz(x, g, gradient_at, [run.generator])
+            return estimate_lipschitz(x, g, gradient_at, run.generator)
 
         run.curvature = start_sigma_rule(self.sigma_rule, known, estimate, tracker.x.dtype)
         run.curvature_start = run.curvature.sigma

@@ -632,7 +632,7 @@ class VRJJOBCD(_JOBCDBase):
     def step(self, run):
         x = run.tracker.x
         if run.x_prev is not None:
-            reset, idx = run.page.draw(run.generator)
+            reset, idx = run.page.draw(run.generator, x.device)
             if reset:
                 run.g_est = run.tracker.component_gradient(x, idx)
                 run.component_gradients += idx.numel()

@@ -22,6 +22,7 @@ import math
 import numpy as np
 import torch
 
+from orthoplug._random import rand, randperm
 from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.jobcd import jacobi_pairs, linear_sweep
 from orthoplug.kernels.quadratic import MESSAGES, OK
@@ -136,7 +137,7 @@ def _sweep_step(xb: torch.Tensor, gb: torch.Tensor, jvec: torch.Tensor, sigma: f
     same rounds as batched torch steps (the pairs of a round are disjoint, so a round's pairs in
     sequence equal one batched step)."""
     nb, n, _ = xb.shape
-    keys = torch.rand(nb, n, generator=generator, device=generator.device)
+    keys = rand(nb, n, generator=generator)
     if not runs_compiled(xb):  # the same rounds, one batched torch step per round
         perm = keys.argsort(dim=-1).to(xb.device)
         labels = round_robin(n, xb.device)[:matchings]  # (matchings, m, 2)
@@ -214,11 +215,11 @@ class PageSchedule:
             raise ValueError(f"invalid batch sizes b={self.b}, b'={self.b_small} or "
                              f"probability p={self.p} for N={n}")
 
-    def draw(self, generator: torch.Generator) -> tuple[bool, torch.Tensor]:
-        """One iteration's coin and minibatch (without replacement, on the generator's
-        device): ``(True, b indices)`` with probability p (reset), else ``(False, b'
-        indices)``."""
-        u = float(torch.rand((), generator=generator, device=generator.device))
+    def draw(self, generator: torch.Generator, device=None) -> tuple[bool, torch.Tensor]:
+        """One iteration's coin and minibatch (without replacement, drawn on the generator's
+        device, returned on ``device``): ``(True, b indices)`` with probability p (reset), else
+        ``(False, b' indices)``."""
+        u = float(rand((), generator=generator))
         reset = u < self.p
-        idx = torch.randperm(self.num_components, generator=generator, device=generator.device)
-        return reset, idx[: self.b if reset else self.b_small]
+        idx = randperm(self.num_components, generator=generator)
+        return reset, idx[: self.b if reset else self.b_small].to(device)

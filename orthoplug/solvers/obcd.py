@@ -83,6 +83,7 @@ import math
 import numpy as np
 import torch
 
+from orthoplug._random import randperm
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.kernels import runs_compiled
 from orthoplug.kernels.obcd import obcd_pairs
@@ -446,9 +447,7 @@ class OBCD(ScalarCurvature, IterativeSolver):
             return torch.from_numpy(rows) if isinstance(rows, np.ndarray) else rows
         if run.pairs == "cyclic":
             return torch.tensor(next(run.combos), device=run.device)
-        gen = run.generator
-        return torch.randperm(run.tracker.x.shape[0], generator=gen, device=gen.device)[
-            : self.k].to(run.device)
+        return randperm(run.tracker.x.shape[0], generator=run.generator)[: self.k].to(run.device)
 
     # ---- steps --------------------------------------------------------------------------
     def step(self, run: Run):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from orthoplug._random import rand, randint, randperm
 from orthoplug.oracles import host_array
 
 __all__ = ["PAIR_BATCH", "random_pairs", "random_matching", "matching_pairs", "draw_block_pair",
@@ -34,8 +35,8 @@ PAIR_BATCH = 1024
 def random_pairs(n: int, count: int, generator: torch.Generator, device=None) -> torch.Tensor:
     """``count`` independent uniformly random pairs ``(i, j)``, ``i ≠ j``, of ``range(n)``:
     (count, 2), drawn on the generator's device (two ``randint`` calls), returned on ``device``."""
-    i = torch.randint(n, (count,), generator=generator, device=generator.device)
-    j = torch.randint(n - 1, (count,), generator=generator, device=generator.device)
+    i = randint(n, (count,), generator=generator)
+    j = randint(n - 1, (count,), generator=generator)
     return torch.stack((i, j + (j >= i)), 1).to(device)
 
 
@@ -54,9 +55,9 @@ def random_matching(n: int, generator: torch.Generator, device=None,
     pair). Drawn on the generator's device, returned on ``device``.
     """
     if not batch:
-        perm = torch.randperm(n, generator=generator, device=generator.device)
+        perm = randperm(n, generator=generator)
     else:
-        keys = torch.rand(*batch, n, generator=generator, device=generator.device)
+        keys = rand(*batch, n, generator=generator)
         perm = keys.argsort(dim=-1)
     m = n // 2 if pairs is None else min(pairs, n // 2)
     return perm[..., : 2 * m].reshape(*batch, m, 2).to(device)
@@ -79,8 +80,7 @@ def draw_block_pair(ell: int, generator: torch.Generator) -> tuple[int, int]:
     """A uniformly random unordered pair ``i < j`` of ``ℓ`` indices (one of ℓ(ℓ−1)/2, one
     ``randint`` on the generator's device): RSSM's block pair, both front-ends."""
     pairs = _unordered_pairs(ell)
-    return pairs[int(torch.randint(len(pairs), (1,), generator=generator,
-                                   device=generator.device))]
+    return pairs[int(randint(len(pairs), (1,), generator=generator))]
 
 
 @functools.lru_cache(maxsize=8)
@@ -194,7 +194,7 @@ class PairQueue:
                 self.cursor = 0
             else:
                 self._set(random_pairs(self.n, self.draw_steps * self.candidates * self.matrices,
-                                       generator, self.device))
+                                       generator))  # on the CPU, where the queue keeps them
 
     def block(self, steps: int):
         """The entries of the next ``steps`` iterations (at most :meth:`available`), without

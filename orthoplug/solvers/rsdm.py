@@ -97,6 +97,7 @@ from collections.abc import Callable
 
 import torch
 
+from orthoplug._random import randperm
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.submanifold import (
     RETRACTIONS,
@@ -633,8 +634,8 @@ class StochasticRSDM(RSDM):
         """Draw the minibatch, then the slice; ``B`` is the restricted minibatch gradient."""
         oracle, x = run.oracle, run.tracker.x
         if isinstance(oracle, FiniteSum):
-            idx = torch.randperm(oracle.num_components, generator=run.generator,
-                                 device=x.device)[: self.batch_size]
+            idx = randperm(oracle.num_components,
+                           generator=run.generator)[: self.batch_size].to(x.device)
             g = run.tracker.component_gradient(x, idx)
         else:
             g = oracle.sample_gradient(x, self.batch_size, run.generator)

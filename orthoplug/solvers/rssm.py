@@ -61,6 +61,7 @@ from collections.abc import Callable
 
 import torch
 
+from orthoplug._random import randint
 from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.geometry.stiefel_block import (
     block_update,
@@ -82,7 +83,7 @@ from orthoplug.oracles import (
 )
 
 from .base import IterativeSolver, Run, SolverResult
-from .obcd import OBCD
+from .obcd import OBCD, require_compiled_search
 from .pairs import draw_block_pair, matching_pairs
 from .step_rules import StepRule, SubgradientSteps, step_rule
 
@@ -200,6 +201,9 @@ class SubgradientSolver(IterativeSolver):
         if x0.ndim != 2:
             raise ValueError(f"{self.name} optimises one n × p matrix, got shape "
                              f"{tuple(x0.shape)}")
+        if self.final_prox and isinstance(self.h, SeparableTerm):  # before any work, not at the end
+            require_compiled_search(x0, f"{self.name} (final_prox=True; final_prox=False runs "
+                                        "anywhere)")
         return oracle if self.h is None else CompositeOracle(oracle, self.h)
 
     def check_geometry(self, geometry) -> None:
@@ -285,7 +289,7 @@ class SubgradientSolver(IterativeSolver):
         generator (deterministic for a seeded run).
         """
         x = result.point
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=run.generator))
+        seed = int(randint(2**31 - 1, (1,), generator=run.generator))
         n = x.shape[-2]
         # about n pair steps: two OBCD iterations when each is a pass over the rows (⌈n/2⌉ pair
         # steps, row-gradient oracles), else n iterations of one pair step each

@@ -26,6 +26,7 @@ from collections.abc import Callable
 
 import torch
 
+from orthoplug._random import randn
 from orthoplug.oracles import NonFiniteError
 
 __all__ = ["MAX_REJECTIONS", "SIGMA_RULES", "cost_rounding", "SigmaBacktracking", "SigmaFit",
@@ -373,14 +374,13 @@ def _joint_norm(tensors: list[torch.Tensor]) -> float:
 
 def estimate_lipschitz(x: list[torch.Tensor], g: list[torch.Tensor],
                        gradient_at: Callable[[list[torch.Tensor]], list[torch.Tensor]],
-                       generators: list[torch.Generator]) -> float:
+                       generator: torch.Generator) -> float:
     """A local estimate ``‖∇f(X + εE) − ∇f(X)‖ / ‖εE‖`` of the Lipschitz constant along a
-    Gaussian direction E (drawn from ``generators``, one per tensor), ``ε = 1e-4‖X‖/‖E‖``; one
+    Gaussian direction E (drawn from ``generator``, tensor after tensor), ``ε = 1e-4‖X‖/‖E‖``; one
     extra gradient. ``x`` and ``g`` are the point and gradient as lists of tensors (the
     parameters of a torch optimizer; one tensor in the core solvers). Backtracking corrects it
     upward."""
-    e = [torch.randn(t.shape, dtype=t.dtype, device=t.device, generator=gen)
-         for t, gen in zip(x, generators, strict=True)]
+    e = [randn(*t.shape, dtype=t.dtype, device=t.device, generator=generator) for t in x]
     eps = 1e-4 * _joint_norm(x) / _joint_norm(e)
     g1 = gradient_at([t + eps * d for t, d in zip(x, e, strict=True)])
     change = _joint_norm([a - b for a, b in zip(g1, g, strict=True)])

@@ -80,7 +80,7 @@ def _loss(opt, w, stochastic):
     """The loss at ``w``: a minibatch drawn with the optimizer's generator (as the core's
     ``randperm(N)[:B]``), or the full cost."""
     if stochastic:
-        idx = torch.randperm(COMPONENTS, generator=opt.generator(w.device))[:BATCH]
+        idx = torch.randperm(COMPONENTS, generator=opt.generator())[:BATCH]
         return component_value(w, idx)
     return cost(w)
 

@@ -1,5 +1,5 @@
-"""``benchmarks/gpu_check.py`` runs (on the CPU here) and every optimizer it checks stays
-feasible to its dtype's precision."""
+"""``benchmarks/gpu_check.py`` runs (on the CPU here): every optimizer and core solver it checks
+stays feasible to its dtype's precision and repeats its CPU run bit for bit."""
 
 import json
 import subprocess
@@ -14,7 +14,8 @@ def test_gpu_check_on_cpu(tmp_path):
     subprocess.run([sys.executable, "gpu_check.py", "--device", "cpu", "--steps", "3",
                     "--repeats", "1", "--json", str(out)], cwd=BENCHMARKS, check=True,
                    capture_output=True, text=True)
-    rows = json.loads(out.read_text())
+    record = json.loads(out.read_text())
+    rows = record["geoopt"]
     assert len(rows) == 16
     for row in rows:
         assert "refused" not in row, row
@@ -23,3 +24,6 @@ def test_gpu_check_on_cpu(tmp_path):
         assert row["violation"] < tol, row
         assert row["seconds_per_step"] > 0
         assert row["cpu_gap"] == 0.0, row
+    assert len(record["core"]) == 6
+    for row in record["core"]:
+        assert row["device"] == "cpu" and row["cpu_gap"] == 0.0 and row["violation"] < 1e-12, row

@@ -29,6 +29,7 @@ from orthoplug.problems.hevp import make_spd
 from orthoplug.solvers import jjacobi, jobcd, jobcd_steps, obcd
 from orthoplug.solvers.jobcd import GSJOBCD, JJOBCD
 from orthoplug.solvers.obcd import OBCD
+from orthoplug.solvers.rssm import RSSM
 from orthoplug.solvers.sparse_obcd import SparseOBCD
 from orthoplug.subproblems import jorth2
 from orthoplug.subproblems.jorth2 import solve_jorth2x2
@@ -154,6 +155,24 @@ def test_obcd_refuses_other_devices(monkeypatch, solver):
         solver(L1(0.05), seed=0, max_iterations=5).run(oracle, x0, geo)
     res = OBCD(Zero(), k=3, curvature="scalar", seed=0, max_iterations=5).run(oracle, x0, geo)
     assert res.iterations == 5
+
+
+def test_rssm_final_prox_refuses_other_devices_before_any_work(monkeypatch):
+    """RSSM with a separable h ends with OBCD's proximal pass (compiled O(2) search): off the CPU
+    it refuses at setup, naming the option, instead of failing after its iterations; with
+    ``final_prox=False`` it runs."""
+    geo, x0 = _stiefel_start()
+    oracle = QuadraticOracle(-C)
+    calls = []
+    monkeypatch.setattr(RSSM, "setup", lambda self, run: calls.append(run))
+    _simulate_device(monkeypatch, obcd)
+    with pytest.raises(ValueError, match="final_prox=True; final_prox=False runs anywhere"):
+        RSSM(h=L1(0.05), seed=0, max_iterations=5).run(oracle, x0, geo)
+    assert not calls
+    monkeypatch.undo()
+    _simulate_device(monkeypatch, obcd)
+    res = RSSM(h=L1(0.05), final_prox=False, seed=0, max_iterations=5).run(oracle, x0, geo)
+    assert res.iterations == 5 and "final_prox" not in res.info
 
 
 def test_rcd_torch_rounds_equal_the_compiled_rounds(monkeypatch):

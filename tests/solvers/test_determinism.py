@@ -4,7 +4,10 @@
   run twice and once more beside a CPU-bound process: identical points and costs;
 * SparseOBCD on ℓ1-SPCA, ℓ0-SPCA and NN-PCA at n = 200: the same, stages included;
 * no solver or baseline module reads a clock, except the run loop and ``Run.out_of_time``
-  (the ``max_time`` stop) in ``solvers/base.py``.
+  (the ``max_time`` stop) in ``solvers/base.py``;
+* the same draws on every device: the solvers' and optimizers' generators live on the CPU, and
+  no module that serves an iterate calls torch's samplers except through
+  :mod:`orthoplug._random` (draw where the generator lives, then move).
 """
 
 from __future__ import annotations
@@ -322,3 +325,62 @@ def test_the_clock_check_catches_a_clock(tmp_path):
     probe.write_text("import time\n\ndef step(run):\n    return time.perf_counter() > "
                      "run.deadline\n", encoding="utf-8")
     assert _clock_reads(probe) == ["probe.py:4 (step)", "probe.py:4 (step)"]
+
+
+# ---- the same draws on every device -----------------------------------------------------------
+
+SAMPLERS = {"randn", "rand", "randint", "randperm", "normal", "bernoulli", "multinomial",
+            "randn_like", "rand_like", "randint_like"}
+
+
+def _torch_draws(path: Path) -> list[str]:
+    """Calls ``torch.<sampler>(...)`` and in-place samplers (``.normal_()``, ``.uniform_()``, …)
+    in ``path``, as ``file:function (sampler)``."""
+    hits = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = [f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.Lambda))]
+    owner = {id(node): getattr(f, "name", "<lambda>") for f in functions for node in ast.walk(f)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        f = node.func
+        direct = (f.attr in SAMPLERS and isinstance(f.value, ast.Name) and f.value.id == "torch")
+        in_place = f.attr in {"normal_", "uniform_", "random_", "bernoulli_", "exponential_"}
+        if direct or in_place:
+            hits.append(f"{path.name}:{owner.get(id(node), '<module>')} ({f.attr})")
+    return hits
+
+
+def _iterate_modules() -> list[Path]:
+    root = Path(orthoplug.__file__).parent
+    folders = ("solvers", "baselines", "geometry", "oracles", "subproblems", "kernels")
+    files = [f for d in folders for f in sorted((root / d).glob("*.py"))]
+    return files + sorted((root.parent / "adapters").glob("*.py"))
+
+
+def test_draws_go_through_the_one_device_rule():
+    """Every draw that serves an iterate is made by :mod:`orthoplug._random` (the only
+    exception: ``seed=None`` drawing the seed itself, before any generator exists)."""
+    files = _iterate_modules()
+    assert len(files) > 40
+    offenders = [hit for f in files for hit in _torch_draws(f)]
+    assert offenders == ["base.py:start (randint)"], offenders
+
+
+def test_the_draw_check_catches_a_draw(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import torch\n\ndef step(x, g):\n    x.normal_()\n"
+                     "    return torch.randn(3, generator=g, device=x.device)\n", encoding="utf-8")
+    assert sorted(_torch_draws(probe)) == ["probe.py:step (normal_)", "probe.py:step (randn)"]
+
+
+def test_generators_live_on_the_cpu():
+    """The core run's and the torch optimizer's generators are CPU generators, whatever the
+    iterate's device, so a seed gives one stream everywhere."""
+    geometry = StiefelGeometry(6, 2)
+    x0 = geometry.random_point(generator=torch.Generator().manual_seed(0))
+    oracle = orthoplug.FunctionOracle(lambda x: -(x ** 2).sum(), lambda x: -2 * x)
+    run = orthoplug.solvers.rsdm.RSDM(r=3, seed=1).start(oracle, x0, geometry)
+    assert run.generator.device.type == "cpu"
+    w = geoopt.ManifoldParameter(x0.clone(), manifold=geoopt.Stiefel())
+    assert go.RSDM([w], lr=0.1, r=3, seed=1).generator().device.type == "cpu"

@@ -533,25 +533,13 @@ def test_geoopt_rsdm_state_dict_round_trip_and_errors():
     assert torch.equal(w2.detach(), reference)
     # a generator state that torch.load(map_location=...) turned into another tensor type is
     # still restored (set_state takes a CPU ByteTensor only)
-    def with_generators(state, generators):
-        return {**state, "orthoplug": {**state["orthoplug"], "generators": generators}}
-
-    gens = saved["orthoplug"]["generators"]
-    moved = with_generators(saved, {k: v.to(torch.float32) for k, v in gens.items()})
+    moved = {**saved, "orthoplug": {**saved["orthoplug"],
+                                    "generator": saved["orthoplug"]["generator"].float()}}
     w3 = geoopt.ManifoldParameter(saved_w.clone(), manifold=manifold)
     opt3 = GeooptRSDM([w3], lr=2.0, r=6, seed=99)
     opt3.load_state_dict(moved)
     steps(opt3, w3, 10)
     assert torch.equal(w3.detach(), reference)
-    # a state saved for a device this host lacks loads, waits unused and is saved again
-    elsewhere = with_generators(saved, {"cuda:7": gens["cpu"]})
-    w4 = geoopt.ManifoldParameter(saved_w.clone(), manifold=manifold)
-    opt4 = GeooptRSDM([w4], lr=2.0, r=6, seed=3)
-    opt4.load_state_dict(elsewhere)
-    steps(opt4, w4, 1)
-    again = opt4.state_dict()["orthoplug"]["generators"]
-    assert set(again) == {"cpu", "cuda:7"}
-    assert torch.equal(again["cuda:7"], gens["cpu"])
     with pytest.raises(ValueError, match="exceeds n"):
         GeooptRSDM([w], lr=1.0, r=21)
     with pytest.raises(ValueError, match="r must be"):
