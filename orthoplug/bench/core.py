@@ -280,7 +280,7 @@ def pymanopt_method(name: str, family: str, optimizer_class: Callable | str,
     def runner(experiment, instance, *, seed, time_limit, **opts):
         from orthoplug.adapters.pymanopt import SolverOptimizer
 
-        cls = _resolve(optimizer_class)
+        cls = resolve(optimizer_class)
         problem = experiment.pymanopt_problem(instance)
         if problem is None:
             raise NotImplementedError(f"{experiment.name} offers no pymanopt problem")
@@ -323,7 +323,7 @@ def torch_method(name: str, family: str, optimizer_factory: Callable,
         torch.manual_seed(seed)
         x0 = torch.as_tensor(experiment.initial_point(instance, seed), dtype=torch.float64)
         param = geoopt.ManifoldParameter(x0.clone(), manifold=manifold)
-        optimizer = _resolve(optimizer_factory)([param], **opts)
+        optimizer = resolve(optimizer_factory)([param], **opts)
 
         def closure():
             optimizer.zero_grad()
@@ -356,7 +356,8 @@ def custom_method(name: str, family: str, fn: Callable[..., Outcome],
     return Method(name, family, fn, dict(options or {}), list(grid), applies)
 
 
-def _resolve(ref):
+def resolve(ref):
+    """A class or ``"module:attr"`` reference, resolved."""
     if isinstance(ref, str):
         import importlib
 

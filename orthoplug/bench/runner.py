@@ -9,12 +9,20 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from orthoplug import warm_up
-from orthoplug.bench.core import SCALES, Experiment, Instance, Method, Record, pymanopt_method
+from orthoplug.bench.core import (
+    SCALES,
+    Experiment,
+    Instance,
+    Method,
+    Record,
+    pymanopt_method,
+    resolve,
+)
 
 __all__ = ["SUITES", "Plan", "experiments_of", "plan", "run_plan", "read_records", "emit_row",
            "archive_run"]
@@ -41,15 +49,43 @@ def plugin_methods() -> list[Method]:
             for e in registry.entries("solver", "pymanopt") if e.source != "builtin"]
 
 
-def registry_method(name: str) -> Method | None:
-    """A registry solver asked for by name, run through its pymanopt front-end."""
+def registry_method(name: str, experiment: Experiment) -> Method | None:
+    """A registry solver asked for by name, run through its pymanopt front-end on the instances
+    of ``experiment`` whose manifold that front-end takes (:func:`_takes`)."""
     from orthoplug import registry
 
     for e in registry.entries("solver", "pymanopt"):
         if e.name == name:
-            return pymanopt_method(e.name, "plugin" if e.source != "builtin" else "orthoplug",
-                                   e.pymanopt)
+            method = pymanopt_method(e.name, "plugin" if e.source != "builtin" else "orthoplug",
+                                     e.pymanopt)
+            method.applies = _takes(e.pymanopt, experiment)
+            return method
     return None
+
+
+def _takes(optimizer_class, experiment: Experiment) -> Callable[[Instance], bool]:
+    """Whether an instance's pymanopt manifold is one ``optimizer_class`` takes: for orthoplug's
+    optimizers, the geometries they declare (``SolverOptimizer.geometries``; empty: any); a
+    third-party optimizer is taken to take every manifold. One problem is built per instance."""
+    from orthoplug.adapters.pymanopt import SolverOptimizer, geometry_of
+
+    answers: dict[int, bool] = {}
+
+    def applies(instance: Instance) -> bool:
+        if id(instance) not in answers:
+            cls = resolve(optimizer_class)
+            kinds = cls.geometries if issubclass(cls, SolverOptimizer) else ()
+            ok = True
+            if kinds:
+                try:
+                    geometry = geometry_of(experiment.pymanopt_problem(instance).manifold)
+                except ValueError:  # a manifold none of ours is built on
+                    geometry = None
+                ok = isinstance(geometry, kinds)
+            answers[id(instance)] = ok
+        return answers[id(instance)]
+
+    return applies
 
 
 def _offers_pymanopt(exp: Experiment) -> bool:
@@ -96,7 +132,7 @@ def plan(suite: str = "quick", *, problems: Iterable[str] | None = None,
         if _offers_pymanopt(exp):
             methods += [m for m in plugins if m.name not in {x.name for x in methods}]
         if wanted is not None:
-            extra = [registry_method(w) for w in wanted
+            extra = [registry_method(w, exp) for w in wanted
                      if w not in {m.name for m in methods}
                      and _offers_pymanopt(exp)]
             methods = [m for m in methods + [x for x in extra if x] if m.name in wanted]
@@ -114,6 +150,13 @@ def plan(suite: str = "quick", *, problems: Iterable[str] | None = None,
             built.append((exp, exp.instances(scale, seeds[0]), methods))
         except ImportError as err:  # optional data (e.g. the kg extra): skip, loudly
             _log.warning("skipping experiment %s: %s", exp.name, err)
+    if wanted is not None:
+        runs = {m.name for _, insts, methods in built for m in methods
+                for inst in insts if m.runs_on(inst)}
+        idle = [w for w in wanted if w not in runs]
+        if idle:
+            raise ValueError(f"solver(s) {idle} take none of the selected experiments' "
+                             f"instances (their manifolds)")
     return Plan(scale, seeds, tune, time_limit, built)
 
 

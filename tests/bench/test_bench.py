@@ -180,6 +180,9 @@ def test_selection_errors_and_cli(toy, tmp_path, capsys):
         runner.experiments_of("nope")
     plan = runner.plan("toy", solvers=["exact", "OBCD"])  # a registry name joins as pymanopt
     assert [m.name for m in plan.items[0][2]] == ["exact", "OBCD"]
+    assert all(m.runs_on(i) for m in plan.items[0][2] for i in plan.items[0][1])
+    with pytest.raises(ValueError, match=r"\['GSJOBCD'\] take none"):  # O(J) only; toy is Stiefel
+        runner.plan("toy", solvers=["exact", "GSJOBCD"])
     assert cli.main(["--suite", "toy", "--solvers", "nope"]) == 2
     code = cli.main(["--suite", "toy", "--solvers", "exact", "OBCD", "--out", str(tmp_path),
                      "--no-progress", "--time-limit", "0.3"])
