@@ -15,7 +15,8 @@ medians; CUDA synchronised around each timed round), and the gap to the same ste
 (``max |X_device − X_cpu| / max |X_cpu|``: a solver's iterates may not depend on the device
 beyond rounding). An optimizer that refuses the device
 (``ColumnJJacobi``: compiled CPU sweeps only) is reported with its message. Then the core
-solvers that run on any device (:func:`core_cases`: RSDM with both samplings, StochasticRSDM on a
+solvers that run on any device (:func:`core_cases`: RSDM with both samplings and both step
+rules (polar at r ≤ p, Armijo at r > p), StochasticRSDM on a
 finite sum, GS-JOBCD, J-JOBCD, RSSM with an ℓ1 term and ``final_prox=False``), 30 iterations
 each, with their gap to the CPU run. Set ``OMP_NUM_THREADS=1`` for CPU timings.
 """
@@ -102,7 +103,7 @@ def core_cases(device: str, seed: int) -> dict:
     batches = FiniteSumOracle(200, lambda x, i: -((a[i] @ x) ** 2).sum(1).mean(),
                               lambda x, i: -2 * a[i].T @ (a[i] @ x) / len(i))
     budget = dict(seed=seed + 1, max_iterations=30)
-    return {"RSDM-P": (RSDM(r=10, **budget), pca, st, x0),
+    return {"RSDM-P": (RSDM(r=6, **budget), pca, st, x0),  # r ≤ p: the polar slice step
             "RSDM-O": (RSDM(r=10, sampling="orthogonal", **budget), pca, st, x0),
             "StochasticRSDM": (StochasticRSDM(r=10, batch_size=20, step_size=0.05, **budget),
                                batches, st, x0),
