@@ -266,7 +266,8 @@ class GeometricOnStall(Geometric):
 
 
 class Polyak(StepRule):
-    r"""Polyak steps with an estimated optimum (a level rule with a path condition).
+    r"""Polyak steps with an estimated optimum (level adjustment, optionally with a path
+    condition).
 
     ``γ_k = (f(X_k) − f̂_k)/N_k`` with ``f̂_k = f_best − δ`` (``f_best`` the lowest value seen)
     and ``N_k`` the squared norm of the full Riemannian subgradient: ``‖ξ_k‖²`` for RSubGrad;
@@ -300,9 +301,9 @@ class Polyak(StepRule):
     path ``B``; a target within reach is attained, so δ need not shrink geometrically while
     the method still descends (``path=None`` halves it every ``patience`` epochs on the
     non-sharp ℓ1-SPCA, the steps become summable and the iterates freeze above f*). The
-    second condition halves δ readily where it must shrink fast: on a sharp problem (DPCP)
-    the values converge linearly and, once ``f̂ < f*``, the best value stops falling at
-    once. With ``f̂ ≤ f*`` and a sharp f the steps are at least Polyak's.
+    second condition lets δ shrink where it must follow a gap that falls linearly (a sharp
+    f); it fires later than ``path=None``'s halving, which is why RSSM needed more epochs on
+    DPCP. With ``f̂ ≤ f*`` and a sharp f the steps are at least Polyak's.
 
     The defaults ``drop = 0.7``, ``grow = 1.2`` keep the target closer to ``f_best`` than the
     classical ``drop = 0.5``, ``grow = 1.5`` (with which the Polyak steps were too long on DPCP,
@@ -321,7 +322,7 @@ class Polyak(StepRule):
         stall: the slow-down that halves δ (in [0, 1]): the last epoch's decrease of
             ``f_best`` as a fraction of the level's mean decrease per epoch.
         optimum: a known optimal value f*: then ``f̂_k = f*`` (Polyak's own step
-            ``(f(X_k) − f*)/N_k``) and δ is not used.
+            ``(f(X_k) − f*)/N_k``, 0 where ``f(X_k) ≤ f*``) and δ is not used.
 
     Raises:
         ValueError: ``level ≤ 0``, ``patience < 1``, ``grow < 1``, ``drop ∉ (0, 1]``,
@@ -392,13 +393,13 @@ class Polyak(StepRule):
 
     def polyak_length(self, f: float, xi_sq: float, share: float = 1.0) -> float:
         """``γ = (f − f̂)/N`` with ``N`` the running estimate of the full ``‖ξ‖²`` (see the class
-        notes); 0 while ``N = 0``. Adds the step's length to the path."""
+        notes); 0 while ``N = 0`` or ``f ≤ f̂``. Adds the step's length to the path."""
         est = xi_sq / share
         w = min(1.0, share)
         self.norm_sq = est if not self.norm_sq > 0 else (1 - w) * self.norm_sq + w * est
         if not self.norm_sq > 0:
             return 0.0
-        gamma = (f - self.target()) / self.norm_sq
+        gamma = max(f - self.target(), 0.0) / self.norm_sq
         if not self.unit > 0:
             self.unit = gamma * math.sqrt(est)
         self.travelled += gamma * math.sqrt(xi_sq * share)

@@ -158,6 +158,9 @@ def test_polyak_with_a_known_optimum_is_polyaks_step():
     for _ in range(60):
         tracker = next(steps)
     assert prob.principal_angle(tracker.x) <= 1e-10
+    low = start(Polyak(optimum=1.0), 2.0)
+    low.observe(0.5)
+    assert low.polyak_length(0.5, 1.0) == 0.0  # f below a wrong f*: no step, never an ascent
 
 
 @pytest.mark.parametrize("ell", [None, 4])
@@ -244,6 +247,13 @@ def test_geometric_on_stall_rule():
         Polyak(grow=0.9)
     with pytest.raises(ValueError, match="drop"):
         Polyak(drop=0.0)
+    for bad in (0.0, -1.0, math.nan, True, "30"):
+        with pytest.raises(ValueError, match="path"):
+            Polyak(path=bad)
+    with pytest.raises(ValueError, match="stall"):
+        Polyak(path=30.0, stall=1.5)
+    with pytest.raises(ValueError, match="optimum"):
+        Polyak(optimum=math.inf)
 
 
 def test_block_subgradient_norm_matches_formula_15():
