@@ -6,7 +6,8 @@ One option picks the rule: ``step_size`` (core solvers and pymanopt) or ``lr`` (
 shorthand (:func:`step_rule`):
 
 * :class:`Polyak` (the default, ``"polyak"``; patience 2) — ``γ_k = (f(X_k) − f̂_k)/‖ξ_k‖²`` with an
-  estimated optimum (level adjustment); scale-free, no ``γ₀`` to choose;
+  estimated optimum (level adjustment); scale-free, no ``γ₀`` to choose; ``Polyak(path=30)``
+  keeps the level while the descent goes on (a path condition), for non-sharp objectives;
 * :class:`Diminishing` (``"diminishing"``; a number ``γ₀`` is ``Diminishing(γ₀)``) —
   ``γ₀/√(k+1)`` (Thm 4.9b of Cheung et al. 2024);
 * :class:`Constant` (``"constant"``) — ``γ₀``;
@@ -265,7 +266,8 @@ class GeometricOnStall(Geometric):
 
 
 class Polyak(StepRule):
-    r"""Polyak steps with an estimated optimum (level adjustment), for sharp problems.
+    r"""Polyak steps with an estimated optimum (level adjustment, optionally with a path
+    condition).
 
     ``γ_k = (f(X_k) − f̂_k)/N_k`` with ``f̂_k = f_best − δ`` (``f_best`` the lowest value seen)
     and ``N_k`` the squared norm of the full Riemannian subgradient: ``‖ξ_k‖²`` for RSubGrad;
@@ -273,78 +275,139 @@ class Polyak(StepRule):
     ``‖ξ_C‖²/ω`` (``ω = |C|/p``, weight ω per block step). A block step of that length lowers
     the linear model by ``(f − f̂)‖ξ_C‖²/‖ξ‖²``, the block's share of the gap; dividing by
     ``‖ξ_C‖²`` itself would blow up whenever the drawn block is nearly stationary.
-    ``δ₀ = level·|f(X₀)|`` (``level`` if ``f(X₀) = 0``); δ is halved when ``patience`` epochs
-    pass without ``f_best`` dropping by ``drop·δ`` below its value at the last change (the
-    target was too low), and multiplied by ``grow^(1/E)`` (at most δ₀; E the updates per
-    epoch) after each such drop (so that a δ cut too far early does not leave the method with
-    tiny steps). The root makes δ's growth per epoch the same for every block count: a block
-    method tests for the drop every block step, E times per epoch. With ``f̂ ≤ f*`` and a sharp f
-    the steps are at least Polyak's; once ``f̂ > f*`` the iterates reach ``f̂`` and δ shrinks.
+
+    **The level δ.** ``δ₀ = level·|f(X₀)|`` (``level`` if ``f(X₀) = 0``). A *sufficient drop*
+    — ``f_best`` at least ``drop·δ`` below its value at the last change of the level — keeps
+    the level: δ is multiplied by ``grow^(1/E)`` (at most δ₀; E the updates per epoch, so δ's
+    growth per epoch is the same for every block count) and the path is reset. After
+    ``patience`` epochs without one, the rule looks at every epoch end whether to halve δ:
+
+    * ``path=None`` (the default): always;
+    * ``path = c`` (e.g. 30): if the path travelled since the last change of the level
+      reached ``B = c·s₀``, or if the descent slowed down: the last epoch lowered ``f_best``
+      by at most ``stall`` (default 0.5) times the level's mean decrease per epoch
+      (``stall = 0``: only an epoch without a new best); otherwise δ is kept (the values still
+      fall at their pace: the target may be within reach).
+
+    ``Polyak(path=30)`` is the rule for non-sharp objectives (ℓ1-SPCA); on the sharp DPCP it
+    needed more RSSM epochs than the default (docs/results/rssm.md), which therefore stays.
+
+    The path is the sum of the step lengths, a block step's ``γ‖ξ_C‖`` counted with weight
+    ``√ω`` (an epoch of ``1/ω`` block steps along orthogonal column blocks moves ``X`` about
+    ``γ‖ξ‖``, as one full step does), and ``s₀`` is the first step's length counted the same
+    way (``γ₀‖ξ_C‖/√ω``), so ``B`` does not depend on the scale of f nor on the block count.
+    The path condition is the Goffin–Kiwiel / Nedić–Bertsekas rule: a target out of reach
+    (``f̂ < f*``) is never attained, the iterates keep travelling and δ halves after every
+    path ``B``; a target within reach is attained, so δ need not shrink geometrically while
+    the method still descends (``path=None`` halves it every ``patience`` epochs on the
+    non-sharp ℓ1-SPCA, the steps become summable and the iterates freeze above f*). The
+    second condition lets δ shrink where it must follow a gap that falls linearly (a sharp
+    f); it fires later than ``path=None``'s halving, which is why RSSM needed more epochs on
+    DPCP. With ``f̂ ≤ f*`` and a sharp f the steps are at least Polyak's.
 
     The defaults ``drop = 0.7``, ``grow = 1.2`` keep the target closer to ``f_best`` than the
     classical ``drop = 0.5``, ``grow = 1.5`` (with which the Polyak steps were too long on DPCP,
-    the target sitting about one gap below f*; evidence in docs/results.md). A δ that halves
-    readily can outrun the progress (δ summable, the iterates stall above f*): use
-    ``patience ≥ 2``. The default 2 took fewer epochs than 3 on DPCP at n = 1000 (RSubGrad 33
-    against 41, RSSM-4 41 against 53; docs/guide/defaults.md).
+    the target sitting about one gap below f*). ``patience`` is the least number of epochs a
+    level is kept; ``path=None`` needs ``patience ≥ 2`` (with 1, a δ that halves readily can
+    outrun the progress).
 
     Args:
         level: ``δ₀/|f(X₀)|`` > 0.
-        patience: epochs without sufficient descent before δ is halved (≥ 1).
+        patience: epochs without a sufficient drop before δ may be halved (≥ 1).
         grow: δ's growth factor per epoch of sufficient drops (≥ 1).
         drop: the sufficient drop of ``f_best``, as a fraction of δ (in (0, 1]).
+        path: ``B/s₀`` of the path condition (> 0; ``math.inf``: halve only when the descent
+            slows down), or ``None`` (default: halve after every ``patience`` epochs without
+            a sufficient drop).
+        stall: the slow-down that halves δ (in [0, 1]): the last epoch's decrease of
+            ``f_best`` as a fraction of the level's mean decrease per epoch.
+        optimum: a known optimal value f*: then ``f̂_k = f*`` (Polyak's own step
+            ``(f(X_k) − f*)/N_k``, 0 where ``f(X_k) ≤ f*``) and δ is not used.
 
     Raises:
-        ValueError: ``level ≤ 0``, ``patience < 1``, ``grow < 1`` or ``drop ∉ (0, 1]``.
+        ValueError: ``level ≤ 0``, ``patience < 1``, ``grow < 1``, ``drop ∉ (0, 1]``,
+            ``path ≤ 0``, ``stall ∉ [0, 1]`` or ``optimum`` not a finite number.
     """
 
     name = "polyak"
     reads_values = True
 
     def __init__(self, level: float = 0.5, patience: int = 2, *, grow: float = 1.2,
-                 drop: float = 0.7):
+                 drop: float = 0.7, path: float | None = None, stall: float = 0.5,
+                 optimum: float | None = None):
         if not (isinstance(level, int | float) and math.isfinite(level) and level > 0):
             raise ValueError(f"level must be a finite number > 0, got {level!r}")
         if not (isinstance(grow, int | float) and math.isfinite(grow) and grow >= 1):
             raise ValueError(f"grow must be a finite number >= 1, got {grow!r}")
         if not (isinstance(drop, int | float) and 0 < drop <= 1):
             raise ValueError(f"drop must lie in (0, 1], got {drop!r}")
+        if path is not None and (isinstance(path, bool) or not isinstance(path, int | float)
+                                 or not path > 0):
+            raise ValueError(f"path must be a number > 0 or None, got {path!r}")
+        if not (isinstance(stall, int | float) and 0 <= stall <= 1):
+            raise ValueError(f"stall must lie in [0, 1], got {stall!r}")
+        if optimum is not None and (isinstance(optimum, bool) or not isinstance(
+                optimum, int | float) or not math.isfinite(optimum)):
+            raise ValueError(f"optimum must be a finite number or None, got {optimum!r}")
         self.level, self.patience = float(level), _check_patience(patience)
         self.grow, self.drop = float(grow), float(drop)
-        self.best = self.ref = self.delta = self.delta0 = self.norm_sq = math.nan
-        self.since, self.halvings, self.window, self.growth = 0, 0, 1, self.grow
+        self.path, self.stall = None if path is None else float(path), float(stall)
+        self.optimum = None if optimum is None else float(optimum)
+        self.best = self.ref = self.mark = self.delta = self.delta0 = self.norm_sq = math.nan
+        self.unit, self.travelled = math.nan, 0.0
+        self.since, self.halvings, self.window, self.epoch, self.growth = 0, 0, 1, 1, self.grow
 
     def start(self, f0, auto_step, epoch_length, share):
         value = float(f0())
-        self.best = self.ref = value
+        self.best = self.ref = self.mark = value
         self.delta = self.delta0 = self.level * (abs(value) if value != 0 else 1.0)
         self.since, self.halvings, self.norm_sq = 0, 0, math.nan
-        self.window = self.patience * max(1, epoch_length)
-        self.growth = self.grow ** (1.0 / max(1, epoch_length))
+        self.unit, self.travelled = math.nan, 0.0
+        self.epoch = max(1, epoch_length)
+        self.window = self.patience * self.epoch
+        self.growth = self.grow ** (1.0 / self.epoch)
 
     def observe(self, f: float) -> None:
         """Record ``f(X_k)`` (once per update, before the step) and adjust δ."""
         if f < self.best:
             self.best = f
         if self.best <= self.ref - self.drop * self.delta:
-            self.ref, self.since = self.best, 0
             self.delta = min(self.growth * self.delta, self.delta0)
+            self.changed()
             return
         self.since += 1
-        if self.since >= self.window:
+        if self.since % self.epoch:
+            return
+        last, self.mark = self.mark - self.best, self.best
+        if self.since >= self.window and (
+                self.path is None or self.travelled >= self.path * self.unit
+                or last * self.since <= self.stall * self.epoch * (self.ref - self.best)):
             self.delta *= 0.5
             self.halvings += 1
-            self.ref, self.since = self.best, 0
+            self.changed()
+
+    def changed(self) -> None:
+        """Start a new level at ``f_best``: reset the window, the epoch mark and the path."""
+        self.ref = self.mark = self.best
+        self.since, self.travelled = 0, 0.0
 
     def polyak_length(self, f: float, xi_sq: float, share: float = 1.0) -> float:
         """``γ = (f − f̂)/N`` with ``N`` the running estimate of the full ``‖ξ‖²`` (see the class
-        notes); 0 while ``N = 0``."""
+        notes); 0 while ``N = 0`` or ``f ≤ f̂``. Adds the step's length to the path."""
         est = xi_sq / share
         w = min(1.0, share)
         self.norm_sq = est if not self.norm_sq > 0 else (1 - w) * self.norm_sq + w * est
         if not self.norm_sq > 0:
             return 0.0
-        return (f - (self.best - self.delta)) / self.norm_sq
+        gamma = max(f - self.target(), 0.0) / self.norm_sq
+        if not self.unit > 0:
+            self.unit = gamma * math.sqrt(est)
+        self.travelled += gamma * math.sqrt(xi_sq * share)
+        return gamma
+
+    def target(self) -> float:
+        """``f̂ = f_best − δ``, or the known optimum."""
+        return self.best - self.delta if self.optimum is None else self.optimum
 
     def length(self, k, f, xi_sq, share):
         value = f()
@@ -353,7 +416,7 @@ class Polyak(StepRule):
 
     def options(self):
         return {"level": self.level, "patience": self.patience, "grow": self.grow,
-                "drop": self.drop}
+                "drop": self.drop, "path": self.path, "stall": self.stall, "optimum": self.optimum}
 
     def info(self):
         return {**super().info(), "delta": self.delta, "halvings": self.halvings}

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 import torch
 
 from orthoplug.baselines.rsubgrad import RSubGrad
+from orthoplug.geometry._linalg import sym
 from orthoplug.geometry.stiefel import StiefelGeometry
-from orthoplug.geometry.stiefel_block import complement, take_columns
-from orthoplug.problems.nonsmooth_problems import dpcp_instance
+from orthoplug.geometry.stiefel_block import complement, polar_tall, take_columns
+from orthoplug.problems.nonsmooth_problems import SparsePCA, dpcp_instance
 from orthoplug.solvers.rssm import RSSM, block_subgradient_sq
 from orthoplug.solvers.step_rules import (
     Constant,
@@ -74,10 +76,11 @@ def test_polyak_level_grows_by_the_same_factor_per_epoch_for_every_block_count(e
 
 
 def test_polyak_default_drop_and_growth():
-    """Defaults ``drop = 0.7``, ``grow = 1.2``: a drop of 0.6δ is not sufficient (δ halves after
-    ``patience`` epochs), one of 0.7δ is and grows δ by ``1.2^(1/E)``; the step uses the new δ."""
+    """Defaults ``drop = 0.7``, ``grow = 1.2``: a drop of 0.6δ is not sufficient (δ halves
+    after ``patience`` epochs), one of 0.7δ is and grows δ by ``1.2^(1/E)``; the
+    step uses the new δ."""
     rule = Polyak(level=0.5, patience=1)
-    assert (rule.grow, rule.drop) == (1.2, 0.7)
+    assert (rule.grow, rule.drop, rule.path) == (1.2, 0.7, None)
     start(rule, 4.0, 2)  # δ₀ = 2
     rule.observe(4.0)
     rule.observe(3.0)  # drop 1.0 < 0.7·2 = 1.4; second iteration of the window: δ halves
@@ -92,6 +95,95 @@ def test_polyak_default_drop_and_growth():
     for _ in range(20):  # sufficient drops grow δ up to δ₀ and no further
         rule.observe(rule.best - 0.75 * rule.delta)
     assert rule.delta == 2.0 and rule.halvings == 1
+
+
+def test_polyak_path_rule_halves_only_after_the_path_or_a_flat_epoch():
+    """While the best value falls at a steady pace, δ is kept until the path since the last
+    change reaches ``B = path·s₀`` (s₀ the first step's length); once ``patience`` epochs
+    passed, an epoch without a new best, or whose decrease is at most ``stall`` times the
+    level's mean per epoch, halves δ; a sufficient drop keeps the level (and resets the path).
+    The default (``path=None``) halves after ``patience`` epochs whatever the progress."""
+    rule = start(Polyak(level=0.5, patience=2, path=3.0), 4.0)  # δ₀ = 2, E = 1
+    deltas = []
+    for f in (3.9, 3.8, 3.7, 3.6):  # new bests, each 0.1 < 0.7δ below the last
+        rule.observe(f)
+        deltas.append(rule.delta)
+        # f = f_best: γ = δ/‖ξ‖² with ‖ξ‖ = 1, so each step has length δ = 2 (s₀ = 2, B = 6)
+        assert rule.polyak_length(f, 1.0) == pytest.approx(rule.delta)
+    assert rule.unit == 2.0
+    assert deltas == [2.0, 2.0, 2.0, 1.0]  # halved once the path 2 + 2 + 2 reached B
+    assert rule.halvings == 1 and rule.ref == 3.6 and rule.travelled == pytest.approx(1.0)
+    rule.observe(3.6)  # no new best, but only one epoch of the level
+    assert rule.delta == 1.0
+    rule.observe(3.6)  # second epoch without a new best: δ halves at once
+    assert rule.delta == 0.5 and rule.halvings == 2 and rule.travelled == 0.0
+    rule.polyak_length(3.6, 1.0)
+    rule.observe(3.25)  # a sufficient drop (0.7δ): δ·1.2, the path restarts
+    assert rule.delta == pytest.approx(0.6) and rule.travelled == 0.0 and rule.since == 0
+    rule.observe(3.0)  # 0.25 < 0.7δ
+    rule.observe(2.99)  # the decrease slowed to 0.01 ≤ stall · mean 0.13 per epoch: δ halves
+    assert rule.delta == pytest.approx(0.3) and rule.halvings == 3
+    plain = start(Polyak(level=0.5, patience=2), 4.0)
+    for f in (3.9, 3.8):
+        plain.observe(f)
+    assert plain.delta == 1.0  # two epochs without a sufficient drop
+
+
+def test_polyak_path_counts_block_steps_as_a_share_of_a_full_step():
+    """A block step of length ``γ‖ξ_C‖`` adds ``γ‖ξ_C‖√ω`` to the path and ``s₀ = γ₀‖ξ_C‖/√ω``:
+    an epoch of ``1/ω`` orthogonal block steps counts as one full step."""
+    rule = start(Polyak(level=0.5, patience=1, path=30.0), 4.0, epoch_length=4, share=0.25)
+    rule.observe(4.0)
+    gamma = rule.polyak_length(4.0, 1.0, share=0.25)  # N = ‖ξ_C‖²/ω = 4
+    assert gamma == pytest.approx(2.0 / 4.0)
+    assert rule.unit == pytest.approx(gamma * 1.0 / 0.5)
+    assert rule.travelled == pytest.approx(gamma * 1.0 * 0.5)
+
+
+def test_polyak_with_a_known_optimum_is_polyaks_step():
+    """``optimum=f*``: ``γ_k = (f(X_k) − f*)/‖ξ_k‖²``; the RSubGrad iterates are those of
+    ``X ← polar(X − γ_k ξ_k)`` written out, and on the sharp DPCP (f* the value on ``S^⊥``)
+    the angle falls to round-off."""
+    prob = dpcp_instance(40, 28, 160, outlier_ratio=0.5, seed=2)
+    oracle = prob.oracle()
+    f_star = float(oracle.value(prob.normals))
+    x = prob.spectral_point()
+    steps = RSubGrad(step_size=Polyak(optimum=f_star), seed=0).iterate(
+        oracle, x, StiefelGeometry(40, 12))
+    for _ in range(5):
+        g = oracle.gradient(x)
+        xi = g - x @ sym(x.mT @ g)
+        x = polar_tall(x - (float(oracle.value(x)) - f_star) / float((xi * xi).sum()) * xi)
+        assert torch.equal(next(steps).x, x)
+    for _ in range(60):
+        tracker = next(steps)
+    assert prob.principal_angle(tracker.x) <= 1e-10
+    low = start(Polyak(optimum=1.0), 2.0)
+    low.observe(0.5)
+    assert low.polyak_length(0.5, 1.0) == 0.0  # f below a wrong f*: no step, never an ascent
+
+
+@pytest.mark.parametrize("ell", [None, 4])
+def test_polyak_path_rule_keeps_descending_where_the_default_stalls(ell):
+    """ℓ1 sparse PCA (weakly convex, not sharp): with ``path=None`` δ halves every
+    ``patience`` epochs, the steps become summable and the best value freezes; with the path
+    condition the best value still falls after the other froze and ends lower."""
+    b = SparsePCA.random(60, 40, 0.0, seed=1).b
+    prob = SparsePCA(b, 0.5 * float(torch.linalg.eigvalsh(b.mT @ b)[-1]) / math.sqrt(40))
+    gen = torch.Generator().manual_seed(2)
+    x0 = torch.linalg.qr(torch.randn(40, 4, dtype=DT, generator=gen))[0]
+
+    def best_values(rule):
+        solver = (RSubGrad(step_size=rule, seed=0) if ell is None
+                  else RSSM(num_blocks=ell, step_size=rule, seed=0))
+        steps = solver.iterate(prob.oracle(), x0, StiefelGeometry(40, 4))
+        best = [min(prob.value(next(steps).x) for _ in range(100)) for _ in range(4)]
+        return list(itertools.accumulate(best, min))
+
+    plain = best_values(Polyak())
+    path = best_values(Polyak(path=30.0))
+    assert plain[3] == pytest.approx(plain[2], abs=1e-12)  # frozen for 200 iterations
+    assert path[1] < path[0] - 5e-4 and path[3] < plain[3] - 0.01
 
 
 def test_polyak_target_never_rises_above_the_best_value():
@@ -155,6 +247,13 @@ def test_geometric_on_stall_rule():
         Polyak(grow=0.9)
     with pytest.raises(ValueError, match="drop"):
         Polyak(drop=0.0)
+    for bad in (0.0, -1.0, math.nan, True, "30"):
+        with pytest.raises(ValueError, match="path"):
+            Polyak(path=bad)
+    with pytest.raises(ValueError, match="stall"):
+        Polyak(path=30.0, stall=1.5)
+    with pytest.raises(ValueError, match="optimum"):
+        Polyak(optimum=math.inf)
 
 
 def test_block_subgradient_norm_matches_formula_15():

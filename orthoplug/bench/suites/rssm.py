@@ -68,6 +68,7 @@ DPCP_RSSM_RULE = {"schedule": "polyak", "patience": 2, "pairs": "matching"}
 #: the step rules of :func:`dpcp_solver` by name (β per epoch and patience from its arguments)
 DPCP_RULES = {"geometric": lambda decay, patience: Geometric(decay=decay),
               "polyak": lambda decay, patience: Polyak(patience=patience),
+              "polyak-path": lambda decay, patience: Polyak(patience=patience, path=30.0),
               "geometric-on-stall": lambda decay, patience: GeometricOnStall(
                   decay=decay, patience=patience)}
 
