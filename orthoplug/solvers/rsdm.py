@@ -194,12 +194,12 @@ def _rotation_polar(w: torch.Tensor) -> torch.Tensor:
 
     Guard: the eigen route's result is kept for a matrix when ``‖F‖_F ≤``
     :data:`_POLAR_EIGH_TOL` (1e-7, so the neglected terms are ≤ 1e-14) and ``det Y > 0``.
-    Otherwise that matrix's rotation is the SVD's (``torch.linalg.svd``: ``UVᵀ``, the smallest
-    singular direction flipped when ``det < 0``): where WᵀW's small eigenvalues are within
-    rounding of ε·λ_max, so that V is not resolved (``‖F‖_F`` large; W rank-deficient:
-    ``d_i = 0``, F not finite), and where det W < 0, since the flipped direction is resolved
-    by V only to ε·κ(W)² over the gap of the two smallest squared singular values. Cost of the
-    eigen route: one r×r symmetric eigendecomposition, five r×r products and a determinant,
+    Otherwise that matrix's rotation is the SVD's (:func:`_rotation_polar_svd`): where the
+    small eigenvalues of WᵀW are within rounding of ε·λ_max, so that V is not resolved
+    (``‖F‖_F`` large; W rank-deficient: ``d_i = 0``, F not finite), and where det W < 0,
+    since the flipped direction is resolved by V only to ε·κ(W)² over the gap of the two
+    smallest squared singular values. Cost of the eigen route: one r×r symmetric
+    eigendecomposition, five r×r products and a determinant,
     against one r×r SVD, one product and a determinant.
     """
     dtype, w = w.dtype, w.double()
@@ -214,11 +214,17 @@ def _rotation_polar(w: torch.Tensor) -> torch.Tensor:
     y = a @ corr @ v.mT
     refuse = ~(torch.linalg.matrix_norm(f) <= _POLAR_EIGH_TOL) | (torch.linalg.det(y) < 0)
     if bool(refuse.any()):
-        u, _, vt = torch.linalg.svd(w[refuse])  # singular values in descending order
-        ys = u @ vt
-        flip = torch.linalg.det(ys) < 0
-        y[refuse] = ys - 2.0 * (flip[..., None, None] * u[..., :, -1:]) @ vt[..., -1:, :]
+        y[refuse] = _rotation_polar_svd(w[refuse])
     return y.to(dtype)
+
+
+def _rotation_polar_svd(w: torch.Tensor) -> torch.Tensor:
+    """:func:`_rotation_polar` from the SVD ``w = UΣVᵀ`` of each float64 r×r matrix of ``w``:
+    ``UVᵀ``, minus ``2u_r v_rᵀ`` (the smallest singular direction) where ``det(UVᵀ) < 0``."""
+    u, _, vt = torch.linalg.svd(w)  # singular values in descending order
+    y = u @ vt
+    flip = torch.linalg.det(y) < 0
+    return y - 2.0 * (flip[..., None, None] * u[..., :, -1:]) @ vt[..., -1:, :]
 
 
 class PolarSlice:

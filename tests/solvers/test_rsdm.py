@@ -42,6 +42,7 @@ from orthoplug.solvers.rsdm import (
     PolarSlice,
     StochasticRSDM,
     _rotation_polar,
+    _rotation_polar_svd,
     default_slice_dimension,
 )
 from orthoplug.solvers.steps import ArmijoBacktracking
@@ -733,15 +734,6 @@ def test_polar_rotation_is_the_maximiser_over_so_r():
         assert float((batched - torch.stack(ys)).abs().max()) <= 1e-13
 
 
-def _svd_rotation(w):
-    """The reference maximiser over SO(r) from one SVD (test only): ``UVᵀ``, with the last
-    (smallest) singular direction flipped when ``det(UVᵀ) < 0``."""
-    u, _, vt = torch.linalg.svd(w.double())
-    y = u @ vt
-    flip = torch.linalg.det(y) < 0
-    return y - 2.0 * (flip[..., None, None] * u[..., :, -1:]) @ vt[..., -1:, :]
-
-
 def _with_spectrum(sv, negative, gen):
     """An r×r matrix with singular values ``sv`` in random orthonormal bases, of determinant
     sign −1 when ``negative`` (else +1)."""
@@ -791,11 +783,11 @@ def test_polar_rotation_without_svd_agrees_with_the_svd(monkeypatch):
                 assert abs(float((y * w).sum()) - best) <= 1e-14 * nuclear * r
                 if negative:
                     assert len(calls) == before + 1
-                    assert float((y - _svd_rotation(w)).abs().max()) <= 1e-15
+                    assert float((y - _rotation_polar_svd(w)).abs().max()) <= 1e-15
                 else:
                     assert len(calls) == before  # the guard accepted the eigen route
                     tol = 1e-14 + 10 * torch.finfo(F64).eps * kappa  # ε·κ²: 1e-10 at 1e4
-                    assert float((y - _svd_rotation(w)).abs().max()) <= tol, (r, kappa)
+                    assert float((y - _rotation_polar_svd(w)).abs().max()) <= tol, (r, kappa)
                 if r == 60:
                     ws.append((w, y))
     batched = _rotation_polar(torch.stack([w for w, _ in ws]))
@@ -819,7 +811,7 @@ def test_polar_rotation_falls_back_to_the_svd_when_the_guard_refuses(monkeypatch
                _with_spectrum(deficient, False, gen), torch.zeros(r, r, dtype=F64)]
     for w in refused:
         before = len(calls)
-        assert float((_rotation_polar(w) - _svd_rotation(w)).abs().max()) <= 1e-15
+        assert float((_rotation_polar(w) - _rotation_polar_svd(w)).abs().max()) <= 1e-15
         assert len(calls) == before + 2  # the fallback's and the reference's
     accepted = _with_spectrum(torch.rand(r, dtype=F64, generator=gen) + 0.1, False, gen)
     negative = _with_spectrum(torch.rand(r, dtype=F64, generator=gen) + 0.1, True, gen)
@@ -845,7 +837,7 @@ def test_polar_steps_without_svd_give_the_svd_iterates(monkeypatch):
     points = {}
     for route in ("eigen", "svd"):
         if route == "svd":
-            monkeypatch.setattr(rsdm_module, "_rotation_polar", _svd_rotation)
+            monkeypatch.setattr(rsdm_module, "_rotation_polar", _rotation_polar_svd)
         for name, oracle in (("pca", pca.oracle()), ("procrustes", pr.oracle("linear"))):
             res = RSDM(24, line_search="polar", seed=0, max_iterations=30, eval_every=30).run(
                 oracle, _x0(60, 40), StiefelGeometry(60, 40))
