@@ -172,47 +172,56 @@ def rotation(gamma: torch.Tensor, eta: float, retraction: str) -> torch.Tensor:
     return retract_identity(-eta * gamma, retraction)
 
 
-#: The guard of :func:`_rotation_polar`'s eigen route: the largest accepted ``‖F‖_F``, where
-#: ``I + F = D⁻¹GD⁻¹`` measures how far the computed eigenvectors V of ``WᵀW`` are from
-#: diagonalising it (the route's neglected terms are O(‖F‖²) ≤ 1e-14).
+#: The guard of :func:`_rotation_polar`'s eigen route: the largest accepted ``‖F‖_F`` (and,
+#: where det < 0, ``‖z‖``), the first-order terms whose squares the route neglects.
 _POLAR_EIGH_TOL = 1e-7
 
 
 def _rotation_polar(w: torch.Tensor) -> torch.Tensor:
     """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩`` (in float64) for each r×r matrix of ``w`` (shape
     ``(..., r, r)``): the polar factor ``UVᵀ`` of ``w = UΣVᵀ`` when its determinant is +1, else
-    ``U diag(1, …, 1, −1) Vᵀ`` with the direction of the smallest singular value flipped, so
-    that RSDM's steps stay rotations (SO(n) stays SO(n)).
+    ``UVᵀ(I − 2v vᵀ)`` with v the right singular vector of the smallest singular value (that
+    direction flipped), so that RSDM's steps stay rotations (SO(n) stays SO(n)).
 
-    Eigen route (no SVD): V from the symmetric eigendecomposition of ``WᵀW``, ``A = WV`` and
-    ``G = AᵀA = D(I + F)D`` with ``D = diag(G)^{1/2}`` (the singular values) and F zero on
-    the diagonal. The polar factor is ``polar(W) = A G^{−1/2} Vᵀ`` exactly, and to first order
-    in F, ``G^{−1/2} ≈ N`` with ``N_ii = 1/d_i`` and ``N_ij = −F_ij/(d_i + d_j)`` (i ≠ j), so
-    ``Y = A N Vᵀ``. Forming ``WᵀW`` squares κ(W): ``WVD⁻¹Vᵀ`` alone would be off by order
-    ε·κ(W)²; the correction N removes that (G is formed from ``WV``, whose columns are exact
-    to ε‖W‖), leaving an error of the SVD's order ε·κ(W) plus the neglected O(‖F‖²).
+    Eigen route (no SVD): V from the symmetric eigendecomposition of ``WᵀW`` (ascending),
+    ``A = WV`` and ``G = AᵀA = D(I + F)D`` with ``D = diag(G)^{1/2}`` (the singular values) and
+    F zero on the diagonal. The polar factor is ``polar(W) = A G^{−1/2} Vᵀ`` exactly, and to
+    first order in F, ``G^{−1/2} ≈ N`` with ``N_ii = 1/d_i`` and ``N_ij = −F_ij/(d_i + d_j)``
+    (i ≠ j), so ``Y = A N Vᵀ``. Forming ``WᵀW`` squares κ(W): ``WVD⁻¹Vᵀ`` alone would be off
+    by order ε·κ(W)²; the correction N removes that (G is formed from ``WV``, whose columns are
+    exact to ε‖W‖), leaving an error of the SVD's order ε·κ(W) plus the neglected O(‖F‖²).
+    Where ``det Y < 0``, v is V's first column corrected to first order from G, the
+    eigenvector of G's smallest eigenvalue ``e₀ + z`` with ``z_j = G_j0/(G_00 − G_jj)``
+    (j ≥ 1, ``z_0 = 0``): ``v ∝ V(e₀ + z)``, exact to O(‖z‖²) beside G's rounding.
 
     Guard: the eigen route's result is kept for a matrix when ``‖F‖_F ≤``
-    :data:`_POLAR_EIGH_TOL` (1e-7, so the neglected terms are ≤ 1e-14) and ``det Y > 0``.
-    Otherwise that matrix's rotation is the SVD's (:func:`_rotation_polar_svd`): where the
-    small eigenvalues of WᵀW are within rounding of ε·λ_max, so that V is not resolved
-    (``‖F‖_F`` large; W rank-deficient: ``d_i = 0``, F not finite), and where det W < 0,
-    since the flipped direction is resolved by V only to ε·κ(W)² over the gap of the two
-    smallest squared singular values. Cost of the eigen route: one r×r symmetric
-    eigendecomposition, five r×r products and a determinant,
-    against one r×r SVD, one product and a determinant.
+    :data:`_POLAR_EIGH_TOL` (1e-7, so the neglected terms are ≤ 1e-14) and, where
+    ``det Y < 0``, ``‖z‖ ≤`` the same. Otherwise that matrix's rotation is the SVD's
+    (:func:`_rotation_polar_svd`): where the small eigenvalues of WᵀW are within rounding of
+    ε·λ_max, so that V is not resolved (``‖F‖_F`` large; W rank-deficient: ``d_i = 0``, F not
+    finite), and where the two smallest singular values are too close for the first-order v.
+    Cost of the eigen route: one r×r symmetric eigendecomposition, five r×r products, a
+    determinant and O(r²), against one r×r SVD, one product and a determinant.
     """
     dtype, w = w.dtype, w.double()
     _, v = torch.linalg.eigh(w.mT @ w)
     a = w @ v
     g = a.mT @ a
-    d = g.diagonal(dim1=-2, dim2=-1).sqrt()
+    gd = g.diagonal(dim1=-2, dim2=-1)
+    d = gd.sqrt()
     f = g / (d[..., :, None] * d[..., None, :])
     f.diagonal(dim1=-2, dim2=-1).zero_()
     corr = -f / (d[..., :, None] + d[..., None, :])
     corr.diagonal(dim1=-2, dim2=-1).copy_(d.reciprocal())
     y = a @ corr @ v.mT
-    refuse = ~(torch.linalg.matrix_norm(f) <= _POLAR_EIGH_TOL) | (torch.linalg.det(y) < 0)
+    refuse = ~(torch.linalg.matrix_norm(f) <= _POLAR_EIGH_TOL)  # NaN refuses too
+    flip = torch.linalg.det(y) < 0
+    if bool(flip.any()):
+        z = g[..., 1:, 0] / (g[..., :1, 0] - gd[..., 1:])
+        x = v[..., :, 0] + (v[..., :, 1:] @ z[..., None])[..., 0]
+        x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        y = y - 2.0 * (flip[..., None, None] * (y @ x[..., None])) @ x[..., None, :]
+        refuse = refuse | (flip & ~(torch.linalg.vector_norm(z, dim=-1) <= _POLAR_EIGH_TOL))
     if bool(refuse.any()):
         y[refuse] = _rotation_polar_svd(w[refuse])
     return y.to(dtype)

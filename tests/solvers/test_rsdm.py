@@ -735,15 +735,13 @@ def test_polar_rotation_is_the_maximiser_over_so_r():
 
 
 def _with_spectrum(sv, negative, gen):
-    """An r×r matrix with singular values ``sv`` in random orthonormal bases, of determinant
-    sign −1 when ``negative`` (else +1)."""
+    """``Q₁ diag(sv) Q₂ᵀ`` with random orthogonal ``Q₁, Q₂`` and ``det(Q₁Q₂ᵀ) = −1`` when
+    ``negative`` (else +1): the sign of det W for positive ``sv``."""
     r = sv.shape[0]
     q1, q2 = (qf(torch.randn(r, r, dtype=F64, generator=gen)) for _ in range(2))
-    w = (q1 * sv) @ q2.mT
-    if (float(torch.linalg.det(w)) < 0) != negative or not bool((sv > 0).all()):
-        q1[:, 0] *= -1.0 if (float(torch.linalg.det(q1 @ q2.mT)) < 0) != negative else 1.0
-        w = (q1 * sv) @ q2.mT
-    return w
+    if (float(torch.linalg.det(q1 @ q2.mT)) < 0) != negative:
+        q1[:, 0] *= -1.0
+    return (q1 * sv) @ q2.mT
 
 
 def _count_svds(monkeypatch):
@@ -760,11 +758,11 @@ def _count_svds(monkeypatch):
 
 def test_polar_rotation_without_svd_agrees_with_the_svd(monkeypatch):
     """:func:`_rotation_polar` on random and ill-conditioned matrices of both determinant
-    signs: a rotation to 1e-13 and the SO(r) optimum ``Σσᵢ − 2σ_min·[det < 0]`` to 1e-14·r of
-    ``‖W‖_*``. With det > 0 the guard accepts the eigen route (no SVD) and the result is the
+    signs: the guard accepts the eigen route (no SVD), the result is a rotation to 1e-13 and
+    attains the SO(r) optimum ``Σσᵢ − 2σ_min·[det < 0]`` to 1e-14·r of ``‖W‖_*``, and it is the
     SVD's rotation to 1e-14 + 10ε·κ(W), the conditioning both routes share (the uncorrected
-    ``WVΣ⁻¹Vᵀ``, off by ε·κ(W)², misses it at κ = 1e4); with det < 0 it is
-    the SVD's (to the rounding of a batched product). A batch gives each matrix's rotation."""
+    ``WVΣ⁻¹Vᵀ``, off by ε·κ(W)², and the uncorrected flip direction miss it at κ = 1e4). A
+    batch gives each matrix's rotation."""
     calls = _count_svds(monkeypatch)
     gen = _gen(12)
     ws = []
@@ -774,56 +772,54 @@ def test_polar_rotation_without_svd_agrees_with_the_svd(monkeypatch):
                 sv = torch.logspace(0, -math.log10(kappa), r, dtype=F64) if kappa > 1 else (
                     torch.rand(r, dtype=F64, generator=gen) + 0.5)
                 w = 3.0 * _with_spectrum(sv, negative, gen)
-                before = len(calls)
                 y = _rotation_polar(w)
                 nuclear = 3.0 * float(sv.sum())
                 best = nuclear - (6.0 * float(sv.min()) if negative else 0.0)
                 assert float(torch.linalg.det(y)) == pytest.approx(1.0, abs=1e-12)
                 assert float((y.mT @ y - torch.eye(r, dtype=F64)).abs().max()) <= 1e-13
                 assert abs(float((y * w).sum()) - best) <= 1e-14 * nuclear * r
-                if negative:
-                    assert len(calls) == before + 1
-                    assert float((y - _rotation_polar_svd(w)).abs().max()) <= 1e-15
-                else:
-                    assert len(calls) == before  # the guard accepted the eigen route
-                    tol = 1e-14 + 10 * torch.finfo(F64).eps * kappa  # ε·κ²: 1e-10 at 1e4
-                    assert float((y - _rotation_polar_svd(w)).abs().max()) <= tol, (r, kappa)
+                tol = 1e-14 + 10 * torch.finfo(F64).eps * kappa
+                assert float((y - _rotation_polar_svd(w)).abs().max()) <= tol, (r, kappa)
                 if r == 60:
                     ws.append((w, y))
+    assert len(calls) == 4 * 3 * 2  # the references' only: the guard accepted every one
     batched = _rotation_polar(torch.stack([w for w, _ in ws]))
     assert float((batched - torch.stack([y for _, y in ws])).abs().max()) <= 1e-13
 
 
 def test_polar_rotation_falls_back_to_the_svd_when_the_guard_refuses(monkeypatch):
     """κ(W) = 1e12 (WᵀW's small eigenvalues at ε·λ_max), exact rank deficiency (the polar
-    factor is not unique) and W = 0: the guard refuses, and the rotation is the SVD's (to
-    1e-15: the same SVD, a product that may round differently in a batch);
-    in a batch with accepted matrices only the refused ones (and those with det < 0) take the
-    SVD, and each result is the single matrix's. float32 input runs in float64 and is
-    returned in float32."""
+    factor is not unique), W = 0, and det < 0 with the two smallest singular values equal
+    (the flipped direction is not unique): the guard refuses, and the rotation is the SVD's
+    (to 1e-15: the same SVD, a product that may round differently in a batch); in a batch
+    with accepted matrices only the refused ones take the SVD, and each result is the single
+    matrix's. float32 input runs in float64 and is returned in float32."""
     calls = _count_svds(monkeypatch)
     gen = _gen(13)
     r = 40
     sv = torch.logspace(0, -12, r, dtype=F64)
     deficient = torch.logspace(0, -2, r, dtype=F64)
     deficient[-3:] = 0.0
+    tied = torch.logspace(0, -2, r, dtype=F64)
+    tied[-1] = tied[-2]
     refused = [_with_spectrum(sv, False, gen), _with_spectrum(sv, True, gen),
-               _with_spectrum(deficient, False, gen), torch.zeros(r, r, dtype=F64)]
+               _with_spectrum(deficient, False, gen), torch.zeros(r, r, dtype=F64),
+               _with_spectrum(tied, True, gen)]
     for w in refused:
         before = len(calls)
         assert float((_rotation_polar(w) - _rotation_polar_svd(w)).abs().max()) <= 1e-15
         assert len(calls) == before + 2  # the fallback's and the reference's
     accepted = _with_spectrum(torch.rand(r, dtype=F64, generator=gen) + 0.1, False, gen)
     negative = _with_spectrum(torch.rand(r, dtype=F64, generator=gen) + 0.1, True, gen)
-    mixed = torch.stack([accepted, refused[0], negative, refused[2]])
+    mixed = torch.stack([accepted, refused[0], negative, refused[4]])
     del calls[:]
     out = _rotation_polar(mixed)
-    assert calls == [(3, r, r)]  # one SVD, of the three matrices the guard refused
+    assert calls == [(2, r, r)]  # one SVD, of the two matrices the guard refused
     for got, w in zip(out, mixed, strict=True):
         assert float((got - _rotation_polar(w)).abs().max()) <= 1e-13
-    y32 = _rotation_polar(accepted.float())
+    y32 = _rotation_polar(negative.float())
     assert y32.dtype == torch.float32
-    assert torch.equal(y32, _rotation_polar(accepted.float().double()).float())
+    assert torch.equal(y32, _rotation_polar(negative.float().double()).float())
     assert float(torch.linalg.det(y32.double())) == pytest.approx(1.0, abs=1e-5)
 
 
