@@ -21,9 +21,10 @@ back to the host: the finiteness check of the new rows before they are written (
 :class:`~orthoplug.oracles.core.QuadraticTracker`, the finiteness of Δ and the cost change it
 adds to its host-side running value (two scalars); with Armijo or ``"polar"``, ``‖Γ‖²``, the
 current cost and one cost per trial, which decide the step (inherent to a line search); the
-``"polar"`` step's determinant sign. The geoopt front-end checks each gradient's finiteness (one
-scalar per parameter); its ``lr=None`` step also reads the closure's loss per trial. The run loop's
-evaluations (every ``eval_every`` iterations) read the cost, gradient norm and violation.
+``"polar"`` step's determinant sign and its rotation's guard (two scalars per trial). The geoopt
+front-end checks each gradient's finiteness (one scalar per parameter); its ``lr=None`` step
+also reads the closure's loss per trial. The run loop's evaluations (every ``eval_every``
+iterations) read the cost, gradient norm and violation.
 
 **Iterations.** One iteration is one pass over the rows, about the work of one full gradient
 (``docs/guide/options.md``, "What one iteration is"): ``⌈n/r⌉`` slice steps for RSDM-P when the
