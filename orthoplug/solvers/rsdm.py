@@ -21,9 +21,10 @@ back to the host: the finiteness check of the new rows before they are written (
 :class:`~orthoplug.oracles.core.QuadraticTracker`, the finiteness of Δ and the cost change it
 adds to its host-side running value (two scalars); with Armijo or ``"polar"``, ``‖Γ‖²``, the
 current cost and one cost per trial, which decide the step (inherent to a line search); the
-``"polar"`` step's determinant sign. The geoopt front-end checks each gradient's finiteness (one
-scalar per parameter); its ``lr=None`` step also reads the closure's loss per trial. The run loop's
-evaluations (every ``eval_every`` iterations) read the cost, gradient norm and violation.
+``"polar"`` step's determinant sign and its rotation's guard (two scalars per trial). The geoopt
+front-end checks each gradient's finiteness (one scalar per parameter); its ``lr=None`` step
+also reads the closure's loss per trial. The run loop's evaluations (every ``eval_every``
+iterations) read the cost, gradient norm and violation.
 
 **Iterations.** One iteration is one pass over the rows, about the work of one full gradient
 (``docs/guide/options.md``, "What one iteration is"): ``⌈n/r⌉`` slice steps for RSDM-P when the
@@ -46,8 +47,9 @@ RSDM-O         sampling O(nr²) (QR); ``B, C`` O(npr) + ``T_g``; retraction O(r�
                O(npr) (rank-r).  Total O(npr + nr²) + ``T_g`` (quadratic: the cached ``CX``
                is updated in O(n²r + npr)).
 stochastic     as above with ``T_g`` = one minibatch gradient.
-line search    per trial in addition: the retraction (Armijo: an r×r QR; polar: an r×r
-               SVD, with ``S`` and ``CCᵀ`` O(r²p) once per slice step) and ``Y C``
+line search    per trial in addition: the retraction (Armijo: an r×r QR; polar: the polar
+               factor of an r×r matrix, :func:`_rotation_polar`, with ``S`` and ``CCᵀ``
+               O(r²p) once per slice step) and ``Y C``
                (O(r³ + r²p)) and the cost, priced on the rows (quadratic trackers O(r²p),
                oracles with a ``row_value_change``), else one cost evaluation.
 =============  ==============================================================================
@@ -61,8 +63,9 @@ exact minimiser over SO(r) of the proximal-linear model ``⟨B, Δ⟩ + ‖Δ‖
 ``F(X⁺)`` is at most the model's value (a majorisation test), η is halved otherwise and doubled
 after a first-trial acceptance, from a first η of 1: a rotation that minimises the model over
 the whole slice moves further than a step along ``−Γ``, so it needs about half the slice steps
-of the Armijo step, at one r×r SVD per trial. ``line_search="armijo"`` is backtracking on the slice
-with memory, accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`` (``−‖Γ‖²`` is the slope of
+of the Armijo step, at one r×r polar factor per trial. ``line_search="armijo"`` is
+backtracking on the slice with memory, accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²``
+(``−‖Γ‖²`` is the slope of
 ``F(U(Retr(−tΓ))X)`` at ``t = 0``) and shrinking ``η ← βη`` otherwise; the first trial of the
 next iteration is ``γη`` (γ = :data:`ARMIJO_GROWTH` = 1.25) after a first-trial acceptance,
 else the accepted ``η`` (so the step grows or shrinks geometrically to the cost's scale, from
@@ -171,17 +174,68 @@ def rotation(gamma: torch.Tensor, eta: float, retraction: str) -> torch.Tensor:
     return retract_identity(-eta * gamma, retraction)
 
 
+#: The guard of :func:`_rotation_polar`'s eigen route: the largest accepted ``‖F‖_F`` (and,
+#: where det < 0, ``‖z‖``), the first-order terms whose squares the route neglects.
+_POLAR_EIGH_TOL = 1e-7
+
+
 def _rotation_polar(w: torch.Tensor) -> torch.Tensor:
     """``argmax_{Y ∈ SO(r)} ⟨Y, w⟩`` (in float64) for each r×r matrix of ``w`` (shape
     ``(..., r, r)``): the polar factor ``UVᵀ`` of ``w = UΣVᵀ`` when its determinant is +1, else
-    ``U diag(1, …, 1, −1) Vᵀ`` (the direction of the smallest singular value flipped, from the
-    same SVD), so that RSDM's steps stay rotations (SO(n) stays SO(n))."""
-    u, _, vt = torch.linalg.svd(w.double())  # singular values in descending order
-    y = u @ vt
+    ``UVᵀ(I − 2v vᵀ)`` with v the right singular vector of the smallest singular value (that
+    direction flipped), so that RSDM's steps stay rotations (SO(n) stays SO(n)).
+
+    Eigen route (no SVD): V from the symmetric eigendecomposition of ``WᵀW`` (ascending),
+    ``A = WV`` and ``G = AᵀA = D(I + F)D`` with ``D = diag(G)^{1/2}`` (the singular values) and
+    F zero on the diagonal. The polar factor is ``polar(W) = A G^{−1/2} Vᵀ`` exactly, and to
+    first order in F, ``G^{−1/2} ≈ N`` with ``N_ii = 1/d_i`` and ``N_ij = −F_ij/(d_i + d_j)``
+    (i ≠ j), so ``Y = A N Vᵀ``. Forming ``WᵀW`` squares κ(W): ``WVD⁻¹Vᵀ`` alone would be off
+    by order ε·κ(W)²; the correction N removes that (G is formed from ``WV``, whose columns are
+    exact to ε‖W‖), leaving an error of the SVD's order ε·κ(W) plus the neglected O(‖F‖²).
+    Where ``det Y < 0``, v is V's first column corrected to first order from G, the
+    eigenvector of G's smallest eigenvalue ``e₀ + z`` with ``z_j = G_j0/(G_00 − G_jj)``
+    (j ≥ 1, ``z_0 = 0``): ``v ∝ V(e₀ + z)``, exact to O(‖z‖²) beside G's rounding.
+
+    Guard: the eigen route's result is kept for a matrix when ``‖F‖_F ≤``
+    :data:`_POLAR_EIGH_TOL` (1e-7, so the neglected terms are ≤ 1e-14) and, where
+    ``det Y < 0``, ``‖z‖ ≤`` the same. Otherwise that matrix's rotation is the SVD's
+    (:func:`_rotation_polar_svd`): where the small eigenvalues of WᵀW are within rounding of
+    ε·λ_max, so that V is not resolved (``‖F‖_F`` large; W rank-deficient: ``d_i = 0``, F not
+    finite), and where the two smallest singular values are too close for the first-order v.
+    Cost of the eigen route: one r×r symmetric eigendecomposition, five r×r products, a
+    determinant and O(r²), against one r×r SVD, one product and a determinant.
+    """
+    dtype, w = w.dtype, w.double()
+    _, v = torch.linalg.eigh(w.mT @ w)
+    a = w @ v
+    g = a.mT @ a
+    gd = g.diagonal(dim1=-2, dim2=-1)
+    d = gd.sqrt()
+    f = g / (d[..., :, None] * d[..., None, :])
+    f.diagonal(dim1=-2, dim2=-1).zero_()
+    corr = -f / (d[..., :, None] + d[..., None, :])
+    corr.diagonal(dim1=-2, dim2=-1).copy_(d.reciprocal())
+    y = a @ corr @ v.mT
+    refuse = ~(torch.linalg.matrix_norm(f) <= _POLAR_EIGH_TOL)  # NaN refuses too
     flip = torch.linalg.det(y) < 0
     if bool(flip.any()):
-        y = y - 2.0 * (flip[..., None, None] * u[..., :, -1:]) @ vt[..., -1:, :]
-    return y.to(w.dtype)
+        z = g[..., 1:, 0] / (g[..., :1, 0] - gd[..., 1:])
+        x = v[..., :, 0] + (v[..., :, 1:] @ z[..., None])[..., 0]
+        x = x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        y = y - 2.0 * (flip[..., None, None] * (y @ x[..., None])) @ x[..., None, :]
+        refuse = refuse | (flip & ~(torch.linalg.vector_norm(z, dim=-1) <= _POLAR_EIGH_TOL))
+    if bool(refuse.any()):
+        y[refuse] = _rotation_polar_svd(w[refuse])
+    return y.to(dtype)
+
+
+def _rotation_polar_svd(w: torch.Tensor) -> torch.Tensor:
+    """:func:`_rotation_polar` from the SVD ``w = UΣVᵀ`` of each float64 r×r matrix of ``w``:
+    ``UVᵀ``, minus ``2u_r v_rᵀ`` (the smallest singular direction) where ``det(UVᵀ) < 0``."""
+    u, _, vt = torch.linalg.svd(w)  # singular values in descending order
+    y = u @ vt
+    flip = torch.linalg.det(y) < 0
+    return y - 2.0 * (flip[..., None, None] * u[..., :, -1:]) @ vt[..., -1:, :]
 
 
 class PolarSlice:
@@ -192,8 +246,9 @@ class PolarSlice:
     the exact minimiser over SO(r) (over O(r) too when ``p < r``) of the model
     ``m_η(Y) = ⟨B, Δ⟩ + ‖Δ‖²/(2η)``, ``Δ = (Y − I)C``: since ``‖YC‖ = ‖C‖``,
     ``m_η(Y) = ⟨Y, S − CCᵀ/η⟩ + const`` with ``S = BCᵀ``, so ``Y = polar(CCᵀ/η − S)``
-    (:func:`_rotation_polar`, one r×r SVD). ``S`` and ``CCᵀ`` are formed once per slice
-    (O(r²p)); each trial costs the SVD and ``YC`` (O(r³ + r²p)).
+    (:func:`_rotation_polar`: an r×r eigendecomposition and products, an SVD where its guard
+    refuses). ``S`` and ``CCᵀ`` are formed once per slice (O(r²p)); each trial costs the
+    polar factor and ``YC`` (O(r³ + r²p)).
     """
 
     def __init__(self, b: torch.Tensor, c: torch.Tensor):
@@ -299,7 +354,8 @@ class RSDM(IterativeSolver):
             estimate (accepted when ``F(X⁺)`` is below that model, multiplied by
             ``contraction`` otherwise, doubled after a first-trial acceptance). On a linear cost
             (Procrustes on St) every trial is accepted and the step tends to the exact block
-            minimiser ``polar(−S)``. Costs one r×r SVD per trial besides the O(r²p) products.
+            minimiser ``polar(−S)``. Costs one r×r polar factor per trial besides the O(r²p)
+            products.
             ``"armijo"``: backtracking along ``−Γ`` on the slice; ``None``: the fixed
             ``step_size``.
         contraction: the line search's β ∈ (0, 1) (default 0.5).

@@ -178,3 +178,33 @@ def test_rsdm_stiefel_speedup_marks_censored_sides(monkeypatch):
     assert ratio(run("RSDM-P", 1.0)) is None
     # a method capped before the fastest reached time could still be faster: a lower bound
     assert ratio(run("RSDM-P", 10.0), run("CG", 60.0), run("SD", None, cap=20.0)) == (2.0, ">")
+
+
+def test_rsdm_polar_routes_benchmark_measures_the_routes(monkeypatch, tmp_path):
+    """benchmarks/rsdm_polar_routes.py on a small instance: the W captured from a run, the
+    synthetic matrices and the same-process runs of both rotations; the library's route is a
+    rotation at the SVD's objective on every matrix, the uncorrected eigh loses accuracy at
+    κ = 1e8, and the run with either rotation reaches the gap."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "rsdm_polar_routes.py"
+    monkeypatch.syspath_prepend(str(path.parent))
+    spec = importlib.util.spec_from_file_location("rsdm_polar_routes_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module.Monitor, "clock", module.Monitor.clock)  # --runs sets the CPU clock
+    out = tmp_path / "routes.json"
+    assert module.main(["--instances", "procrustes:40:30", "--keep", "2", "--rs", "12",
+                        "--repeats", "1", "--runs", "1", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert len(report["matrices"]) == 2 + 7
+    for row in report["matrices"]:
+        ours = row["routes"]["orthoplug"]
+        assert ours["orthogonality"] <= 1e-13 and abs(ours["objective_gap"]) <= 1e-14
+    worst = next(m for m in report["matrices"] if "κ=1e+08" in m["matrix"])
+    assert worst["routes"]["eigh"]["max_diff_svd"] > 1e-6
+    assert worst["routes"]["orthoplug"]["max_diff_svd"] == 0.0  # refused: the SVD's rotation
+    (run,) = report["runs"]
+    assert all(t is not None for times in run["seconds"].values() for t in times)

@@ -42,6 +42,7 @@ from orthoplug.solvers.rsdm import (
     PolarSlice,
     StochasticRSDM,
     _rotation_polar,
+    _rotation_polar_svd,
     default_slice_dimension,
 )
 from orthoplug.solvers.steps import ArmijoBacktracking
@@ -719,6 +720,116 @@ def test_polar_rotation_is_the_maximiser_over_so_r():
             assert float((q * w).sum((-2, -1)).max()) <= best + 1e-12
         batched = _rotation_polar(torch.stack(ws))
         assert float((batched - torch.stack(ys)).abs().max()) <= 1e-13
+
+
+def _with_spectrum(sv, negative, gen):
+    """``Q₁ diag(sv) Q₂ᵀ`` with random orthogonal ``Q₁, Q₂`` and ``det(Q₁Q₂ᵀ) = −1`` when
+    ``negative`` (else +1): the sign of det W for positive ``sv``."""
+    r = sv.shape[0]
+    q1, q2 = (qf(torch.randn(r, r, dtype=F64, generator=gen)) for _ in range(2))
+    if (float(torch.linalg.det(q1 @ q2.mT)) < 0) != negative:
+        q1[:, 0] *= -1.0
+    return (q1 * sv) @ q2.mT
+
+
+def _count_svds(monkeypatch):
+    calls = []
+    svd = torch.linalg.svd
+
+    def counting(a, *args, **kwargs):
+        calls.append(a.shape)
+        return svd(a, *args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "svd", counting)
+    return calls
+
+
+def test_polar_rotation_without_svd_agrees_with_the_svd(monkeypatch):
+    """:func:`_rotation_polar` on random and ill-conditioned matrices of both determinant
+    signs: the guard accepts the eigen route (no SVD), the result is a rotation to 1e-13 and
+    attains the SO(r) optimum ``Σσᵢ − 2σ_min·[det < 0]`` to 1e-14·r of ``‖W‖_*``, and it is the
+    SVD's rotation to 1e-14 + 10ε·κ(W), the conditioning both routes share (the uncorrected
+    ``WVΣ⁻¹Vᵀ``, off by ε·κ(W)², and the uncorrected flip direction miss it at κ = 1e4). A
+    batch gives each matrix's rotation."""
+    calls = _count_svds(monkeypatch)
+    gen = _gen(12)
+    ws = []
+    for r in (2, 7, 60, 150):
+        for kappa in (1.0, 1e2, 1e4):
+            for negative in (False, True):
+                sv = torch.logspace(0, -math.log10(kappa), r, dtype=F64) if kappa > 1 else (
+                    torch.rand(r, dtype=F64, generator=gen) + 0.5)
+                w = 3.0 * _with_spectrum(sv, negative, gen)
+                y = _rotation_polar(w)
+                nuclear = 3.0 * float(sv.sum())
+                best = nuclear - (6.0 * float(sv.min()) if negative else 0.0)
+                assert float(torch.linalg.det(y)) == pytest.approx(1.0, abs=1e-12)
+                assert float((y.mT @ y - torch.eye(r, dtype=F64)).abs().max()) <= 1e-13
+                assert abs(float((y * w).sum()) - best) <= 1e-14 * nuclear * r
+                tol = 1e-14 + 10 * torch.finfo(F64).eps * kappa
+                assert float((y - _rotation_polar_svd(w)).abs().max()) <= tol, (r, kappa)
+                if r == 60:
+                    ws.append((w, y))
+    assert len(calls) == 4 * 3 * 2  # the references' only: the guard accepted every one
+    batched = _rotation_polar(torch.stack([w for w, _ in ws]))
+    assert float((batched - torch.stack([y for _, y in ws])).abs().max()) <= 1e-13
+
+
+def test_polar_rotation_falls_back_to_the_svd_when_the_guard_refuses(monkeypatch):
+    """κ(W) = 1e12 (WᵀW's small eigenvalues at ε·λ_max), exact rank deficiency (the polar
+    factor is not unique), W = 0, and det < 0 with the two smallest singular values equal
+    (the flipped direction is not unique): the guard refuses, and the rotation is the SVD's
+    (to 1e-15: the same SVD, a product that may round differently in a batch); in a batch
+    with accepted matrices only the refused ones take the SVD, and each result is the single
+    matrix's. float32 input runs in float64 and is returned in float32."""
+    calls = _count_svds(monkeypatch)
+    gen = _gen(13)
+    r = 40
+    sv = torch.logspace(0, -12, r, dtype=F64)
+    deficient = torch.logspace(0, -2, r, dtype=F64)
+    deficient[-3:] = 0.0
+    tied = torch.logspace(0, -2, r, dtype=F64)
+    tied[-1] = tied[-2]
+    refused = [_with_spectrum(sv, False, gen), _with_spectrum(sv, True, gen),
+               _with_spectrum(deficient, False, gen), torch.zeros(r, r, dtype=F64),
+               _with_spectrum(tied, True, gen)]
+    for w in refused:
+        before = len(calls)
+        assert float((_rotation_polar(w) - _rotation_polar_svd(w)).abs().max()) <= 1e-15
+        assert len(calls) == before + 2  # the fallback's and the reference's
+    accepted = _with_spectrum(torch.rand(r, dtype=F64, generator=gen) + 0.1, False, gen)
+    negative = _with_spectrum(torch.rand(r, dtype=F64, generator=gen) + 0.1, True, gen)
+    mixed = torch.stack([accepted, refused[0], negative, refused[4]])
+    del calls[:]
+    out = _rotation_polar(mixed)
+    assert calls == [(2, r, r)]  # one SVD, of the two matrices the guard refused
+    for got, w in zip(out, mixed, strict=True):
+        assert float((got - _rotation_polar(w)).abs().max()) <= 1e-13
+    y32 = _rotation_polar(negative.float())
+    assert y32.dtype == torch.float32
+    assert torch.equal(y32, _rotation_polar(negative.float().double()).float())
+    assert float(torch.linalg.det(y32.double())) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_polar_steps_without_svd_give_the_svd_iterates(monkeypatch):
+    """RSDM's polar step with :func:`_rotation_polar` and with the SVD reference in its place:
+    the same slices (same seed) and the same accepted trials, so iterates equal to 1e-10
+    after 30 iterations, on Procrustes (linear) and PCA."""
+    import orthoplug.solvers.rsdm as rsdm_module
+
+    pca, pr = PCAProblem.make(60, 40, seed=3), ProcrustesProblem.make(60, 40, seed=3)
+    points = {}
+    for route in ("eigen", "svd"):
+        if route == "svd":
+            monkeypatch.setattr(rsdm_module, "_rotation_polar", _rotation_polar_svd)
+        for name, oracle in (("pca", pca.oracle()), ("procrustes", pr.oracle("linear"))):
+            res = RSDM(24, line_search="polar", seed=0, max_iterations=30, eval_every=30).run(
+                oracle, _x0(60, 40), StiefelGeometry(60, 40))
+            assert res.info["step_rule"] == "polar"
+            points[name, route] = res.point
+    for name in ("pca", "procrustes"):
+        assert float((points[name, "eigen"] - points[name, "svd"]).abs().max()) <= 1e-10
+        assert not torch.equal(points[name, "eigen"], _x0(60, 40))
 
 
 def test_polar_slice_minimises_its_model_which_majorises_a_smooth_cost():
