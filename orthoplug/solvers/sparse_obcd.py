@@ -236,9 +236,7 @@ class SparseOBCD(OBCD):
         if split_from not in ("x0", "start"):
             raise ValueError(f"split_from must be 'auto', 'x0' or 'start', got {split_from!r}")
         self.prox_steps_user, self.split_steps_user = prox_steps, split_steps
-        if restarts == "auto":
-            restarts = 0 if self.h.piecewise.continuous or self.h.is_indicator else math.inf
-        self.restarts = restarts
+        self.restarts_user = restarts
         self.split_smoothing, self.split_from = float(split_smoothing), split_from
         self.starts = tuple(starts)
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
@@ -256,7 +254,9 @@ class SparseOBCD(OBCD):
         super().setup(run)
         tracker = run.tracker
         invariant = column_invariant(tracker.oracle)
-        asked = self.starts or self.column_every_user not in ("auto", 0) or self.restarts
+        restarts = self.restarts_user
+        asked = (self.starts or self.column_every_user not in ("auto", 0)
+                 or restarts not in ("auto", 0))
         if asked and not invariant:
             raise ValueError("data starts, column sweeps and restarts need f = s·tr(XᵀCX) "
                              "without D (a QuadraticOracle, so that f(XQ) = f(X)); pass "
@@ -264,9 +264,13 @@ class SparseOBCD(OBCD):
         every = self.column_every_user
         run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
         run.budgets = self.budgets(tracker.x.shape[0])
-        if self.restarts and not run.budgets["split_steps"]:
+        if restarts == "auto":
+            l0_like = not (self.h.piecewise.continuous or self.h.is_indicator)
+            restarts = math.inf if l0_like and run.budgets["split_steps"] and invariant else 0
+        elif restarts and not run.budgets["split_steps"]:
             raise ValueError("restarts rerun the splitting stage: they need split_steps > 0 "
                              "(pass restarts=0 without it)")
+        run.restarts = restarts
         run.pipeline = None
         run.stages, run.start_chosen, run.point_from = [], "x0", "x0"
         run.stage_work, run.stage_iterations, run.stages_done = 0.0, 0, False
@@ -421,7 +425,7 @@ class SparseOBCD(OBCD):
         taken or the window of ``RESTART_WINDOW`` pair-step iterations since the last check
         lowered F by at most ``RESTART_TOLERANCE·|F|`` (checked when the window is full; a new
         window begins at each check and when the stages end)."""
-        if run.restarts_done >= self.restarts or run.restarts_futile or run.out_of_time():
+        if run.restarts_done >= run.restarts or run.restarts_futile or run.out_of_time():
             return False
         if run.window is None:  # the stages just ended
             last = run.stages[-1]
@@ -508,7 +512,7 @@ class SparseOBCD(OBCD):
             done = self._stage_steps(run, count)
             if done:
                 return done
-        if self.restarts and self._restart_due(run):
+        if run.restarts and self._restart_due(run):
             run.window, run.stages_done = None, False
             run.pipeline = self._restart(run)
             done = self._stage_steps(run, count)
