@@ -110,9 +110,9 @@ class SparseOBCD(OBCD):
     8. ``"restarts"`` — the rest of a converged run's budget: once a window of
        ``RESTART_WINDOW`` pair-step iterations (with their column sweeps and ManPG steps) lowers
        F by at most ``RESTART_TOLERANCE·|F|``, the splitting stage runs again (up to
-       ``split_steps`` iterations, its own patience) from the point the first splitting
-       started from (the start stages' point) after ``max(1, start_sweeps)`` fresh column
-       sweeps (new random pair orders; f is unchanged, so each restart starts at the same f
+       ``split_steps`` iterations, its own patience) from the start stages' point (where
+       the splitting starts with ``split_from="start"``) after ``max(1, start_sweeps)`` fresh
+       column sweeps (new random pair orders; f is unchanged, so each restart starts at the same f
        and lands in another basin of the splitting); its best point replaces the run's when
        its F is lower. After a restart whose point is taken the pair steps go on from it until
        a stalled window; after one whose point is not taken the next restart follows at once
