@@ -61,7 +61,12 @@ def _low_precision_gradient(tracker, x: torch.Tensor):
 #: The unit of each stage's ``iterations`` in ``result.info["stages"]``.
 STAGE_UNITS = {"start": "candidates", "prox": "prox-polar steps", "splitting": "ADMM iterations",
                "partition search": "row moves", "pair steps": "pair steps",
-               "column sweeps": "sweeps", "prox-gradient steps": "ManPG steps"}
+               "column sweeps": "sweeps", "prox-gradient steps": "ManPG steps",
+               "restarts": "ADMM iterations"}
+
+#: Pair-step iterations between two stall checks of the restart rule, and the relative decrease
+#: of F below which such a window counts as stalled.
+RESTART_WINDOW, RESTART_TOLERANCE = 2, 1e-6
 
 
 class SparseOBCD(OBCD):
@@ -102,6 +107,19 @@ class SparseOBCD(OBCD):
        a point where no pair step lowers F need not be stationary for moves of all rows; the
        full-direction step leaves such points (ℓ1-SPCA: SparseOBCD's pair steps stopped up to
        1e-3 above ManPG from the PCA start, ``benchmarks/l1_any_start.py``).
+    8. ``"restarts"`` — the rest of a converged run's budget: once a window of
+       ``RESTART_WINDOW`` pair-step iterations (with their column sweeps and ManPG steps) lowers
+       F by at most ``RESTART_TOLERANCE·|F|``, the splitting stage runs again (up to
+       ``split_steps`` iterations, its own patience) from the start stages' point (where
+       the splitting starts with ``split_from="start"``) after ``max(1, start_sweeps)`` fresh
+       column sweeps (new random pair orders; f is unchanged, so each restart starts at the same f
+       and lands in another basin of the splitting); its best point replaces the run's when
+       its F is lower. After a restart whose point is taken the pair steps go on from it until
+       a stalled window; after one whose point is not taken the next restart follows at once
+       (the run's point is still the stalled one). Restarts end for good once one ends at
+       its own start's F (its splitting formed no lower feasible point, e.g. X on the support
+       of Y never came near orthonormal: more of them would only take the pair steps' time),
+       after ``restarts`` of them, or with the run's budget.
 
     **Iterations** (``docs/guide/options.md``, "What one iteration is": about one full gradient
     of work each). The start stages count their work in full-gradient equivalents, ``⌈work⌉``
@@ -120,8 +138,12 @@ class SparseOBCD(OBCD):
     counted by the run's tracker during the stage, float32 ones and the partition search's
     ``A X`` products included; the run loop's evaluations are not in any stage), ``decrease``
     (of F = f + h during the stage; for the pair steps the run's total less the other stages')
-    and ``decrease_share`` (of the run's total decrease F(x0) − F). ``info["start"]`` names the
-    stages whose points were taken, e.g. ``"diagonal + splitting + partition search"``.
+    and ``decrease_share`` (of the run's total decrease F(x0) − F); the restarts are one record
+    (their ADMM iterations summed) with ``count``, the restarts run. ``info["start"]`` names the
+    stages whose points were taken, e.g. ``"diagonal + splitting + partition search"``;
+    ``info["point_from"]`` the stage whose point the returned one descends from: the last stage
+    whose point was taken (``"x0"`` if none; ``"restart k"`` for the k-th restart), the later
+    pair steps, column sweeps and ManPG steps (which only lower F) included.
 
     Front-ends: pymanopt (:class:`orthoplug.adapters.pymanopt.SparseOBCD`). There is no geoopt
     optimizer: the start stages are not step methods on a parameter (they read the quadratic's
@@ -152,6 +174,11 @@ class SparseOBCD(OBCD):
         partition: the partition search stage and the refinement of the splitting's points;
             ``"auto"``: for the nonnegativity indicator (its feasible points are row
             partitions, whose local minima pair steps cannot leave).
+        restarts: the most restarts of the splitting stage (stage 8); ``"auto"``: no limit
+            (the run's budget ends them) when h is neither continuous nor an indicator (ℓ0:
+            the splitting's end point, where pair steps stall, depends on the column rotation
+            of its start), else 0. Needs the splitting stage (``split_steps`` > 0) and a
+            column-invariant f.
         theta: OBCD's proximal weight θ > 0.
         refresh_every: pair steps between recomputations of ``CX`` (OBCD's fast path).
         **kwargs: :class:`~orthoplug.solvers.base.IterativeSolver` options (stopping criteria,
@@ -160,9 +187,10 @@ class SparseOBCD(OBCD):
     Raises:
         ValueError: an unknown start, ``candidates`` outside ``[1, 1024]``, a negative
             budget, an OBCD option that fixes the pairs (``k``, ``pairs``, ``curvature``); at
-            run time, column sweeps or starts requested on a cost they do not apply to (not a
-            quadratic ``s·tr(XᵀCX)`` without ``D``), or ``candidates > 1`` on a cost without
-            the exact pair model (not a ``QuadraticOracle``).
+            run time, column sweeps, starts or restarts requested on a cost they do not apply
+            to (not a quadratic ``s·tr(XᵀCX)`` without ``D``), restarts without the splitting
+            stage, or ``candidates > 1`` on a cost without the exact pair model (not a
+            ``QuadraticOracle``).
     """
 
     name = "SparseOBCD"
@@ -172,8 +200,8 @@ class SparseOBCD(OBCD):
                  candidates: int = 16, column_every: int | str = "auto", start_sweeps: int = 1,
                  prox_steps: int | str = "auto", split_steps: int | str = "auto",
                  split_smoothing: float | str = "auto", split_from: str = "auto",
-                 partition: bool | str = "auto", theta: float = 1e-5,
-                 refresh_every: int = 10_000, **kwargs):
+                 partition: bool | str = "auto", restarts: int | str = "auto",
+                 theta: float = 1e-5, refresh_every: int = 10_000, **kwargs):
         for key in ("k", "pairs", "curvature", "sigma_rule", "sweeps"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2, the exact curvature and its own "
@@ -189,7 +217,8 @@ class SparseOBCD(OBCD):
                              f"{column_every!r}")
         if not (isinstance(start_sweeps, int) and start_sweeps >= 0):
             raise ValueError(f"start_sweeps must be an integer >= 0, got {start_sweeps!r}")
-        for key, value in (("prox_steps", prox_steps), ("split_steps", split_steps)):
+        for key, value in (("prox_steps", prox_steps), ("split_steps", split_steps),
+                           ("restarts", restarts)):
             if value != "auto" and not (isinstance(value, int) and value >= 0):
                 raise ValueError(f"{key} must be 'auto' or an integer >= 0, got {value!r}")
         if split_smoothing == "auto":
@@ -207,6 +236,7 @@ class SparseOBCD(OBCD):
         if split_from not in ("x0", "start"):
             raise ValueError(f"split_from must be 'auto', 'x0' or 'start', got {split_from!r}")
         self.prox_steps_user, self.split_steps_user = prox_steps, split_steps
+        self.restarts_user = restarts
         self.split_smoothing, self.split_from = float(split_smoothing), split_from
         self.starts = tuple(starts)
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
@@ -224,17 +254,28 @@ class SparseOBCD(OBCD):
         super().setup(run)
         tracker = run.tracker
         invariant = column_invariant(tracker.oracle)
-        asked = self.starts or self.column_every_user not in ("auto", 0)
+        restarts = self.restarts_user
+        asked = (self.starts or self.column_every_user not in ("auto", 0)
+                 or restarts not in ("auto", 0))
         if asked and not invariant:
-            raise ValueError("data starts and column sweeps need f = s·tr(XᵀCX) without D (a "
-                             "QuadraticOracle, so that f(XQ) = f(X)); pass starts=() and "
-                             "column_every=0 for other costs")
+            raise ValueError("data starts, column sweeps and restarts need f = s·tr(XᵀCX) "
+                             "without D (a QuadraticOracle, so that f(XQ) = f(X)); pass "
+                             "starts=(), column_every=0 and restarts=0 for other costs")
         every = self.column_every_user
         run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
         run.budgets = self.budgets(tracker.x.shape[0])
+        if restarts == "auto":
+            l0_like = not (self.h.piecewise.continuous or self.h.is_indicator)
+            restarts = math.inf if l0_like and run.budgets["split_steps"] and invariant else 0
+        elif restarts and not run.budgets["split_steps"]:
+            raise ValueError("restarts rerun the splitting stage: they need split_steps > 0 "
+                             "(pass restarts=0 without it)")
+        run.restarts = restarts
         run.pipeline = None
-        run.stages, run.start_chosen = [], "x0"
+        run.stages, run.start_chosen, run.point_from = [], "x0", "x0"
         run.stage_work, run.stage_iterations, run.stages_done = 0.0, 0, False
+        run.split_start, run.restarts_done, run.window = None, 0, None
+        run.restarts_futile = False
         run.column_sweeps_done, run.sweep_decrease, run.pair_gradients = 0, 0.0, 0.0
         run.manpg_steps, run.manpg_decrease, run.manpg_gradients = 0, 0.0, 0.0
         run.manpg_solver = run.manpg = None
@@ -279,8 +320,14 @@ class SparseOBCD(OBCD):
                 if fx < run.f:  # F never rises in a run (and an infinite F is never taken)
                     tracker.set_point(x.contiguous())
                     run.f = fx
-                    if name != "start" and not run.start_chosen.endswith(name):
-                        run.start_chosen += f" + {name}"
+                    if name == "restarts":
+                        run.point_from = f"restart {run.restarts_done}"
+                    elif name == "start":
+                        run.point_from = run.start_chosen
+                    else:
+                        run.point_from = name
+                        if not run.start_chosen.endswith(name):
+                            run.start_chosen += f" + {name}"
                 yield
         finally:
             run.stages.append({"name": name, "unit": STAGE_UNITS[name], "iterations": done,
@@ -314,11 +361,10 @@ class SparseOBCD(OBCD):
                 run.start_chosen = name
             yield x, fx, done
 
-    def _splitting(self, run):
+    def _splitting(self, run, start: torch.Tensor):
         """The splitting stage's items
-        (:func:`~orthoplug.solvers.sparse_starts.splitting_iterates`)."""
+        (:func:`~orthoplug.solvers.sparse_starts.splitting_iterates`) from ``start``."""
         tracker = run.tracker
-        start = run.x0 if self.split_from == "x0" else tracker.x.clone()
         refine = None
         if self.partition:
             def refine(x):
@@ -341,8 +387,10 @@ class SparseOBCD(OBCD):
         start = tracker.x.clone()
         if budgets["prox_steps"] and not run.out_of_time():
             yield from self._stage(run, "prox", self._prox(run))
+        run.split_start = tracker.x.clone()
         if budgets["split_steps"] and not run.out_of_time():
-            yield from self._stage(run, "splitting", self._splitting(run))
+            split_start = run.x0 if self.split_from == "x0" else run.split_start
+            yield from self._stage(run, "splitting", self._splitting(run, split_start))
         if self.partition:
             # rounded: a point with tiny overlapping entries is no partition (an exact one is
             # its own rounding up to rounding errors; a point no lower is never taken)
@@ -355,6 +403,45 @@ class SparseOBCD(OBCD):
                                                        max_moves=budgets["partition_moves"],
                                                        count_gradients=tracker.count_gradients))
 
+    def _restart(self, run):
+        """One restart (class docstring, stage 8): the splitting stage from the start stages'
+        point after fresh column sweeps, as a ``"restarts"`` stage."""
+        run.restarts_done += 1
+        x = column_rotations(run.split_start, self.h, run.generator, max(1, self.start_sweeps))
+        best = [self._objective(run, x)]
+        start = best[0]
+
+        def items():
+            for item in self._splitting(run, x):
+                best[0] = item[1]
+                yield item
+
+        yield from self._stage(run, "restarts", items())
+        run.restarts_futile = best[0] >= start
+
+    def _restart_due(self, run) -> bool:
+        """Whether to begin a restart now (class docstring, stage 8): restarts remain, none
+        has ended at its own start, and either the last stage was a restart whose point was not
+        taken or the window of ``RESTART_WINDOW`` pair-step iterations since the last check
+        lowered F by at most ``RESTART_TOLERANCE·|F|`` (checked when the window is full; a new
+        window begins at each check and when the stages end)."""
+        if run.restarts_done >= run.restarts or run.restarts_futile or run.out_of_time():
+            return False
+        if run.window is None:  # the stages just ended
+            last = run.stages[-1]
+            if last["name"] == "restarts" and last["decrease"] <= 0:
+                return True
+            run.window = [RESTART_WINDOW, run.f]
+            return False
+        if run.window[0] > 0:
+            return False
+        f = self._objective(run, run.tracker.x)
+        stalled = run.window[1] - f <= RESTART_TOLERANCE * abs(f)
+        run.window = [RESTART_WINDOW, f]
+        if stalled:
+            run.f = f
+        return stalled
+
     def _stage_steps(self, run, count: int) -> int:
         """Up to ``count`` iterations of the start stages: their items run until their work
         (gradients, ``run.stage_work``) reaches the iterations counted so far plus ``count``;
@@ -363,14 +450,11 @@ class SparseOBCD(OBCD):
         have ended with no work left to count."""
         if run.pipeline is None:
             run.x0 = run.tracker.x.clone()
-            # f_stages: F after the stages (after the last finished one if a stage stops the
-            # run on a non-finite value)
-            run.f = run.f0 = run.f_stages = self._objective(run, run.x0)
+            run.f = run.f0 = self._objective(run, run.x0)
             run.pipeline = self._pipeline(run)
         while not run.stages_done and run.stage_work < run.stage_iterations + count:
             if next(run.pipeline, StopIteration) is StopIteration:
                 run.stages_done = True
-                run.f_stages = run.f
         owed = math.ceil(run.stage_work) - run.stage_iterations
         if run.stages_done and owed <= 0:
             return 0
@@ -422,11 +506,28 @@ class SparseOBCD(OBCD):
         pairs, the greedy candidates ranked by the same model decrease). The compiled loop
         ends with the iteration under way at a column sweep once the run's ``max_time`` has run
         out (one call can span many sweeps; the run loop reads the clock between calls
-        only)."""
+        only). With restarts, the pair steps stop at each stall check (:meth:`_restart_due`),
+        and a due restart's iterations follow as the stages' do."""
         if self._in_stages(run):
             done = self._stage_steps(run, count)
             if done:
                 return done
+        if run.restarts and self._restart_due(run):
+            run.window, run.stages_done = None, False
+            run.pipeline = self._restart(run)
+            done = self._stage_steps(run, count)
+            if done:
+                return done
+        if run.window is not None:
+            count = min(count, run.window[0])
+        done = self._pair_iterations(run, count)
+        if run.window is not None:
+            run.window[0] -= done
+        return done
+
+    def _pair_iterations(self, run, count: int) -> int:
+        """``count`` iterations of pair steps (and their column sweeps): :meth:`steps` after the
+        stages."""
         if not run.kernel:
             return super().steps(run, count)
         todo, done = count * run.updates, 0
@@ -464,9 +565,18 @@ class SparseOBCD(OBCD):
             return
         if not run.stages_done:  # the run's budget ended during a stage: record it
             run.pipeline.close()
-            run.f_stages = run.f
-        pairs = run.f_stages - result.cost - run.sweep_decrease - run.manpg_decrease
-        stages = [*run.stages,
+        restarts = [s for s in run.stages if s["name"] == "restarts"]
+        stages = [s for s in run.stages if s["name"] != "restarts"]
+        if restarts:
+            stages.append({"name": "restarts", "unit": STAGE_UNITS["restarts"],
+                           "iterations": sum(s["iterations"] for s in restarts),
+                           "gradient_evaluations": sum(s["gradient_evaluations"]
+                                                       for s in restarts),
+                           "decrease": sum(s["decrease"] for s in restarts),
+                           "count": len(restarts)})
+        pairs = (run.f0 - result.cost - sum(s["decrease"] for s in stages) - run.sweep_decrease
+                 - run.manpg_decrease)
+        stages = [*stages,
                   {"name": "pair steps", "unit": STAGE_UNITS["pair steps"],
                    "iterations": run.count, "gradient_evaluations": run.pair_gradients,
                    "decrease": pairs}]
@@ -489,4 +599,5 @@ class SparseOBCD(OBCD):
     def info(self, run=None):
         return {**super().info(run),
                 "start": None if run is None else run.start_chosen,
+                "point_from": None if run is None else run.point_from,
                 "budgets": None if run is None else run.budgets}

@@ -248,14 +248,16 @@ def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience,
             yield best_x, best_f, done  # only refined points count: none is due yet
             continue
         cand = _feasible_candidate(x.to(out), y.to(out), h)
-        if cand is not None and refine is not None:
+        if cand is None:  # no feasible point could be formed: a check without progress
+            since += 1
+        elif refine is not None:
             support = cand != 0
             if refined is not None and torch.equal(support, refined):
                 cand = None
             else:
                 cand, fc = refine(cand)
                 refined, last_refine = support, done
-        elif cand is not None:
+        else:
             fc = float(oracle.value(cand)) + float(h.value(cand))
         if cand is not None:
             since = 0 if fc < best_f - min_decrease * abs(best_f) else since + 1
@@ -283,7 +285,8 @@ def splitting_start(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     1, 2, 4, 8, … below ``check_every``, then every ``check_every`` iterations, and at the last)
     a feasible point is formed (:func:`nonneg_rounding` of X for an indicator h, else
     :func:`sparse_orthonormal` of X on the support of Y) and the lowest-F one is kept. The
-    phase stops after ``patience`` such points in a row that lower the best F by less than
+    phase stops after ``patience`` checks in a row that form no feasible point (X on the
+    support of Y too far from orthonormal) or one that lowers the best F by less than
     ``min_decrease`` relative (it then gains less per iteration than pair steps do), after
     ``steps`` iterations or at the first check where ``stop()`` is true (e.g.
     :meth:`~orthoplug.solvers.base.Run.out_of_time`).

@@ -279,6 +279,23 @@ def test_sparse_obcd_is_deterministic_at_n_200(kind):
     assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))
 
 
+def test_sparse_obcd_restarts_are_deterministic():
+    """ℓ0 from the PCA start with restarts (the splitting rerun from freshly swept starts once
+    the pair steps stall): the same restarts, points and stage records every time."""
+    c = spca.covariance(np.random.default_rng(0).standard_normal((500, 60)))
+    prob = spca.l0_spca(c, 6, 0.5 * float(torch.linalg.eigvalsh(c)[-1]) / 60)
+    x0 = prob.initial_point("random", 0)
+    solver = SparseOBCD(prob.h, starts=("pca",), seed=1, max_iterations=1500, eval_every=10)
+
+    def run():
+        res = solver.run(prob.oracle, x0.clone(), StiefelGeometry(60, 6))
+        return (res.point.numpy(), res.cost, res.history["cost"], res.info["stages"],
+                res.info["point_from"])
+
+    _, _, _, stages, point_from = _same_three_times(run)
+    assert _stage(stages, "restarts")["count"] >= 2 and point_from.startswith("restart ")
+
+
 # ---- no clock inside the algorithms -----------------------------------------------------------
 
 CLOCKS = {"perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns",

@@ -28,7 +28,8 @@ Methods, each under the same wall-clock limit:
   rotation sweep, which leaves f unchanged); for continuous h (ℓ1) a polar-prox stage, for ℓ0
   and NN-PCA a linearised-ADMM splitting stage (RADMM's iteration for NN-PCA, with a partition
   search on its rounded points and after it); then OBCD's exact pair steps on the best of 16
-  sampled pairs in the compiled loop, with a compiled column sweep every n pair steps. Each
+  sampled pairs in the compiled loop, with a compiled column sweep every n pair steps; for ℓ0,
+  once the pair steps stall, restarts of the splitting from freshly swept starts. Each
   stage's iterations, gradients and share of the decrease are in its result's
   ``info["stages"]``;
 * ``ManPG`` (:mod:`orthoplug.baselines.manpg`, t = 1/L) from the shared random start (on NN-PCA
