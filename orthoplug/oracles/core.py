@@ -494,10 +494,14 @@ class QuadraticTracker(Tracker):
         from orthoplug.kernels import quadratic
 
         self._kernels = quadratic
+        self._gemm = None  # BLAS gemm for the in-place block update of Y (host only)
         if isinstance(self.ca, np.ndarray):  # scratch of the compiled pair model (host only)
             dt = self.ca.dtype
             self._d0 = np.empty((0, 0), dt) if self.da is None else self.da
             self._zw = np.empty((2, 2, x.shape[-1]), dt)
+            from scipy.linalg.blas import get_blas_funcs  # (scipy.linalg: slow to import)
+
+            self._gemm = get_blas_funcs("gemm", (self.ca,))
         self.s = oracle.scale
         self.refresh()
 
@@ -588,9 +592,10 @@ class QuadraticTracker(Tracker):
         the compiled loop reads C's rows once per column of Y, which is faster for two rows
         and many times slower than a matrix product for RSDM's r-row blocks). ``value``, if
         given, is the new ``f`` already priced by :meth:`value_with_rows` (finite): the
-        matrix-product path then skips its O(b²k) recomputation (b = len(rows)).
+        matrix-product path then skips reading ``Y⁺[B]`` back (O(bk), b = len(rows)).
 
-        Raises :class:`NonFiniteError` (and leaves X, Y and f unchanged) if the change or the new
+        Raises :class:`NonFiniteError` (and leaves X unchanged, Y and f those of X: a non-finite
+        cost found after Y was updated is undone by :meth:`refresh`) if the change or the new
         cost is not finite.
         """
         delta = new_rows - _take(self.xa, rows)
@@ -607,12 +612,18 @@ class QuadraticTracker(Tracker):
         if not math.isfinite(float(delta.sum())):
             raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_UPDATE])
         c_b = _take(self.ca, rows)  # C[B], r×n
-        if value is None:
-            value = self._f + self.s * _dot(self._times_d(delta), 2.0 * _take(self.ya, rows)
-                                            + _take(c_b, rows, 1) @ delta)
-        if not math.isfinite(value):
+        y_old = _take(self.ya, rows) if value is None else None
+        # C symmetric: C[:, B] Δ = C[B]ᵀ Δ; on the host Yᵀ += Δᵀ C[B] in place by BLAS (NumPy's
+        # product and sum allocate an n×k temporary and pass over Y twice)
+        if self.on_host and self.ya.flags.c_contiguous:
+            self._gemm(1.0, delta.T, c_b.T, 1.0, self.ya.T, trans_b=1, overwrite_c=1)
+        else:
+            self.ya += c_b.T @ delta
+        if value is None:  # Y⁺[B] = Y[B] + C_BB Δ read back: O(bk), not the O(b²k) product
+            value = self._f + self.s * _dot(self._times_d(delta), y_old + _take(self.ya, rows))
+        if not math.isfinite(value):  # X was not written: Y and f back from it
+            self.refresh()
             raise NonFiniteError(kq.MESSAGES[kq.NONFINITE_COST])
-        self.ya += c_b.T @ delta  # C symmetric: C[:, B] Δ = C[B]ᵀ Δ
         self._f = value
         self.xa[rows] = new_rows
 
