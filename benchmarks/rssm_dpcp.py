@@ -14,7 +14,8 @@ Measured, in one run:
 
 * time to largest principal angle ≤ 1e-6 (``--target``; iteration time only: the angle is
   checked after every iteration, outside the clock), for each step rule of ``--schedules`` (the
-  paper's geometric decay, the adaptive ``polyak``, ``polyak-path`` (``Polyak(path=30)``) and
+  paper's geometric decay, the adaptive ``polyak`` (``Polyak(path=None)``: the level halved
+  readily), ``polyak-path`` (``Polyak(path=30)``, the solvers' default) and
   ``geometric-on-stall`` rules of
   :mod:`orthoplug.solvers.step_rules`, each with every ``--patience``, and ``default``, the
   solvers' default rule with their default options); speed-ups are relative to
@@ -166,8 +167,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--init", choices=("spectral", "random"), default="spectral")
     parser.add_argument("--schedules", type=str, default="geometric",
                         help="comma-separated step rules run for every method: default (the "
-                             "solvers' default rule), geometric, polyak, polyak-path (Polyak "
-                             "with the path condition), geometric-on-stall")
+                             "solvers' default rule), geometric, polyak (Polyak(path=None)), "
+                             "polyak-path (Polyak(path=30)), geometric-on-stall")
     parser.add_argument("--rsubgrad-schedules", type=str, default=None,
                         help="RSubGrad's step rules (default: --schedules); speed-ups are "
                              "relative to RSubGrad with the first")

@@ -33,8 +33,8 @@ so the iterates do not depend on which oracle path ran. ``info`` reports ``block
 Step sizes: one option, ``step_size``, takes a rule of :mod:`orthoplug.solvers.step_rules`
 or its shorthand (a number ``γ₀`` is ``Diminishing(γ₀)``, a name the rule with its defaults).
 The default :class:`~orthoplug.solvers.step_rules.Polyak` (``γ_k = (f(X_k) − f̂_k)/‖ξ‖²`` with
-an estimated optimum; outside the paper) needs no ``γ₀``; the paper's rules are
-:class:`~orthoplug.solvers.step_rules.Diminishing` (``γ₀/√(k+1)``, Thm 4.9b),
+an estimated optimum and a path condition on its level; outside the paper) needs no ``γ₀``;
+the paper's rules are :class:`~orthoplug.solvers.step_rules.Diminishing` (``γ₀/√(k+1)``, Thm 4.9b),
 :class:`~orthoplug.solvers.step_rules.Constant` and, for sharp problems,
 :class:`~orthoplug.solvers.step_rules.Geometric`; the theory needs ``γ_k < 1/L`` (L the
 Lipschitz constant of f).

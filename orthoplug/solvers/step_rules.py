@@ -6,8 +6,9 @@ One option picks the rule: ``step_size`` (core solvers and pymanopt) or ``lr`` (
 shorthand (:func:`step_rule`):
 
 * :class:`Polyak` (the default, ``"polyak"``; patience 2) — ``γ_k = (f(X_k) − f̂_k)/‖ξ_k‖²`` with an
-  estimated optimum (level adjustment); scale-free, no ``γ₀`` to choose; ``Polyak(path=30)``
-  keeps the level while the descent goes on (a path condition), for non-sharp objectives;
+  estimated optimum (level adjustment) that keeps its level while the descent goes on (a path
+  condition); scale-free, no ``γ₀`` to choose; ``Polyak(path=None)`` halves the level readily,
+  faster on sharp objectives (DPCP) but frozen above the optimum on non-sharp ones;
 * :class:`Diminishing` (``"diminishing"``; a number ``γ₀`` is ``Diminishing(γ₀)``) —
   ``γ₀/√(k+1)`` (Thm 4.9b of Cheung et al. 2024);
 * :class:`Constant` (``"constant"``) — ``γ₀``;
@@ -282,15 +283,21 @@ class Polyak(StepRule):
     growth per epoch is the same for every block count) and the path is reset. After
     ``patience`` epochs without one, the rule looks at every epoch end whether to halve δ:
 
-    * ``path=None`` (the default): always;
-    * ``path = c`` (e.g. 30): if the path travelled since the last change of the level
+    * ``path = c`` (default 30): if the path travelled since the last change of the level
       reached ``B = c·s₀``, or if the descent slowed down: the last epoch lowered ``f_best``
       by at most ``stall`` (default 0.5) times the level's mean decrease per epoch
       (``stall = 0``: only an epoch without a new best); otherwise δ is kept (the values still
-      fall at their pace: the target may be within reach).
+      fall at their pace: the target may be within reach);
+    * ``path=None``: always.
 
-    ``Polyak(path=30)`` is the rule for non-sharp objectives (ℓ1-SPCA); on the sharp DPCP it
-    needed more RSSM epochs than the default (docs/results/rssm.md), which therefore stays.
+    **Why the path condition is the default.** A default has to converge on every objective
+    the solvers take (weakly convex f plus a separable h). With ``path=None`` the level halves
+    after every ``patience`` epochs whose decrease falls short of ``drop·δ``; on a non-sharp
+    objective (ℓ1-SPCA) that is every second epoch near the minimiser, the steps become
+    summable and the iterates stop above the optimum. The path condition cannot stall that
+    way (see below). On a sharp objective ``path=None`` follows the linearly falling gap one
+    halving sooner and needs fewer epochs (DPCP: docs/results/rssm.md), so pass
+    ``Polyak(path=None)`` where f is known to be sharp.
 
     The path is the sum of the step lengths, a block step's ``γ‖ξ_C‖`` counted with weight
     ``√ω`` (an epoch of ``1/ω`` block steps along orthogonal column blocks moves ``X`` about
@@ -299,11 +306,9 @@ class Polyak(StepRule):
     The path condition is the Goffin–Kiwiel / Nedić–Bertsekas rule: a target out of reach
     (``f̂ < f*``) is never attained, the iterates keep travelling and δ halves after every
     path ``B``; a target within reach is attained, so δ need not shrink geometrically while
-    the method still descends (``path=None`` halves it every ``patience`` epochs on the
-    non-sharp ℓ1-SPCA, the steps become summable and the iterates freeze above f*). The
-    second condition lets δ shrink where it must follow a gap that falls linearly (a sharp
-    f); it fires later than ``path=None``'s halving, which is why RSSM needed more epochs on
-    DPCP. With ``f̂ ≤ f*`` and a sharp f the steps are at least Polyak's.
+    the method still descends. The second condition lets δ shrink where it must follow a gap
+    that falls linearly (a sharp f); it fires later than ``path=None``'s halving. With
+    ``f̂ ≤ f*`` and a sharp f the steps are at least Polyak's.
 
     The defaults ``drop = 0.7``, ``grow = 1.2`` keep the target closer to ``f_best`` than the
     classical ``drop = 0.5``, ``grow = 1.5`` (with which the Polyak steps were too long on DPCP,
@@ -316,9 +321,9 @@ class Polyak(StepRule):
         patience: epochs without a sufficient drop before δ may be halved (≥ 1).
         grow: δ's growth factor per epoch of sufficient drops (≥ 1).
         drop: the sufficient drop of ``f_best``, as a fraction of δ (in (0, 1]).
-        path: ``B/s₀`` of the path condition (> 0; ``math.inf``: halve only when the descent
-            slows down), or ``None`` (default: halve after every ``patience`` epochs without
-            a sufficient drop).
+        path: ``B/s₀`` of the path condition (> 0, default 30; ``math.inf``: halve only when
+            the descent slows down), or ``None`` (halve after every ``patience`` epochs
+            without a sufficient drop).
         stall: the slow-down that halves δ (in [0, 1]): the last epoch's decrease of
             ``f_best`` as a fraction of the level's mean decrease per epoch.
         optimum: a known optimal value f*: then ``f̂_k = f*`` (Polyak's own step
@@ -333,7 +338,7 @@ class Polyak(StepRule):
     reads_values = True
 
     def __init__(self, level: float = 0.5, patience: int = 2, *, grow: float = 1.2,
-                 drop: float = 0.7, path: float | None = None, stall: float = 0.5,
+                 drop: float = 0.7, path: float | None = 30.0, stall: float = 0.5,
                  optimum: float | None = None):
         if not (isinstance(level, int | float) and math.isfinite(level) and level > 0):
             raise ValueError(f"level must be a finite number > 0, got {level!r}")

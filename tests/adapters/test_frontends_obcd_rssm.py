@@ -183,7 +183,7 @@ def _dpcp_problem():
 SAME_STEP_RULES = {
     "constant": Constant(0.05), "diminishing": Diminishing(0.05),
     "geometric": Geometric(0.05, 0.97),
-    "polyak": Polyak(patience=1),
+    "polyak": Polyak(patience=1, path=None),
     "polyak-path": Polyak(patience=1, path=30.0),
     "geometric-on-stall": GeometricOnStall(2.0, 0.999, patience=1),  # far too large: restarts
 }

@@ -76,11 +76,11 @@ def test_polyak_level_grows_by_the_same_factor_per_epoch_for_every_block_count(e
 
 
 def test_polyak_default_drop_and_growth():
-    """Defaults ``drop = 0.7``, ``grow = 1.2``: a drop of 0.6δ is not sufficient (δ halves
-    after ``patience`` epochs), one of 0.7δ is and grows δ by ``1.2^(1/E)``; the
-    step uses the new δ."""
-    rule = Polyak(level=0.5, patience=1)
-    assert (rule.grow, rule.drop, rule.path) == (1.2, 0.7, None)
+    """Defaults ``drop = 0.7``, ``grow = 1.2``, ``path = 30``. With ``path=None`` a drop of
+    0.6δ is not sufficient (δ halves after ``patience`` epochs), one of 0.7δ is and grows δ
+    by ``1.2^(1/E)``; the step uses the new δ."""
+    assert (Polyak().grow, Polyak().drop, Polyak().path) == (1.2, 0.7, 30.0)
+    rule = Polyak(level=0.5, patience=1, path=None)
     start(rule, 4.0, 2)  # δ₀ = 2
     rule.observe(4.0)
     rule.observe(3.0)  # drop 1.0 < 0.7·2 = 1.4; second iteration of the window: δ halves
@@ -102,7 +102,7 @@ def test_polyak_path_rule_halves_only_after_the_path_or_a_flat_epoch():
     change reaches ``B = path·s₀`` (s₀ the first step's length); once ``patience`` epochs
     passed, an epoch without a new best, or whose decrease is at most ``stall`` times the
     level's mean per epoch, halves δ; a sufficient drop keeps the level (and resets the path).
-    The default (``path=None``) halves after ``patience`` epochs whatever the progress."""
+    With ``path=None`` δ halves after ``patience`` epochs whatever the progress."""
     rule = start(Polyak(level=0.5, patience=2, path=3.0), 4.0)  # δ₀ = 2, E = 1
     deltas = []
     for f in (3.9, 3.8, 3.7, 3.6):  # new bests, each 0.1 < 0.7δ below the last
@@ -123,7 +123,7 @@ def test_polyak_path_rule_halves_only_after_the_path_or_a_flat_epoch():
     rule.observe(3.0)  # 0.25 < 0.7δ
     rule.observe(2.99)  # the decrease slowed to 0.01 ≤ stall · mean 0.13 per epoch: δ halves
     assert rule.delta == pytest.approx(0.3) and rule.halvings == 3
-    plain = start(Polyak(level=0.5, patience=2), 4.0)
+    plain = start(Polyak(level=0.5, patience=2, path=None), 4.0)
     for f in (3.9, 3.8):
         plain.observe(f)
     assert plain.delta == 1.0  # two epochs without a sufficient drop
@@ -164,7 +164,7 @@ def test_polyak_with_a_known_optimum_is_polyaks_step():
 
 
 @pytest.mark.parametrize("ell", [None, 4])
-def test_polyak_path_rule_keeps_descending_where_the_default_stalls(ell):
+def test_polyak_default_path_rule_keeps_descending_where_halving_readily_stalls(ell):
     """ℓ1 sparse PCA (weakly convex, not sharp): with ``path=None`` δ halves every
     ``patience`` epochs, the steps become summable and the best value freezes; with the path
     condition the best value still falls after the other froze and ends lower."""
@@ -180,8 +180,8 @@ def test_polyak_path_rule_keeps_descending_where_the_default_stalls(ell):
         best = [min(prob.value(next(steps).x) for _ in range(100)) for _ in range(4)]
         return list(itertools.accumulate(best, min))
 
-    plain = best_values(Polyak())
-    path = best_values(Polyak(path=30.0))
+    plain = best_values(Polyak(path=None))
+    path = best_values(Polyak())  # the default: path=30
     assert plain[3] == pytest.approx(plain[2], abs=1e-12)  # frozen for 200 iterations
     assert path[1] < path[0] - 5e-4 and path[3] < plain[3] - 0.01
 
@@ -269,7 +269,7 @@ def test_block_subgradient_norm_matches_formula_15():
                                                                    rel=1e-12)
 
 
-@pytest.mark.parametrize("rule", [Polyak(), GeometricOnStall()])
+@pytest.mark.parametrize("rule", [Polyak(), Polyak(path=None), GeometricOnStall()])
 @pytest.mark.parametrize("ell", [None, 4])
 def test_dpcp_recovery_with_adaptive_rules(rule, ell):
     prob = dpcp_instance(60, 40, 300, outlier_ratio=0.5, seed=3)

@@ -22,10 +22,10 @@ Methods (same wall-clock limit each):
 
 * DPCP: ``RSubGrad`` with the paper's rule as in ``benchmarks/rssm_dpcp.py``
   (:func:`dpcp_solver`): ``γ₀ = 0.5/‖grad f(X₀)‖_F`` and geometric decay β = 0.95 per epoch;
-  ``RSSM-ℓ`` for ℓ ∈ {4, 10, 20} with :data:`DPCP_RSSM_RULE` (Polyak steps with patience 2,
-  matching pairs), the fastest RSSM configuration measured at the issue's sizes
-  (docs/results.md). pymanopt's smooth solvers are not offered: f is nonsmooth exactly at the
-  solution (sharp minimum).
+  ``RSSM-ℓ`` for ℓ ∈ {4, 10, 20} with :data:`DPCP_RSSM_RULE` (``Polyak(patience=2,
+  path=None)``, the level halved readily, for this sharp f; matching pairs), the fastest RSSM
+  configuration measured at the issue's sizes (docs/results.md). pymanopt's smooth solvers are
+  not offered: f is nonsmooth exactly at the solution (sharp minimum).
 * ℓ1-SPCA: ``RSSM-ℓ`` (ℓ ∈ {4, 10}) and ``RSubGrad`` with the default step rule (best
   evaluated point returned, then the final proximal pass that sets exact zeros), from the
   shared random start, against OBCD and ManPG as in the OBCD suite.
@@ -67,7 +67,7 @@ DPCP_DECAY = 0.95
 DPCP_RSSM_RULE = {"schedule": "polyak", "patience": 2, "pairs": "matching"}
 #: the step rules of :func:`dpcp_solver` by name (β per epoch and patience from its arguments)
 DPCP_RULES = {"geometric": lambda decay, patience: Geometric(decay=decay),
-              "polyak": lambda decay, patience: Polyak(patience=patience),
+              "polyak": lambda decay, patience: Polyak(patience=patience, path=None),
               "polyak-path": lambda decay, patience: Polyak(patience=patience, path=30.0),
               "geometric-on-stall": lambda decay, patience: GeometricOnStall(
                   decay=decay, patience=patience)}
