@@ -38,15 +38,15 @@ Polar (:class:`~orthoplug.solvers.rsdm.PolarSlice`,
 :func:`~orthoplug.solvers.rsdm.polar_search`, with memory): all Stiefel parameters of the group
 move together, each on its own slice by ``Y = polar(CCᵀ/(lr·η) − BCᵀ)`` (``B = P(r)G``,
 ``C = P(r)X``); η is accepted when the loss is at most the majorisation
-``f0 + Σ (⟨B, Δ⟩ + ‖Δ‖²/(2·lr·η))``, ``Δ = (Y − I)C``, multiplied by ``contraction`` otherwise
-and doubled after a first-trial acceptance. Armijo (``line_search="armijo"``,
-:class:`~orthoplug.solvers.steps.ArmijoBacktracking`, with memory): ``Y = Retr(−lr·η Γ)``,
-accepted when the loss drops by at least ``c·lr·η·Σ‖Γ‖²``, the next step starting from ``γη``
-after a first-trial acceptance (γ = :data:`~orthoplug.solvers.rsdm.ARMIJO_GROWTH`, as the core
-solver), else from the accepted η. Both rules are the core's
-(:func:`~orthoplug.solvers.rsdm.step_rule`), so the defaults of the two front-ends take the
-same steps. Such a group holds Stiefel parameters only and has
-``line_search`` set and ``lr = 1.0`` in its dict: ``lr`` is then a factor on the searched
+``f0 + Σ (⟨B, Δ⟩ + ‖Δ‖²/(2·lr·η))``, ``Δ = (Y − I)C``, multiplied by the rule's
+``contraction`` otherwise and doubled after a first-trial acceptance. Armijo
+(``line_search="armijo"``, :class:`~orthoplug.solvers.steps.Armijo`, with memory):
+``Y = Retr(−lr·η Γ)``, accepted when the loss drops by at least ``c·lr·η·Σ‖Γ‖²``, the next step
+starting from ``γη`` after a first-trial acceptance (γ the rule's ``growth``), else from the
+accepted η. Both rules are the core's objects (:mod:`orthoplug.solvers.steps`), so the
+defaults of the two front-ends take the same steps. Such a group holds Stiefel parameters
+only and has ``line_search`` set (the rule object) and ``lr = 1.0`` in its dict: ``lr`` is then
+a factor on the searched
 steps, so torch's schedulers work on it too (``lr = 0``: no move). Every group's direction
 comes from the gradient at the start of the step; every group's ``lr`` is read at every step.
 Each Stiefel parameter's start point is checked at its first step (``ValueError`` naming the
@@ -78,17 +78,22 @@ import torch
 
 from orthoplug.geometry.submanifold import RETRACTIONS, SAMPLINGS, submanifold_gradient
 from orthoplug.solvers.rsdm import (
+    DEFAULT_FIRST_TRIAL,
     DEFAULT_LINE_SEARCH,
-    LINE_SEARCHES,
     PolarSlice,
     default_line_search,
     default_slice_dimension,
     polar_search,
     rotation,
     sample_slice,
-    step_rule,
 )
-from orthoplug.solvers.steps import ArmijoBacktracking, DecaySchedule
+from orthoplug.solvers.steps import (
+    LINE_SEARCH_NAMES,
+    ArmijoBacktracking,
+    DecaySchedule,
+    LineSearch,
+    as_line_search,
+)
 
 from ._torch import STABILIZE, OrthoplugOptimizer, check_number
 
@@ -124,15 +129,16 @@ class RSDM(OrthoplugOptimizer):
             fixed and Armijo steps).
         line_search: ``None`` (default: ``"auto"`` in a group with ``lr=None``, else the fixed
             ``lr``), ``"auto"`` (``"polar"`` if ``r ≤ p`` for every Stiefel parameter of the
-            group, else ``"armijo"``; the group's dict then holds the rule chosen), ``"polar"`` or
-            ``"armijo"`` (as :class:`~orthoplug.solvers.rsdm.RSDM`'s; given with an ``lr``, that
-            ``lr`` is the factor on the searched step).
+            group, else ``"armijo"``), or a rule object of :mod:`orthoplug.solvers.steps` —
+            ``PolarSearch(contraction, max_backtracks)``, ``Armijo(contraction,
+            sufficient_decrease, max_backtracks, growth)`` — or its name (the rule with its
+            defaults), as :class:`~orthoplug.solvers.rsdm.RSDM`'s; the group's dict holds the
+            rule object taken. Given with an ``lr``, that ``lr`` is the factor on the searched
+            step.
         momentum, dampening, weight_decay, nesterov: RiemannianSGD's, for non-manifold
             parameters.
         schedule, decay_time: the step's decay ``s(k)`` with ``lr`` (as
             :class:`~orthoplug.solvers.rsdm.StochasticRSDM`; default constant).
-        contraction, sufficient_decrease, max_backtracks: the line search's β, Armijo's c and
-            the rejections per step (``lr=None``; as :class:`~orthoplug.solvers.rsdm.RSDM`).
         stabilize: project Stiefel parameters back (``projx``, O(np²)) every this many steps
             (default 1000, the rule of :data:`~adapters._torch.STABILIZE`; ``None``: never).
             RSDM multiplies by orthogonal matrices and never corrects round-off.
@@ -150,14 +156,14 @@ class RSDM(OrthoplugOptimizer):
             before the step.
     """
 
+    plain_rules = {"line_search": LINE_SEARCH_NAMES}
+
     def __init__(self, params: Iterable[torch.Tensor | dict],
                  lr: float | None = None, r: int | None = None, *,
                  sampling: str = "permutation", retraction: str = "qr",
-                 line_search: str | None = None, momentum: float = 0.0,
+                 line_search: LineSearch | str | None = None, momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
                  schedule: str | Callable[[int], float] = "constant", decay_time: float = 1000.0,
-                 contraction: float = 0.5,
-                 sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
                  stabilize: int | None = STABILIZE, seed: int | None = None,
                  process_group: torch.distributed.ProcessGroup | None = None,
                  replica_check_every: int | None = None, average_gradients: bool = True):
@@ -165,9 +171,7 @@ class RSDM(OrthoplugOptimizer):
                         retraction=retraction,
                         momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                         nesterov=nesterov,
-                        schedule=schedule, decay_time=decay_time, contraction=contraction,
-                        sufficient_decrease=sufficient_decrease, max_backtracks=max_backtracks,
-                        stabilize=stabilize)
+                        schedule=schedule, decay_time=decay_time, stabilize=stabilize)
         self._rules: list[ArmijoBacktracking | DecaySchedule] = []  # one per group
         super().__init__(params, defaults, seed=seed, process_group=process_group,
                          replica_check_every=replica_check_every,
@@ -176,9 +180,7 @@ class RSDM(OrthoplugOptimizer):
 
     # ---- validation and step rules ----------------------------------------------------------
     def _check_group(self, group: dict):
-        if group["line_search"] not in LINE_SEARCHES:
-            raise ValueError(f"line_search must be one of {LINE_SEARCHES}, got "
-                             f"{group['line_search']!r}")
+        group["line_search"] = as_line_search(group["line_search"])
         if group["lr"] is None:
             group["lr"] = 1.0
             group["line_search"] = group["line_search"] or DEFAULT_LINE_SEARCH
@@ -197,7 +199,6 @@ class RSDM(OrthoplugOptimizer):
                              f"choose from {RETRACTIONS}")
         for key in ("momentum", "dampening", "weight_decay"):
             check_number(key, group[key])
-        self._new_rule({**group, "line_search": "armijo"})  # the backtracking options, checked
         self._new_rule({**group, "line_search": None})  # the schedule, checked
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
@@ -214,7 +215,8 @@ class RSDM(OrthoplugOptimizer):
         if group["line_search"] == "auto":  # the core's rule, for every parameter of the group
             rules = {default_line_search(p.shape[-1], group["r"] or default_slice_dimension(
                 *p.shape[-2:])) for p in group["params"] if _is_stiefel(p)}
-            group["line_search"] = "polar" if rules == {"polar"} else "armijo"
+            group["line_search"] = LINE_SEARCH_NAMES[
+                "polar" if rules == {"polar"} else "armijo"]()
 
     def add_param_group(self, param_group: dict):
         """torch's, with the group checked (:meth:`_check_group`) and its step rule made."""
@@ -226,9 +228,7 @@ class RSDM(OrthoplugOptimizer):
         """The group's step rule: the line search's backtracking (as the core's), else the
         ``lr`` schedule."""
         if group["line_search"]:
-            return step_rule(group["line_search"], contraction=group["contraction"],
-                             sufficient_decrease=group["sufficient_decrease"],
-                             max_backtracks=group["max_backtracks"])
+            return group["line_search"].backtracking(DEFAULT_FIRST_TRIAL)
         return DecaySchedule(group["schedule"], group["decay_time"])
 
     def _extra_state(self) -> dict:
@@ -265,7 +265,7 @@ class RSDM(OrthoplugOptimizer):
             if self._check_lr(group["lr"]) == 0:
                 continue
             if group["line_search"]:
-                search = (self._polar_group if group["line_search"] == "polar"
+                search = (self._polar_group if group["line_search"].name == "polar"
                           else self._armijo_group)
                 accepted = search(group, rule, grads, closure, value)
                 if accepted is not None:

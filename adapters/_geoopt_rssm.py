@@ -145,6 +145,8 @@ class RSSM(OrthoplugOptimizer):
         average_gradients: average the gradients over the group in each step.
     """
 
+    plain_rules = {"rule": RULE_NAMES}
+
     def __init__(self, params: Iterable[torch.Tensor | dict],
                  lr: StepRule | float | str = "polyak", *, num_blocks: int | None = None,
                  blocks: Sequence[Sequence[int]] | None = None,
@@ -183,30 +185,6 @@ class RSSM(OrthoplugOptimizer):
             if p.shape[-1] < 2:
                 raise ValueError(f"RSSM needs at least 2 columns, got shape {tuple(p.shape)}")
             self._partition(group, p)  # validate the partition now
-
-    def state_dict(self) -> dict:
-        """The optimizer's state; a group's rule of :data:`~orthoplug.solvers.step_rules.RULE_NAMES`
-        is saved as plain data (its name and options), so ``torch.load(weights_only=True)``
-        reads the checkpoint."""
-        out = super().state_dict()
-        for group in out["param_groups"]:
-            rule = group["rule"]
-            if RULE_NAMES.get(rule.name) is type(rule):
-                group["rule"] = {"name": rule.name, **rule.options()}
-        return out
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Restore a state from :meth:`state_dict` (rules saved as plain data rebuilt)."""
-        state_dict = dict(state_dict)
-        groups = []
-        for group in state_dict["param_groups"]:
-            rule = group["rule"]
-            if isinstance(rule, dict):
-                options = dict(rule)
-                group = {**group, "rule": RULE_NAMES[options.pop("name")](**options)}
-            groups.append(group)
-        state_dict["param_groups"] = groups
-        super().load_state_dict(state_dict)
 
     @staticmethod
     def _partition(group, p):

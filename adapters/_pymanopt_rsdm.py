@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from orthoplug.geometry.stiefel import GrassmannGeometry, StiefelGeometry
 from orthoplug.solvers import rsdm
+from orthoplug.solvers.steps import LineSearch
 
 from ._pymanopt_base import SolverOptimizer
 
@@ -55,10 +56,10 @@ class RSDM(SolverOptimizer):
         retraction: on O(r): ``"qr"``, ``"polar"``, ``"cayley"``, ``"exp"``.
         line_search: ``None`` (``"auto"`` when no ``step_size`` is given, else the fixed
             step), ``"auto"`` (``"polar"`` when ``r ≤ p``, else ``"armijo"``:
-            :func:`~orthoplug.solvers.rsdm.default_line_search`), ``"polar"`` or ``"armijo"``.
-        contraction: the line search's β ∈ (0, 1).
-        sufficient_decrease: Armijo's c ∈ (0, 1).
-        max_backtracks: trials per slice step before the step is skipped.
+            :func:`~orthoplug.solvers.rsdm.default_line_search`), or a rule object of
+            :mod:`orthoplug.solvers.steps` — ``PolarSearch(contraction, max_backtracks)``,
+            ``Armijo(contraction, sufficient_decrease, max_backtracks, growth)`` — or its name
+            (``"polar"``, ``"armijo"``: the rule with its defaults).
         stabilize: replace X by its polar factor every this many slice steps (``None``:
             never).
         refresh_every: slice steps between recomputations of a quadratic oracle's ``CX``.
@@ -79,8 +80,7 @@ class RSDM(SolverOptimizer):
 
     def __init__(self, r: int | None = None, sampling: str = "permutation", *,
                  step_size: float | None = None, retraction: str = "qr",
-                 line_search: str | None = None, contraction: float = 0.5,
-                 sufficient_decrease: float = 1e-4, max_backtracks: int = 30,
+                 line_search: LineSearch | str | None = None,
                  stabilize: int | None = 1000, refresh_every: int = 10_000,
                  batch_size: int | None = None,
                  schedule: str | Callable[[int], float] = "constant", decay_time: float = 1000.0,
@@ -102,7 +102,5 @@ class RSDM(SolverOptimizer):
                          stall_evaluations=stall_evaluations, stall_tolerance=stall_tolerance,
                          target_cost=target_cost,
                          r=r, sampling=sampling, step_size=step_size, retraction=retraction,
-                         line_search=line_search, contraction=contraction,
-                         sufficient_decrease=sufficient_decrease, max_backtracks=max_backtracks,
-                         stabilize=stabilize,
+                         line_search=line_search, stabilize=stabilize,
                          refresh_every=refresh_every, **stochastic)

@@ -250,9 +250,19 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
     def _random_state(self):
         return [("seed", self.seed), ("generator", self._generator)]
 
+    #: rule objects kept in the param groups, saved as plain data (their name and options) so
+    #: that ``torch.load(weights_only=True)`` reads a checkpoint: group key → {name: class}
+    plain_rules: dict[str, dict[str, type]] = {}
+
     def state_dict(self) -> dict:
-        """torch's state plus the seed, the generator's state and :meth:`_extra_state`."""
+        """torch's state plus the seed, the generator's state and :meth:`_extra_state`; the
+        groups' rule objects of :attr:`plain_rules` as plain data."""
         out = super().state_dict()
+        for group in out["param_groups"]:
+            for key, names in self.plain_rules.items():
+                rule = group[key]
+                if type(rule) in names.values():
+                    group[key] = {"name": rule.name, **rule.options()}
         out[_STATE_KEY] = {"seed": self.seed, "steps_taken": self.steps_taken,
                            "generator": self._generator.get_state(),
                            "extra": self._extra_state()}
@@ -264,6 +274,14 @@ class OrthoplugOptimizer(DataParallelOptimizer, torch.optim.Optimizer):
         """
         state_dict = dict(state_dict)
         ours = state_dict.pop(_STATE_KEY, None)
+        groups = []
+        for group in state_dict["param_groups"]:
+            for key, names in self.plain_rules.items():
+                if isinstance(group.get(key), dict):
+                    options = dict(group[key])
+                    group = {**group, key: names[options.pop("name")](**options)}
+            groups.append(group)
+        state_dict["param_groups"] = groups
         super().load_state_dict(state_dict)
         if ours is not None:
             self.seed = ours["seed"]

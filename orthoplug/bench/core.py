@@ -181,7 +181,8 @@ class Record:
 
 
 def _finite_or_none(obj):
-    """JSON has no NaN/inf: map them to ``None`` recursively."""
+    """JSON has no NaN/inf: map them to ``None`` recursively; an option value that is an object
+    (a step rule) becomes its ``repr``."""
     if isinstance(obj, dict):
         return {k: _finite_or_none(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -190,7 +191,9 @@ def _finite_or_none(obj):
         return float(obj) if math.isfinite(obj) else None
     if isinstance(obj, np.integer):
         return int(obj)
-    return obj
+    if obj is None or isinstance(obj, str | int | float | bool):
+        return obj
+    return repr(obj)
 
 
 def run_method(experiment: Experiment, instance: Instance, method: Method,

@@ -63,16 +63,16 @@ exact minimiser over SO(r) of the proximal-linear model ``⟨B, Δ⟩ + ‖Δ‖
 ``F(X⁺)`` is at most the model's value (a majorisation test), η is halved otherwise and doubled
 after a first-trial acceptance, from a first η of 1: a rotation that minimises the model over
 the whole slice moves further than a step along ``−Γ``, so it needs about half the slice steps
-of the Armijo step, at one r×r polar factor per trial. ``line_search="armijo"`` is
-backtracking on the slice with memory, accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²``
-(``−‖Γ‖²`` is the slope of
+of the Armijo step, at one r×r polar factor per trial. ``line_search="armijo"``
+(:class:`~orthoplug.solvers.steps.Armijo`) is backtracking on the slice with memory,
+accepting ``η`` when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²`` (``−‖Γ‖²`` is the slope of
 ``F(U(Retr(−tΓ))X)`` at ``t = 0``) and shrinking ``η ← βη`` otherwise; the first trial of the
-next iteration is ``γη`` (γ = :data:`ARMIJO_GROWTH` = 1.25) after a first-trial acceptance,
-else the accepted ``η`` (so the step grows or shrinks geometrically to the cost's scale, from
-a first trial of 1; a slow growth keeps the first trial near the largest acceptable step,
-where γ = 2 overshoots it on about every other slice step once η has reached the cost's
-scale). For a quadratic cost (:class:`~orthoplug.oracles.core.QuadraticTracker`) a trial of
-either rule is priced on the slice alone,
+next iteration is ``γη`` (the rule's ``growth``, default 1.25) after a first-trial
+acceptance, else the accepted ``η`` (so the step grows or shrinks geometrically to the cost's
+scale, from a first trial of 1). The line searches are objects
+(``line_search=Armijo(growth=2.0)``), the names shorthands for their defaults. For a
+quadratic cost (:class:`~orthoplug.oracles.core.QuadraticTracker`) a trial of either rule is
+priced on the slice alone,
 ``F(X⁺) − F(X) = s⟨Δ, (2(CX)[B] + C_BB Δ)D⟩`` in O(r²p), and only the
 accepted one updates the cached ``CX``; likewise with a
 :class:`~orthoplug.oracles.rows.RowGradientOracle` given a ``row_value_change`` (Procrustes:
@@ -84,8 +84,8 @@ has not decreased over :data:`STALL_WINDOW` evaluations while the gradient is no
 
 Both front-ends run the same code: :func:`sample_slice`,
 :func:`~orthoplug.geometry.submanifold.submanifold_gradient` and :func:`rotation` make the step,
-the step-size rules are :func:`step_rule`
-(:class:`~orthoplug.solvers.steps.ArmijoBacktracking`), :class:`PolarSlice` with
+the step-size rules are the line-search objects of :mod:`orthoplug.solvers.steps` (each run's
+:class:`~orthoplug.solvers.steps.ArmijoBacktracking`), :class:`PolarSlice` with
 :func:`polar_search`, and :class:`~orthoplug.solvers.steps.DecaySchedule`; the random stream
 is one generator (the run's, or the torch optimizer's per device) that draws, per iteration,
 the minibatch (stochastic RSDM: first) and then the slice. So the same seed gives the same
@@ -122,24 +122,24 @@ from orthoplug.oracles import (
 )
 
 from .base import IterativeSolver, Run
-from .steps import ArmijoBacktracking, DecaySchedule, StallWatch
+from .steps import (
+    LINE_SEARCH_NAMES,
+    ArmijoBacktracking,
+    DecaySchedule,
+    LineSearch,
+    StallWatch,
+    as_line_search,
+)
 
-__all__ = ["RSDM", "StochasticRSDM", "STALL_WINDOW", "ARMIJO_GROWTH", "default_slice_dimension",
-           "sample_slice", "rotation", "PolarSlice", "polar_search", "step_rule",
-           "default_line_search"]
+__all__ = ["RSDM", "StochasticRSDM", "STALL_WINDOW", "default_slice_dimension",
+           "sample_slice", "rotation", "PolarSlice", "polar_search", "default_line_search"]
 
 #: first η of the line search when no ``step_size`` is given
 DEFAULT_FIRST_TRIAL = 1.0
 #: evaluations without a decrease of the cost after which a fixed step warns
 STALL_WINDOW = 5
-#: the Armijo rule's factor on η after a first-trial acceptance (both front-ends)
-ARMIJO_GROWTH = 1.25
-#: the line searches; ``None`` is the fixed step, ``"auto"`` picks one by the shape
-LINE_SEARCHES = (None, "auto", "armijo", "polar")
 #: the line search of both front-ends when no step size is given (:func:`default_line_search`)
 DEFAULT_LINE_SEARCH = "auto"
-#: largest η of the polar step (on a linear cost it doubles at every iteration)
-_ETA_MAX = 1e15
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,22 +302,9 @@ def default_line_search(p: int, r: int) -> str:
     return "polar" if r <= p else "armijo"
 
 
-def step_rule(line_search: str | None, first_trial: float = DEFAULT_FIRST_TRIAL, *,
-              contraction: float = 0.5, sufficient_decrease: float = 1e-4,
-              max_backtracks: int = 30) -> ArmijoBacktracking:
-    """The backtracking of a line search (both front-ends): for ``"polar"`` η is an inverse
-    Lipschitz estimate, doubled after a first-trial acceptance and capped at ``_ETA_MAX``; for
-    ``"armijo"`` (and ``None``, to validate the options) a step grown by :data:`ARMIJO_GROWTH`.
-
-    Raises:
-        ValueError: an option out of range (:class:`~orthoplug.solvers.steps.ArmijoBacktracking`).
-    """
-    polar = line_search == "polar"
-    return ArmijoBacktracking(first_trial, contraction=contraction,
-                              sufficient_decrease=sufficient_decrease,
-                              max_backtracks=max_backtracks,
-                              max_step=_ETA_MAX if polar else math.inf,
-                              growth=2.0 if polar else ARMIJO_GROWTH)
+def _option_text(spec) -> str | None:
+    """A line-search option as plain text for ``info`` (a rule object as its ``repr``)."""
+    return spec if spec is None or isinstance(spec, str) else repr(spec)
 
 
 def _check_positive(name, value):
@@ -346,22 +333,21 @@ class RSDM(IterativeSolver):
             ``line_search``, its first η.
         retraction: on O(r) at ``I_r``: ``"qr"`` (default), ``"polar"``, ``"cayley"``, ``"exp"``
             (the fixed and Armijo steps; the polar step is a rotation by construction).
-        line_search: ``"auto"`` (the default when no ``step_size`` is given): ``"polar"`` when
-            ``r ≤ p``, else ``"armijo"`` (:func:`default_line_search`). ``"polar"``: the
+        line_search: the line search, a rule object of :mod:`orthoplug.solvers.steps` —
+            :class:`~orthoplug.solvers.steps.PolarSearch` (``"polar"``): the
             proximal-linear slice step ``Y = polar(CCᵀ/η − S)``, ``S = BCᵀ``, the exact
             minimiser over SO(r) of ``⟨B, YC − C⟩ + ‖YC − C‖²/(2η)`` (over O(r) too when
-            ``p < r``), with ``1/η`` a Lipschitz
-            estimate (accepted when ``F(X⁺)`` is below that model, multiplied by
-            ``contraction`` otherwise, doubled after a first-trial acceptance). On a linear cost
-            (Procrustes on St) every trial is accepted and the step tends to the exact block
-            minimiser ``polar(−S)``. Costs one r×r polar factor per trial besides the O(r²p)
-            products.
-            ``"armijo"``: backtracking along ``−Γ`` on the slice; ``None``: the fixed
+            ``p < r``), with ``1/η`` a Lipschitz estimate (accepted when ``F(X⁺)`` is below
+            that model, multiplied by its ``contraction`` otherwise, doubled after a
+            first-trial acceptance); on a linear cost (Procrustes on St) every trial is
+            accepted and the step tends to the exact block minimiser ``polar(−S)``; one r×r
+            polar factor per trial besides the O(r²p) products.
+            :class:`~orthoplug.solvers.steps.Armijo` (``"armijo"``): backtracking along
+            ``−Γ`` on the slice (its ``contraction``, ``sufficient_decrease``,
+            ``max_backtracks`` and ``growth``). A name is that rule with its defaults;
+            ``"auto"`` (the default when no ``step_size`` is given): ``"polar"`` when
+            ``r ≤ p``, else ``"armijo"`` (:func:`default_line_search`); ``None``: the fixed
             ``step_size``.
-        contraction: the line search's β ∈ (0, 1) (default 0.5).
-        sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4; the polar step's test is the
-            majorisation).
-        max_backtracks: trials per iteration before the step is skipped (default 30).
         stabilize: replace X by its polar factor every this many slice steps (O(np²));
             default 1000 (as the geoopt optimizer), ``None``: never.
         refresh_every: recompute a quadratic oracle's cached ``CX`` every this many slice
@@ -371,7 +357,8 @@ class RSDM(IterativeSolver):
             ``ρ = r(r−1)/(n(n−1))`` the fraction of the O(n) gradient one slice sees).
 
     The run's ``info`` holds the options, ``step_rule`` (the rule taken: ``"polar"``,
-    ``"armijo"`` or ``"fixed"``), ``backtracks`` and ``skipped_steps`` (line searches), and
+    ``"armijo"`` or ``"fixed"``) and ``line_search_options`` (its options), ``backtracks`` and
+    ``skipped_steps`` (line searches), and
     ``row_gradient_evaluations`` (RSDM-P reads of r gradient rows).
 
     Per-iteration cost (X is n×p): the slice gradient ``skew(B Cᵀ)`` with ``B = P(r)∇F(X)``,
@@ -389,9 +376,8 @@ class RSDM(IterativeSolver):
 
     def __init__(self, r: int | None = None, *, sampling: str = "permutation",
                  step_size: float | None = None,
-                 retraction: str = "qr", line_search: str | None = None,
-                 contraction: float = 0.5, sufficient_decrease: float = 1e-4,
-                 max_backtracks: int = 30, stabilize: int | None = 1000,
+                 retraction: str = "qr", line_search: LineSearch | str | None = None,
+                 stabilize: int | None = 1000,
                  refresh_every: int = 10_000, **kwargs):
         super().__init__(**kwargs)
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 2):
@@ -401,8 +387,7 @@ class RSDM(IterativeSolver):
             raise ValueError(f"unknown sampling {sampling!r}; choose from {SAMPLINGS}")
         if retraction not in RETRACTIONS:
             raise ValueError(f"unknown retraction {retraction!r}; choose from {RETRACTIONS}")
-        if line_search not in LINE_SEARCHES:
-            raise ValueError(f"line_search must be one of {LINE_SEARCHES}, got {line_search!r}")
+        line_search = as_line_search(line_search)
         if step_size is None:  # no step given: a rule that needs no tuning
             step_size, line_search = DEFAULT_FIRST_TRIAL, line_search or DEFAULT_LINE_SEARCH
         _check_positive("step_size", step_size)
@@ -412,19 +397,15 @@ class RSDM(IterativeSolver):
                 raise ValueError(f"{key} must be an integer >= 0 (0 = never), got {val!r}")
         self.r, self.sampling, self.retraction = r, sampling, retraction
         self.step_size, self.line_search = float(step_size), line_search
-        self.contraction, self.sufficient_decrease = contraction, sufficient_decrease
-        self.max_backtracks = max_backtracks
         self.stabilize, self.refresh_every = stabilize, refresh_every
-        self.new_line_search()  # validates its options
         self.name = "RSDM-P" if sampling == "permutation" else "RSDM-O"
 
-    def new_line_search(self, name: str | None = None) -> ArmijoBacktracking:
-        """A fresh step rule of the line search ``name`` (default: the option; also for
-        ``None``: it validates the options)."""
-        return step_rule(self.line_search if name is None else name, self.step_size,
-                         contraction=self.contraction,
-                         sufficient_decrease=self.sufficient_decrease,
-                         max_backtracks=self.max_backtracks)
+    def resolved_line_search(self, p: int, r: int) -> LineSearch | None:
+        """The run's line search for an n×p iterate and slice dimension r: the option's
+        object, ``"auto"`` resolved by :func:`default_line_search`, or ``None`` (fixed step)."""
+        if self.line_search == "auto":
+            return LINE_SEARCH_NAMES[default_line_search(p, r)]()
+        return self.line_search
 
     def new_schedule(self) -> DecaySchedule:
         """The fixed step's schedule (constant here)."""
@@ -467,10 +448,10 @@ class RSDM(IterativeSolver):
         run.r = self.slice_dimension(*x.shape[-2:])
         run.reorth = self.stabilize or 0
         run.refresh = self.refresh_every if isinstance(run.tracker, Refreshable) else 0
-        run.step_rule = self.line_search
-        if run.step_rule == "auto":
-            run.step_rule = default_line_search(x.shape[-1], run.r)
-        run.line_search = None if run.step_rule is None else self.new_line_search(run.step_rule)
+        search = self.resolved_line_search(x.shape[-1], run.r)
+        run.step_rule = None if search is None else search.name
+        run.line_search = None if search is None else search.backtracking(self.step_size)
+        run.search_options = {} if search is None else search.options()
         run.schedule = self.new_schedule()
         fixed = self.line_search is None and self.watch_stall
         run.stall = StallWatch(STALL_WINDOW) if fixed else None
@@ -478,11 +459,13 @@ class RSDM(IterativeSolver):
 
     def info(self, run: Run | None = None) -> dict:
         out = {"r": self.r, "sampling": self.sampling, "step_size": self.step_size,
-               "retraction": self.retraction, "line_search": self.line_search,
-               "step_rule": "fixed" if self.line_search is None else self.line_search}
+               "retraction": self.retraction, "line_search": _option_text(self.line_search),
+               "step_rule": ("fixed" if self.line_search is None else self.line_search.name
+                             if isinstance(self.line_search, LineSearch) else self.line_search)}
         if run is not None:
             rule = run.line_search
             out.update(r=run.r, step_rule=run.step_rule or "fixed",
+                       line_search_options=run.search_options,
                        backtracks=0 if rule is None else rule.backtracks,
                        skipped_steps=0 if rule is None else rule.skipped,
                        row_gradient_evaluations=run.row_reads, slice_steps=run.slice_steps,

@@ -13,7 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-__all__ = ["ArmijoBacktracking", "DecaySchedule", "StallWatch"]
+__all__ = ["ArmijoBacktracking", "LineSearch", "Armijo", "PolarSearch", "as_line_search",
+           "LINE_SEARCH_NAMES", "ARMIJO_GROWTH", "POLAR_ETA_MAX", "DecaySchedule", "StallWatch"]
+
+#: :class:`Armijo`'s default factor on η after a first-trial acceptance
+ARMIJO_GROWTH = 1.25
+#: the largest η of :class:`PolarSearch` (η is an inverse Lipschitz estimate)
+POLAR_ETA_MAX = 1e15
 
 
 class ArmijoBacktracking:
@@ -90,6 +96,122 @@ class ArmijoBacktracking:
         """Restore a state from :meth:`state_dict`."""
         self.step = float(state["step"])
         self.backtracks, self.skipped = int(state["backtracks"]), int(state["skipped"])
+
+
+class LineSearch:
+    """A line search of RSDM as an option value (both front-ends): a template that makes each
+    run's (each torch parameter group's) :class:`ArmijoBacktracking`, which keeps the state.
+
+    Subclasses: :class:`Armijo` and :class:`PolarSearch`; the strings ``"armijo"`` and
+    ``"polar"`` are shorthands for them with their defaults (:func:`as_line_search`).
+
+    Args:
+        contraction: β ∈ (0, 1), the factor on η after a rejected trial.
+        max_backtracks: rejections per step before the step is skipped (≥ 0).
+    """
+
+    name = ""
+
+    def __init__(self, *, contraction: float = 0.5, max_backtracks: int = 30):
+        if not (isinstance(contraction, (int, float)) and 0 < contraction < 1):
+            raise ValueError(f"contraction must be in (0, 1), got {contraction!r}")
+        if isinstance(max_backtracks, bool) or not (isinstance(max_backtracks, int)
+                                                    and max_backtracks >= 0):
+            raise ValueError(f"max_backtracks must be an integer >= 0, got {max_backtracks!r}")
+        self.contraction, self.max_backtracks = float(contraction), max_backtracks
+
+    def backtracking(self, first_trial: float) -> ArmijoBacktracking:
+        """A fresh backtracking state from the first η ``first_trial``."""
+        raise NotImplementedError
+
+    def options(self) -> dict:
+        """The options, as given to the constructor."""
+        return {"contraction": self.contraction, "max_backtracks": self.max_backtracks}
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.options() == self.options()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, tuple(sorted(self.options().items()))))
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
+        return f"{type(self).__name__}({args})"
+
+
+class Armijo(LineSearch):
+    """Backtracking along ``−Γ`` with memory: accept η when ``F(X⁺) ≤ F(X) − c·η‖Γ‖²``,
+    else ``η ← βη``; the next step's first trial is ``γη`` after a first-trial acceptance,
+    else the accepted η (:class:`ArmijoBacktracking`).
+
+    ``growth`` γ = 1.25 (default): a slow growth keeps the first trial near the largest
+    acceptable step; γ = 2 overshoots it on about every other step once η has reached the
+    cost's scale, and is the classical choice that explores more on a nonconvex cost.
+
+    Args:
+        contraction: β ∈ (0, 1) (default 0.5).
+        sufficient_decrease: Armijo's c ∈ (0, 1) (default 1e-4).
+        max_backtracks: rejections per step before the step is skipped (default 30).
+        growth: γ ≥ 1 (default :data:`ARMIJO_GROWTH`).
+    """
+
+    name = "armijo"
+
+    def __init__(self, *, contraction: float = 0.5, sufficient_decrease: float = 1e-4,
+                 max_backtracks: int = 30, growth: float = ARMIJO_GROWTH):
+        super().__init__(contraction=contraction, max_backtracks=max_backtracks)
+        self.sufficient_decrease, self.growth = sufficient_decrease, growth
+        self.backtracking(1.0)  # validates c and γ
+
+    def backtracking(self, first_trial: float) -> ArmijoBacktracking:
+        return ArmijoBacktracking(first_trial, contraction=self.contraction,
+                                  sufficient_decrease=self.sufficient_decrease,
+                                  max_backtracks=self.max_backtracks, growth=self.growth)
+
+    def options(self) -> dict:
+        return {"contraction": self.contraction,
+                "sufficient_decrease": self.sufficient_decrease,
+                "max_backtracks": self.max_backtracks, "growth": self.growth}
+
+
+class PolarSearch(LineSearch):
+    """RSDM's proximal-linear slice step (``"polar"``): η is an inverse Lipschitz estimate,
+    accepted when the cost is below the model (a majorisation test), multiplied by β
+    otherwise and doubled after a first-trial acceptance, capped at :data:`POLAR_ETA_MAX`
+    (:func:`~orthoplug.solvers.rsdm.polar_search`).
+
+    Args:
+        contraction: β ∈ (0, 1) (default 0.5).
+        max_backtracks: rejections per step before the step is skipped (default 30).
+    """
+
+    name = "polar"
+
+    def backtracking(self, first_trial: float) -> ArmijoBacktracking:
+        return ArmijoBacktracking(first_trial, contraction=self.contraction,
+                                  max_backtracks=self.max_backtracks, max_step=POLAR_ETA_MAX,
+                                  growth=2.0)
+
+
+#: the shorthand names of :func:`as_line_search`
+LINE_SEARCH_NAMES = {"armijo": Armijo, "polar": PolarSearch}
+
+
+def as_line_search(spec: LineSearch | str | None) -> LineSearch | str | None:
+    """The line search named by a ``line_search`` option: a :class:`LineSearch` as given, a
+    name of :data:`LINE_SEARCH_NAMES` as that rule with its defaults, ``"auto"`` and ``None``
+    as they are (the solver resolves them).
+
+    Raises:
+        ValueError: anything else, naming the accepted forms.
+    """
+    if spec is None or spec == "auto" or isinstance(spec, LineSearch):
+        return spec
+    if isinstance(spec, str) and spec in LINE_SEARCH_NAMES:
+        return LINE_SEARCH_NAMES[spec]()
+    raise ValueError(f"line_search must be None, 'auto', one of {sorted(LINE_SEARCH_NAMES)} or "
+                     f"a LineSearch object (orthoplug.solvers.steps.Armijo, PolarSearch), got "
+                     f"{spec!r}")
 
 
 class DecaySchedule:

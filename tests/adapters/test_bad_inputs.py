@@ -141,8 +141,7 @@ BAD_SCALARS = {
     "VRJJOBCD": ["sigma_rule", "theta", "num_components", "batch_size"],
     "ColumnJJacobi": ["scale", "tol", "max_boost", "candidates"],
     "OBCD": ["theta", "sigma_rule"],
-    "RSDM": ["r", "momentum", "weight_decay", "decay_time", "contraction",
-             "sufficient_decrease", "max_backtracks"],
+    "RSDM": ["r", "momentum", "weight_decay", "decay_time"],
     "RSSM": ["num_blocks"],
     "CayleyLBFGS": ["memory", "max_step", "sufficient_decrease"],
 }

@@ -113,7 +113,7 @@ def test_rsdm_line_search_float32(line_search):
     for dtype in (torch.float64, torch.float32):
         x = _param("RSDM", dtype)
         opt = RSDM([x], r=R_ST, seed=0, line_search=line_search)
-        assert opt.param_groups[0]["line_search"] == (line_search or "polar")
+        assert opt.param_groups[0]["line_search"].name == (line_search or "polar")
         closure = _closure("RSDM", opt, x)
         trace = [float(closure().detach())]
         for _ in range(STEPS):

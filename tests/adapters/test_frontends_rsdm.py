@@ -7,7 +7,7 @@ as a finite sum of N components ``f_i(X) = −½‖Xᵀd_i‖² + ¼·c‖Xᵀd_
 
 from __future__ import annotations
 
-import copy
+import io
 
 import geoopt
 import pymanopt
@@ -21,6 +21,7 @@ from orthoplug.geometry.stiefel import StiefelGeometry, qf
 from orthoplug.oracles import FiniteSumOracle, FunctionOracle
 from orthoplug.problems.stiefel_problems import ProcrustesProblem
 from orthoplug.solvers.rsdm import RSDM, StochasticRSDM, default_line_search
+from orthoplug.solvers.steps import Armijo, PolarSearch
 
 F64 = torch.float64
 N, P, R = 12, 3, 4
@@ -112,6 +113,8 @@ CASES = {  # name: (pymanopt options, geoopt options, stochastic)
     "default-polar": (dict(r=P), dict(r=P), False),
     "armijo": (dict(line_search="armijo"), dict(line_search="armijo"), False),
     "polar": (dict(line_search="polar"), dict(line_search="polar"), False),  # over O(4), p < r
+    "armijo-object": (dict(line_search=Armijo(contraction=0.3, growth=2.0)),
+                      dict(line_search=Armijo(contraction=0.3, growth=2.0)), False),
     "stochastic": (dict(batch_size=BATCH, step_size=0.3, schedule="inverse", decay_time=10.0),
                    dict(lr=0.3, schedule="inverse", decay_time=10.0), True),
 }
@@ -144,8 +147,9 @@ def test_pymanopt_and_geoopt_take_the_same_steps(case, sampling):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_torch_state_dict_resumes_exactly(case):
-    """k steps, save, a new optimizer with another seed loads the state and continues: equal to
-    the uninterrupted run (slices, minibatches, the Armijo memory, the schedule, momentum)."""
+    """k steps, save (``torch.save``; a weights-only ``torch.load`` reads it), a new optimizer
+    with another seed loads the state and continues: equal to the uninterrupted run (slices,
+    minibatches, the line search and its memory, the schedule, momentum)."""
     _, geo_options, stochastic = CASES[case]
     x0, bias0 = _x0(2), torch.zeros(P, dtype=F64)
 
@@ -167,7 +171,10 @@ def test_torch_state_dict_resumes_exactly(case):
     opt, closure = build(w, b, seed=7)
     for _ in range(6):
         opt.step(closure)
-    saved = copy.deepcopy(opt.state_dict())  # a checkpoint (state_dict shares the buffers)
+    buffer = io.BytesIO()
+    torch.save(opt.state_dict(), buffer)  # a checkpoint (state_dict shares the buffers)
+    buffer.seek(0)
+    saved = torch.load(buffer, weights_only=True)
     w_saved, b_saved = w.detach().clone(), b.detach().clone()
     for _ in range(6):
         opt.step(closure)
@@ -251,10 +258,10 @@ def test_default_line_search_follows_the_shape():
         assert (res.info["line_search"], res.info["step_rule"]) == ("auto", rule)
     wide = _param(x0)
     narrow = _param(qf(torch.randn(40, 2, dtype=F64, generator=_gen(6))))  # default r = 4 > 2
-    assert GeooptRSDM([wide]).param_groups[0]["line_search"] == "polar"
-    assert GeooptRSDM([wide, narrow]).param_groups[0]["line_search"] == "armijo"
-    assert GeooptRSDM([wide], r=7).param_groups[0]["line_search"] == "armijo"
-    assert GeooptRSDM([wide], line_search="armijo").param_groups[0]["line_search"] == "armijo"
+    assert GeooptRSDM([wide]).param_groups[0]["line_search"] == PolarSearch()
+    assert GeooptRSDM([wide, narrow]).param_groups[0]["line_search"] == Armijo()
+    assert GeooptRSDM([wide], r=7).param_groups[0]["line_search"] == Armijo()
+    assert GeooptRSDM([wide], line_search="armijo").param_groups[0]["line_search"] == Armijo()
     assert GeooptRSDM([wide], lr=0.1).param_groups[0]["line_search"] is None
-    with pytest.raises(ValueError, match="line_search must be one of"):
+    with pytest.raises(ValueError, match="line_search must be"):
         GeooptRSDM([wide], line_search="wolfe")

@@ -196,7 +196,7 @@ def test_rsdm_line_search_group_has_a_numeric_lr():
     LambdaLR works) with ``line_search="polar"``."""
     x = _param("RSDM")
     opt = RSDM([x], r=R_ST, seed=0)
-    assert opt.param_groups[0]["lr"] == 1.0 and opt.param_groups[0]["line_search"] == "polar"
+    assert opt.param_groups[0]["lr"] == 1.0 and opt.param_groups[0]["line_search"].name == "polar"
     torch.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 0.0)
     x0 = x.detach().clone()
     opt.step(_closure("RSDM", opt, x))

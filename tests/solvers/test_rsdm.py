@@ -37,7 +37,6 @@ from orthoplug.oracles import (
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.base import Run
 from orthoplug.solvers.rsdm import (
-    ARMIJO_GROWTH,
     RSDM,
     PolarSlice,
     StochasticRSDM,
@@ -45,7 +44,7 @@ from orthoplug.solvers.rsdm import (
     _rotation_polar_svd,
     default_slice_dimension,
 )
-from orthoplug.solvers.steps import ArmijoBacktracking
+from orthoplug.solvers.steps import ARMIJO_GROWTH, Armijo, ArmijoBacktracking, PolarSearch
 from orthoplug.training.orthonet import train_orthonet
 
 F64 = torch.float64
@@ -371,11 +370,43 @@ def QuadraticOracle32(pca):  # noqa: N802 - a factory named like the class it bu
     (dict(r=1), "r must be"), (dict(r=2.5), "r must be"), (dict(r=4, sampling="haar"), "sampling"),
     (dict(r=4, retraction="svd"), "retraction"), (dict(r=4, step_size=0), "step_size"),
     (dict(r=4, step_size=-1.0), "step_size"), (dict(r=4, line_search="wolfe"), "line_search"),
-    (dict(r=4, contraction=1.5), "contraction"),
 ])
 def test_option_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         RSDM(**kwargs)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: Armijo(contraction=1.5), "contraction"),
+    (lambda: Armijo(sufficient_decrease=0.0), "sufficient_decrease"),
+    (lambda: Armijo(growth=0.5), "growth"),
+    (lambda: PolarSearch(max_backtracks=-1), "max_backtracks"),
+    (lambda: RSDM(4, line_search=ArmijoBacktracking(1.0)), "LineSearch object"),
+])
+def test_line_search_object_errors(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_line_search_objects_are_the_named_rules_and_configure_the_run():
+    """A name is the rule with its defaults (equal iterates); an object's options reach the
+    run's backtracking (``info["line_search_options"]``); ``Armijo(growth=γ)`` grows the first
+    trial by γ after a first-trial acceptance."""
+    pca = PCAProblem.make(30, 4, seed=1)
+    geo, x0 = StiefelGeometry(30, 4), _x0(30, 4)
+
+    def run(search):
+        return RSDM(8, line_search=search, seed=0, max_iterations=40, eval_every=40).run(
+            pca.oracle(), x0, geo)
+
+    for name, rule in (("armijo", Armijo()), ("polar", PolarSearch())):
+        a, b = run(name), run(rule)
+        assert torch.equal(a.point, b.point) and a.info["step_rule"] == name
+        assert b.info["line_search_options"] == rule.options()
+    grown = run(Armijo(growth=2.0))
+    assert grown.info["line_search_options"]["growth"] == 2.0
+    assert not torch.equal(grown.point, run("armijo").point)
+    assert Armijo(growth=2.0).backtracking(1.0).growth == 2.0
 
 
 def test_run_errors():
@@ -1022,7 +1053,7 @@ def test_armijo_memory_grows_by_its_factor_after_a_first_trial_acceptance():
     rule = ArmijoBacktracking(1.0, growth=1.25)
     assert rule.search(lambda eta: True) and rule.step == 1.25
     assert rule.search(lambda eta: eta < 1.0) and rule.step == 0.625 and rule.backtracks == 1
-    assert RSDM(line_search="armijo").new_line_search().growth == ARMIJO_GROWTH
-    assert RSDM(line_search="polar").new_line_search().growth == 2.0
+    assert RSDM(line_search="armijo").line_search.backtracking(1.0).growth == ARMIJO_GROWTH
+    assert RSDM(line_search="polar").line_search.backtracking(1.0).growth == 2.0
     with pytest.raises(ValueError, match="growth"):
         ArmijoBacktracking(1.0, growth=0.9)

@@ -45,7 +45,11 @@ also what :meth:`RSDMExperiment.evaluate` scores for every method.
 Step sizes: the defaults in :data:`DEFAULTS` were tuned at the quick sizes on the grids in
 :data:`GRIDS` (the paper's grid {0.01, 0.05, 0.1, 0.5, 1, 1.5, 2}, extended by {3, 5} for RSDM
 and by smaller rates for Adam; penalty grids for Landing and PCAL; PCAL's Barzilai–Borwein step
-or a fixed one), and are used unchanged at the paper sizes. PCAL's BB step blows up on the square
+or a fixed one), and are used unchanged at the paper sizes. On the QAP relaxation RSDM runs the
+paper's Armijo line search from η = 0.1 with the classical growth γ = 2 of its memory
+(``Armijo(growth=2.0)``; the library default 1.25 serves smooth narrow Stiefel problems, where
+γ = 2 overshoots): on this nonconvex cost the larger first trials explore more basins
+(docs/results/quick-suite-before-after.md). PCAL's BB step blows up on the square
 Procrustes instance (its columns collapse: ``‖XᵀX − I‖_F ≈ n``), so there it runs with a small
 fixed step. ``benchmarks/rsdm_stiefel.py`` (time to a target gap, and per-iteration scaling)
 shares :data:`SIZES`, :data:`DEFAULTS`, :data:`GRIDS` and the problem constructors with this
@@ -80,6 +84,7 @@ from orthoplug.oracles import Oracle
 from orthoplug.problems import qap
 from orthoplug.problems.stiefel_problems import PCAProblem, ProcrustesProblem
 from orthoplug.solvers.rsdm import RSDM
+from orthoplug.solvers.steps import Armijo
 
 __all__ = ["SIZES", "DEFAULTS", "GRIDS", "EXPERIMENTS", "RSDMExperiment", "ProcrustesExperiment",
            "PCAExperiment", "QAPExperiment", "OrthonetExperiment", "random_stiefel"]
@@ -100,8 +105,8 @@ DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
                    "geoopt-RSGD": {"lr": 0.5}, "geoopt-RAdam": {"lr": 0.01},
                    "Landing": {"step_size": 0.5, "penalty": 1.0},
                    "PCAL": {"penalty": 2.0, "step_size": 0.02}, "RCD": {"step_size": 1.0}},
-    "qap": {"RSDM-P": {"step_size": 0.1, "line_search": "armijo"},
-            "RSDM-O": {"step_size": 0.1, "line_search": "armijo"},
+    "qap": {"RSDM-P": {"step_size": 0.1, "line_search": Armijo(growth=2.0)},
+            "RSDM-O": {"step_size": 0.1, "line_search": Armijo(growth=2.0)},
             "geoopt-RSGD": {"lr": 1e-3}, "geoopt-RAdam": {"lr": 0.01}},
 }
 _PAPER_STEPS = (0.01, 0.05, 0.1, 0.5, 1.0, 1.5, 2.0)
