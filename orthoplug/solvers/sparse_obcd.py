@@ -199,8 +199,7 @@ class SparseOBCD(OBCD):
         branch_steps: the most ManPG steps of each branch (stage 2; 0: no branches);
             ``"auto"``: 100 n when h is finite and continuous, the run has the ManPG steps of
             stage 8 and ``r ≤ BRANCH_MAX_RANK`` (a ManPG step solves a dense system of
-            r(r+1)/2 unknowns: at r = 20 the branches spent the quick suite's time on a few
-            hundred steps from ``x0`` and ended above the prox stage's start), else 0.
+            r(r+1)/2 unknowns, a pair step's cost grows as r), else 0.
         restarts: the most restarts of the splitting stage (stage 9); ``"auto"``: no limit
             (the run's budget ends them) when h is neither continuous nor an indicator (ℓ0:
             the splitting's end point, where pair steps stall, depends on the column rotation
