@@ -120,8 +120,7 @@ class SparseOBCD(OBCD):
         column_every: pair steps between column sweeps (``"auto"``: n for a column-invariant
             f).
         start_sweeps: column sweeps applied to each start candidate.
-        prox_steps: the prox stage's budget (``"auto"``: n for a continuous h without the
-            branches).
+        prox_steps: the prox stage's budget (``"auto"``: n for a continuous h).
         split_steps: the splitting stage's budget (``"auto"``: 10 n for ℓ0 and the
             nonnegativity indicator).
         split_smoothing: μβ of the splitting stage (``"auto"``: 0.1 for an indicator h).
@@ -129,9 +128,9 @@ class SparseOBCD(OBCD):
         partition: the partition search stage (``"auto"``: for the nonnegativity indicator).
         restarts: the most restarts of the splitting stage once the pair steps stall
             (``"auto"``: no limit for ℓ0 with the splitting stage, else 0).
-        branch_steps: the most ManPG steps of each branch, from the initial point and each
-            start candidate, the lowest end kept (``"auto"``: 100 n for a continuous h at
-            r ≤ 10, else 0).
+        branch_steps: the most ManPG steps of each branch, from the initial point, each
+            start candidate and each prox-stage end, the lowest end kept (``"auto"``: 100 n
+            for a continuous h at r ≤ 10, else 0).
         theta: OBCD's proximal weight θ > 0.
         refresh_every: pair steps between recomputations of ``CX``.
         max_time: wall-clock limit in seconds (the only clock the run reads).

@@ -3,8 +3,8 @@ greedy pairs and column sweeps.
 
 :class:`SparseOBCD` is a pipeline of named stages, each budgeted in iterations and reported in
 the result: the lowest-``F`` of ``x0`` and the start candidates (each after column sweeps), then
-ManPG trajectories from each (continuous h: the lowest end kept), the prox or splitting stage
-and the partition search, then OBCD's exact pair steps, each on the
+the prox or splitting stage, ManPG trajectories from each start and prox end (continuous h: the
+lowest end kept) and the partition search, then OBCD's exact pair steps, each on the
 best of ``candidates`` random pairs, with a column sweep every ``column_every`` pair steps. All
 of this runs inside the timed loop; no stage reads a clock other than the run's ``max_time``
 stop. The stages live in :mod:`orthoplug.solvers.sparse_starts` (start candidates, prox,
@@ -91,22 +91,23 @@ class SparseOBCD(OBCD):
        (:func:`~orthoplug.solvers.sparse_starts.start_candidates`; rounded by
        :func:`~orthoplug.solvers.splitting.nonneg_rounding` for the nonnegativity indicator,
        then ``start_sweeps`` column sweeps); ``x0`` on ties.
-    2. ``"branches"`` — for a continuous h (ℓ1, capped ℓ1) with the ManPG steps of stage 8:
-       :class:`~orthoplug.baselines.manpg.ManPG`'s trajectory from each of ``x0`` and the
-       prepared candidates, each on a tracker of its own. ``x0``'s runs first, until a window
-       of ``BRANCH_WINDOW`` steps lowers F by at most ``BRANCH_TOLERANCE·|F|`` (or
-       ``branch_steps`` steps); each other start's then runs for at most as many steps, until
-       a window lowers F by at most ``RESTART_TOLERANCE·|F|``. The lowest end is kept (``x0``'s
-       on ties); one that is not ``x0``'s goes on to the ``BRANCH_TOLERANCE`` stall, and the
-       later ManPG steps (stage 8) start from the kept trajectory's step t and multiplier Λ.
+    2. ``"prox"`` — up to ``prox_steps`` :func:`~orthoplug.solvers.sparse_starts.prox_polar`
+       steps (momentum, patience 20) from each of ``x0`` and the prepared candidates, the best
+       end kept (its ends stall above the basins' minima; the branches compare them).
+    3. ``"branches"`` — for a continuous h (ℓ1, capped ℓ1) with the ManPG steps of stage 8:
+       :class:`~orthoplug.baselines.manpg.ManPG`'s trajectory from each of ``x0``, the
+       prepared candidates and the prox stage's ends (``"x0 + prox"``, …), each on a tracker
+       of its own. ``x0``'s runs first, until a window of ``BRANCH_WINDOW`` steps lowers F
+       by at most ``BRANCH_TOLERANCE·|F|`` (or ``branch_steps`` steps); each other start's then
+       runs for at most as many steps, until a window lowers F by at most
+       ``RESTART_TOLERANCE·|F|``. The lowest end is kept (``x0``'s on ties); one that is not
+       ``x0``'s goes on to the ``BRANCH_TOLERANCE`` stall, and the later ManPG steps (stage 8)
+       start from the kept trajectory's step t and multiplier Λ.
        Each trajectory is an item every ``BRANCH_WINDOW`` steps, so ``max_iterations`` ends the
        stage within one window.
        So the run ends at or below ManPG's own end from ``x0`` (to the stall tolerance), and
        the starts are compared at their trajectories' ends rather than by their own F: the
        start of lowest F need not lead to the lowest basin.
-    3. ``"prox"`` — up to ``prox_steps`` :func:`~orthoplug.solvers.sparse_starts.prox_polar`
-       steps (momentum, patience 20) from each of ``x0`` and the prepared candidates, the best
-       end kept (the branches' predecessor for ℓ1; its ends stall above the basins' minima).
     4. ``"splitting"`` — up to ``split_steps`` iterations of
        :func:`~orthoplug.solvers.sparse_starts.splitting_iterates` (linearised ADMM, RADMM's
        Riemannian X-step with the partition search) from ``split_from``; its
@@ -181,7 +182,7 @@ class SparseOBCD(OBCD):
             column-invariant (:func:`~orthoplug.solvers.column_sweeps.column_invariant`), else 0.
         start_sweeps: column sweeps applied to each start candidate before comparing them.
         prox_steps: the prox stage's budget; ``"auto"``: n when h is finite and continuous (ℓ1,
-            capped ℓ1) and the branches do not run, else 0 — the polar factor of a
+            capped ℓ1), else 0 — the polar factor of a
             thresholded matrix is dense, so for ℓ0 the stage trades a sparse start for a dense
             one, and under the nonnegativity indicator its iterates are infeasible.
         split_steps: the splitting stage's budget; ``"auto"``: 10 n when h is not continuous
@@ -196,7 +197,7 @@ class SparseOBCD(OBCD):
         partition: the partition search stage and the refinement of the splitting's points;
             ``"auto"``: for the nonnegativity indicator (its feasible points are row
             partitions, whose local minima pair steps cannot leave).
-        branch_steps: the most ManPG steps of each branch (stage 2; 0: no branches);
+        branch_steps: the most ManPG steps of each branch (stage 3; 0: no branches);
             ``"auto"``: 100 n when h is finite and continuous, the run has the ManPG steps of
             stage 8 and ``r ≤ BRANCH_MAX_RANK`` (a ManPG step solves a dense system of
             r(r+1)/2 unknowns, a pair step's cost grows as r), else 0.
@@ -322,8 +323,6 @@ class SparseOBCD(OBCD):
             raise ValueError("branches are ManPG trajectories: they need a continuous h (ℓ1, "
                              "capped ℓ1), an oracle with a Lipschitz constant and column "
                              "sweeps (pass branch_steps=0 otherwise)")
-        if self.prox_steps_user == "auto" and run.budgets["branch_steps"]:
-            run.budgets["prox_steps"] = 0  # the branches replace the prox stage
         run.branch_ends = []
 
     def _objective(self, run, x: torch.Tensor) -> float:
@@ -389,7 +388,7 @@ class SparseOBCD(OBCD):
     def _prox(self, run):
         """The prox stage's items: :func:`~orthoplug.solvers.sparse_starts.prox_polar` from
         each of ``run.start_points`` (the lowest end names its start in
-        ``run.start_chosen``)."""
+        ``run.start_chosen``); the ends are kept in ``run.prox_ends`` for the branches."""
         done = 0
         for name, start in run.start_points.items():
             if done and run.out_of_time():
@@ -398,15 +397,16 @@ class SparseOBCD(OBCD):
                                       run.budgets["prox_steps"], momentum=True, patience=20,
                                       stop=run.out_of_time, gradient=run.tracker.gradient_at)
             done += steps
+            run.prox_ends[f"{name} + prox"] = x
             if fx < run.f:
                 run.start_chosen = name
             yield x, fx, done
 
     def _branches(self, run):
-        """The branches stage's items (class docstring, stage 2): ManPG's trajectory from
+        """The branches stage's items (class docstring, stage 3): ManPG's trajectory from
         ``x0`` to its stall at ``BRANCH_TOLERANCE``, then from each other of
-        ``run.start_points`` for at most as many steps, to its stall at ``RESTART_TOLERANCE``;
-        the lowest of those, if lower than ``x0``'s end, on to its stall at
+        ``run.start_points`` and ``run.prox_ends`` for at most as many steps, to its stall at
+        ``RESTART_TOLERANCE``; the lowest of those, if lower than ``x0``'s end, on to its stall at
         ``BRANCH_TOLERANCE``. An item every ``BRANCH_WINDOW`` steps (its point is taken when
         lower than the run's, naming its start in ``run.start_chosen``)."""
         done, kept, most = 0, None, run.budgets["branch_steps"]
@@ -419,7 +419,7 @@ class SparseOBCD(OBCD):
                 yield branch.tracker.x, fx, done + steps
             run.branch_ends.append({"start": name, "steps": steps, "F": fx})
 
-        for name, start in run.start_points.items():
+        for name, start in {**run.start_points, **run.prox_ends}.items():
             if done and run.out_of_time():
                 break
             branch = Run(run.oracle, run.oracle.track(start), run.geometry, run.generator)
@@ -492,10 +492,11 @@ class SparseOBCD(OBCD):
         budgets = run.budgets
         yield from self._stage(run, "start", self._candidates(run) if self.starts else ())
         start = tracker.x.clone()
-        if budgets["branch_steps"] and not run.out_of_time():
-            yield from self._stage(run, "branches", self._branches(run))
+        run.prox_ends = {}
         if budgets["prox_steps"] and not run.out_of_time():
             yield from self._stage(run, "prox", self._prox(run))
+        if budgets["branch_steps"] and not run.out_of_time():
+            yield from self._stage(run, "branches", self._branches(run))
         run.split_start = tracker.x.clone()
         if budgets["split_steps"] and not run.out_of_time():
             split_start = run.x0 if self.split_from == "x0" else run.split_start
