@@ -182,18 +182,18 @@ class SparseOBCD(OBCD):
             column-invariant (:func:`~orthoplug.solvers.column_sweeps.column_invariant`), else 0.
         start_sweeps: column sweeps applied to each start candidate before comparing them.
         prox_steps: the prox stage's budget; ``"auto"``: n when h is finite and continuous (ℓ1,
-            capped ℓ1), else 0 — the polar factor of a
-            thresholded matrix is dense, so for ℓ0 the stage trades a sparse start for a dense
-            one, and under the nonnegativity indicator its iterates are infeasible.
+            capped ℓ1), else 0 — the polar factor of a thresholded matrix is dense, so for ℓ0
+            the stage trades a sparse start for a dense one, and under the nonnegativity
+            indicator its iterates are infeasible.
         split_steps: the splitting stage's budget; ``"auto"``: 10 n when h is not continuous
             (ℓ0, the nonnegativity indicator), else 0. Its feasible points have the sparsity
             pattern of its Y-iterates, which pair steps from a dense start do not reach.
         split_smoothing: μβ of :func:`~orthoplug.solvers.sparse_starts.splitting_start`;
             ``"auto"``: 0.1 for an indicator h (the hard projection alone stalls on NN-PCA),
             else 0.
-        split_from: where the splitting starts: ``"start"`` (the run's point after the start
-            and prox stages) or ``"x0"``; ``"auto"``: ``"x0"`` with the partition search, else
-            ``"start"``.
+        split_from: where the splitting starts: ``"start"`` (the run's point after the start,
+            prox and branch stages) or ``"x0"``; ``"auto"``: ``"x0"`` with the partition
+            search, else ``"start"``.
         partition: the partition search stage and the refinement of the splitting's points;
             ``"auto"``: for the nonnegativity indicator (its feasible points are row
             partitions, whose local minima pair steps cannot leave).
