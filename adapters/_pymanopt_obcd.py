@@ -128,6 +128,9 @@ class SparseOBCD(OBCD):
         partition: the partition search stage (``"auto"``: for the nonnegativity indicator).
         restarts: the most restarts of the splitting stage once the pair steps stall
             (``"auto"``: no limit for ℓ0 with the splitting stage, else 0).
+        branch_steps: the most ManPG steps of each branch, from the initial point, each
+            start candidate and each prox-stage end, the lowest end kept (``"auto"``: 100 n
+            for a continuous h at r ≤ 10, else 0).
         theta: OBCD's proximal weight θ > 0.
         refresh_every: pair steps between recomputations of ``CX``.
         max_time: wall-clock limit in seconds (the only clock the run reads).
@@ -151,7 +154,8 @@ class SparseOBCD(OBCD):
                  prox_steps: int | str = "auto", split_steps: int | str = "auto",
                  split_smoothing: float | str = "auto", split_from: str = "auto",
                  partition: bool | str = "auto", restarts: int | str = "auto",
-                 theta: float = 1e-5, refresh_every: int = 10_000, max_time: float = 1000,
+                 branch_steps: int | str = "auto", theta: float = 1e-5,
+                 refresh_every: int = 10_000, max_time: float = 1000,
                  max_iterations: int = 1000, min_gradient_norm: float = 1e-6,
                  verbosity: int = 0, log_verbosity: int = 0, seed: int | None = None,
                  eval_every: int | None = None, stall_evaluations: int = 0,
@@ -163,8 +167,8 @@ class SparseOBCD(OBCD):
             stall_tolerance=stall_tolerance, target_cost=target_cost, h=h, starts=starts,
             candidates=candidates, column_every=column_every, start_sweeps=start_sweeps,
             prox_steps=prox_steps, split_steps=split_steps, split_smoothing=split_smoothing,
-            split_from=split_from, partition=partition, restarts=restarts, theta=theta,
-            refresh_every=refresh_every)
+            split_from=split_from, partition=partition, restarts=restarts,
+            branch_steps=branch_steps, theta=theta, refresh_every=refresh_every)
 
     def run(self, problem, *, initial_point=None, oracle=None):
         result = super().run(problem, initial_point=initial_point, oracle=oracle)

@@ -3,7 +3,8 @@ greedy pairs and column sweeps.
 
 :class:`SparseOBCD` is a pipeline of named stages, each budgeted in iterations and reported in
 the result: the lowest-``F`` of ``x0`` and the start candidates (each after column sweeps), then
-the prox or splitting stage and the partition search, then OBCD's exact pair steps, each on the
+the prox or splitting stage, ManPG trajectories from each start and prox end (continuous h: the
+lowest end kept) and the partition search, then OBCD's exact pair steps, each on the
 best of ``candidates`` random pairs, with a column sweep every ``column_every`` pair steps. All
 of this runs inside the timed loop; no stage reads a clock other than the run's ``max_time``
 stop. The stages live in :mod:`orthoplug.solvers.sparse_starts` (start candidates, prox,
@@ -62,11 +63,21 @@ def _low_precision_gradient(tracker, x: torch.Tensor):
 STAGE_UNITS = {"start": "candidates", "prox": "prox-polar steps", "splitting": "ADMM iterations",
                "partition search": "row moves", "pair steps": "pair steps",
                "column sweeps": "sweeps", "prox-gradient steps": "ManPG steps",
-               "restarts": "ADMM iterations"}
+               "restarts": "ADMM iterations", "branches": "ManPG steps"}
 
 #: Pair-step iterations between two stall checks of the restart rule, and the relative decrease
 #: of F below which such a window counts as stalled.
 RESTART_WINDOW, RESTART_TOLERANCE = 2, 1e-6
+
+#: ManPG steps between two stall checks of a branch (stage ``"branches"``), and the relative
+#: decrease of F below which such a window ends ``x0``'s trajectory and the kept one's (the other
+#: branches end at ``RESTART_TOLERANCE``).
+BRANCH_WINDOW, BRANCH_TOLERANCE = 10, 1e-9
+
+#: The largest r at which ``branch_steps="auto"`` runs the branches: a ManPG step solves a dense
+#: Newton system of r(r+1)/2 unknowns (55 at r = 10, 210 at r = 20), so its cost grows as r⁶
+#: against the pair steps' r.
+BRANCH_MAX_RANK = 10
 
 
 class SparseOBCD(OBCD):
@@ -82,24 +93,36 @@ class SparseOBCD(OBCD):
        then ``start_sweeps`` column sweeps); ``x0`` on ties.
     2. ``"prox"`` — up to ``prox_steps`` :func:`~orthoplug.solvers.sparse_starts.prox_polar`
        steps (momentum, patience 20) from each of ``x0`` and the prepared candidates, the best
-       end kept: the start of lowest F need not lead to the lowest basin (on ℓ1-SPCA the
-       diagonal start, lowest after its column sweep, ended above ManPG from the PCA start,
-       ``benchmarks/l1_any_start.py``).
-    3. ``"splitting"`` — up to ``split_steps`` iterations of
+       end kept (its ends stall above the basins' minima; the branches compare them).
+    3. ``"branches"`` — for a continuous h (ℓ1, capped ℓ1) with the ManPG steps of stage 8:
+       :class:`~orthoplug.baselines.manpg.ManPG`'s trajectory from each of ``x0``, the
+       prepared candidates and the prox stage's ends (``"x0 + prox"``, …), each on a tracker
+       of its own. ``x0``'s runs first, until a window of ``BRANCH_WINDOW`` steps lowers F
+       by at most ``BRANCH_TOLERANCE·|F|`` (or ``branch_steps`` steps); each other start's then
+       runs for at most as many steps, until a window lowers F by at most
+       ``RESTART_TOLERANCE·|F|``. The lowest end is kept (``x0``'s on ties); one that is not
+       ``x0``'s goes on to the ``BRANCH_TOLERANCE`` stall, and the later ManPG steps (stage 8)
+       start from the kept trajectory's step t and multiplier Λ.
+       Each trajectory is an item every ``BRANCH_WINDOW`` steps, so ``max_iterations`` ends the
+       stage within one window.
+       So the run ends at or below ManPG's own end from ``x0`` (to the stall tolerance), and
+       the starts are compared at their trajectories' ends rather than by their own F: the
+       start of lowest F need not lead to the lowest basin.
+    4. ``"splitting"`` — up to ``split_steps`` iterations of
        :func:`~orthoplug.solvers.sparse_starts.splitting_iterates` (linearised ADMM, RADMM's
        Riemannian X-step with the partition search) from ``split_from``; its
        iterates are float32 for a quadratic f on float64 CPU tensors (each of their gradients
        counted as one); with the partition search its rounded points are refined by
        :func:`~orthoplug.solvers.row_partition.partition_search` (at most once per n iterations).
-    4. ``"partition search"`` — :func:`~orthoplug.solvers.row_partition.partition_moves` (at
+    5. ``"partition search"`` — :func:`~orthoplug.solvers.row_partition.partition_moves` (at
        most 100 n row moves) from the rounded start, then from the run's point.
-    5. ``"pair steps"`` — OBCD's exact pair steps, each on the best of ``candidates`` random
+    6. ``"pair steps"`` — OBCD's exact pair steps, each on the best of ``candidates`` random
        pairs by the model decrease (OBCD's ``pairs="greedy"``; ``candidates=1``: its uniform
        ``"random"`` pairs), for the rest of the run's ``max_iterations``; the same pairs on
        every path (the compiled loop, float32 in Python).
-    6. ``"column sweeps"`` — a :func:`~orthoplug.solvers.column_sweeps.column_rotations` sweep
+    7. ``"column sweeps"`` — a :func:`~orthoplug.solvers.column_sweeps.column_rotations` sweep
        after every ``column_every`` pair steps.
-    7. ``"prox-gradient steps"`` — for a continuous h (ℓ1, capped ℓ1) and an oracle with a
+    8. ``"prox-gradient steps"`` — for a continuous h (ℓ1, capped ℓ1) and an oracle with a
        Lipschitz constant, :class:`~orthoplug.baselines.manpg.ManPG` steps (the tangent-space
        prox direction with its sufficient-decrease backtracking, so F does not rise), one after
        each column sweep, on a run sharing the tracker. Pair steps change two rows at a time,
@@ -107,7 +130,7 @@ class SparseOBCD(OBCD):
        a point where no pair step lowers F need not be stationary for moves of all rows; the
        full-direction step leaves such points (ℓ1-SPCA: SparseOBCD's pair steps stopped up to
        1e-3 above ManPG from the PCA start, ``benchmarks/l1_any_start.py``).
-    8. ``"restarts"`` — the rest of a converged run's budget: once a window of
+    9. ``"restarts"`` — the rest of a converged run's budget: once a window of
        ``RESTART_WINDOW`` pair-step iterations (with their column sweeps and ManPG steps) lowers
        F by at most ``RESTART_TOLERANCE·|F|``, the splitting stage runs again (up to
        ``split_steps`` iterations, its own patience) from the start stages' point (where
@@ -168,13 +191,17 @@ class SparseOBCD(OBCD):
         split_smoothing: μβ of :func:`~orthoplug.solvers.sparse_starts.splitting_start`;
             ``"auto"``: 0.1 for an indicator h (the hard projection alone stalls on NN-PCA),
             else 0.
-        split_from: where the splitting starts: ``"start"`` (the run's point after the start
-            and prox stages) or ``"x0"``; ``"auto"``: ``"x0"`` with the partition search, else
-            ``"start"``.
+        split_from: where the splitting starts: ``"start"`` (the run's point after the start,
+            prox and branch stages) or ``"x0"``; ``"auto"``: ``"x0"`` with the partition
+            search, else ``"start"``.
         partition: the partition search stage and the refinement of the splitting's points;
             ``"auto"``: for the nonnegativity indicator (its feasible points are row
             partitions, whose local minima pair steps cannot leave).
-        restarts: the most restarts of the splitting stage (stage 8); ``"auto"``: no limit
+        branch_steps: the most ManPG steps of each branch (stage 3; 0: no branches);
+            ``"auto"``: 100 n when h is finite and continuous, the run has the ManPG steps of
+            stage 8 and ``r ≤ BRANCH_MAX_RANK`` (a ManPG step solves a dense system of
+            r(r+1)/2 unknowns, a pair step's cost grows as r), else 0.
+        restarts: the most restarts of the splitting stage (stage 9); ``"auto"``: no limit
             (the run's budget ends them) when h is neither continuous nor an indicator (ℓ0:
             the splitting's end point, where pair steps stall, depends on the column rotation
             of its start), else 0. Needs the splitting stage (``split_steps`` > 0) and a
@@ -189,8 +216,8 @@ class SparseOBCD(OBCD):
             budget, an OBCD option that fixes the pairs (``k``, ``pairs``, ``curvature``); at
             run time, column sweeps, starts or restarts requested on a cost they do not apply
             to (not a quadratic ``s·tr(XᵀCX)`` without ``D``), restarts without the splitting
-            stage, or ``candidates > 1`` on a cost without the exact pair model (not a
-            ``QuadraticOracle``).
+            stage, ``branch_steps > 0`` without the ManPG steps, or ``candidates > 1`` on a cost
+            without the exact pair model (not a ``QuadraticOracle``).
     """
 
     name = "SparseOBCD"
@@ -201,7 +228,8 @@ class SparseOBCD(OBCD):
                  prox_steps: int | str = "auto", split_steps: int | str = "auto",
                  split_smoothing: float | str = "auto", split_from: str = "auto",
                  partition: bool | str = "auto", restarts: int | str = "auto",
-                 theta: float = 1e-5, refresh_every: int = 10_000, **kwargs):
+                 branch_steps: int | str = "auto", theta: float = 1e-5,
+                 refresh_every: int = 10_000, **kwargs):
         for key in ("k", "pairs", "curvature", "sigma_rule", "sweeps"):
             if key in kwargs:
                 raise ValueError(f"SparseOBCD uses k = 2, the exact curvature and its own "
@@ -218,7 +246,7 @@ class SparseOBCD(OBCD):
         if not (isinstance(start_sweeps, int) and start_sweeps >= 0):
             raise ValueError(f"start_sweeps must be an integer >= 0, got {start_sweeps!r}")
         for key, value in (("prox_steps", prox_steps), ("split_steps", split_steps),
-                           ("restarts", restarts)):
+                           ("restarts", restarts), ("branch_steps", branch_steps)):
             if value != "auto" and not (isinstance(value, int) and value >= 0):
                 raise ValueError(f"{key} must be 'auto' or an integer >= 0, got {value!r}")
         if split_smoothing == "auto":
@@ -236,18 +264,23 @@ class SparseOBCD(OBCD):
         if split_from not in ("x0", "start"):
             raise ValueError(f"split_from must be 'auto', 'x0' or 'start', got {split_from!r}")
         self.prox_steps_user, self.split_steps_user = prox_steps, split_steps
-        self.restarts_user = restarts
+        self.restarts_user, self.branch_steps_user = restarts, branch_steps
         self.split_smoothing, self.split_from = float(split_smoothing), split_from
         self.starts = tuple(starts)
         self.column_every_user, self.start_sweeps = column_every, start_sweeps
 
-    def budgets(self, n: int) -> dict[str, int]:
-        """The stage budgets for n rows: ``prox_steps`` and ``split_steps`` (the class
-        docstring's rules where ``"auto"``) and ``partition_moves`` (100 n)."""
+    def budgets(self, n: int, r: int) -> dict[str, int]:
+        """The stage budgets for St(n, r): ``prox_steps``, ``split_steps`` and ``branch_steps``
+        (the class docstring's rules where ``"auto"``; ``branch_steps`` before the check that
+        the run has ManPG steps) and ``partition_moves`` (100 n)."""
         continuous = self.h.piecewise.continuous
         prox, split = self.prox_steps_user, self.split_steps_user
+        branch = self.branch_steps_user
         return {"prox_steps": (n if continuous else 0) if prox == "auto" else prox,
                 "split_steps": (0 if continuous else 10 * n) if split == "auto" else split,
+                "branch_steps": (100 * n if continuous and not self.h.is_indicator
+                                 and r <= BRANCH_MAX_RANK else 0)
+                if branch == "auto" else branch,
                 "partition_moves": 100 * n if self.partition else 0}
 
     def setup(self, run):
@@ -263,7 +296,7 @@ class SparseOBCD(OBCD):
                              "starts=(), column_every=0 and restarts=0 for other costs")
         every = self.column_every_user
         run.column_every = (tracker.x.shape[0] if invariant else 0) if every == "auto" else every
-        run.budgets = self.budgets(tracker.x.shape[0])
+        run.budgets = self.budgets(*tracker.x.shape[-2:])
         if restarts == "auto":
             l0_like = not (self.h.piecewise.continuous or self.h.is_indicator)
             restarts = math.inf if l0_like and run.budgets["split_steps"] and invariant else 0
@@ -284,6 +317,13 @@ class SparseOBCD(OBCD):
             run.manpg_solver = ManPG(self.h)
             run.manpg = Run(run.oracle, tracker, run.geometry, run.generator)
             run.manpg_solver.setup(run.manpg)
+        elif self.branch_steps_user == "auto":
+            run.budgets["branch_steps"] = 0
+        elif self.branch_steps_user:
+            raise ValueError("branches are ManPG trajectories: they need a continuous h (ℓ1, "
+                             "capped ℓ1), an oracle with a Lipschitz constant and column "
+                             "sweeps (pass branch_steps=0 otherwise)")
+        run.branch_ends = []
 
     def _objective(self, run, x: torch.Tensor) -> float:
         return float(run.tracker.oracle.value(x)) + float(self.h.value(x))
@@ -348,7 +388,7 @@ class SparseOBCD(OBCD):
     def _prox(self, run):
         """The prox stage's items: :func:`~orthoplug.solvers.sparse_starts.prox_polar` from
         each of ``run.start_points`` (the lowest end names its start in
-        ``run.start_chosen``)."""
+        ``run.start_chosen``); the ends are kept in ``run.prox_ends`` for the branches."""
         done = 0
         for name, start in run.start_points.items():
             if done and run.out_of_time():
@@ -357,9 +397,76 @@ class SparseOBCD(OBCD):
                                       run.budgets["prox_steps"], momentum=True, patience=20,
                                       stop=run.out_of_time, gradient=run.tracker.gradient_at)
             done += steps
+            run.prox_ends[f"{name} + prox"] = x
             if fx < run.f:
                 run.start_chosen = name
             yield x, fx, done
+
+    def _branches(self, run):
+        """The branches stage's items (class docstring, stage 3): ManPG's trajectory from
+        ``x0`` to its stall at ``BRANCH_TOLERANCE``, then from each other of
+        ``run.start_points`` and ``run.prox_ends`` for at most as many steps, to its stall at
+        ``RESTART_TOLERANCE``; the lowest of those, if lower than ``x0``'s end, on to its stall at
+        ``BRANCH_TOLERANCE``. An item every ``BRANCH_WINDOW`` steps (its point is taken when
+        lower than the run's, naming its start in ``run.start_chosen``)."""
+        done, kept, most = 0, None, run.budgets["branch_steps"]
+
+        def trajectory(name, branch, tolerance, most):
+            steps = fx = 0
+            for steps, fx in self._branch_steps(run, branch, tolerance, most):
+                if fx < run.f:
+                    run.start_chosen = name
+                yield branch.tracker.x, fx, done + steps
+            run.branch_ends.append({"start": name, "steps": steps, "F": fx})
+
+        for name, start in {**run.start_points, **run.prox_ends}.items():
+            if done and run.out_of_time():
+                break
+            branch = Run(run.oracle, run.oracle.track(start), run.geometry, run.generator)
+            run.manpg_solver.setup(branch)
+            own = name == "x0"  # x0's own trajectory: the others get as many steps
+            yield from trajectory(name, branch,
+                                  BRANCH_TOLERANCE if own else RESTART_TOLERANCE, most)
+            end = run.branch_ends[-1]
+            if own:
+                most = end["steps"]
+            done += end["steps"]
+            if kept is None or end["F"] < kept[2]:
+                kept = (name, branch, end["F"])
+        if kept is None:
+            return
+        name, branch, _ = kept
+        if name != "x0" and not run.out_of_time():
+            yield from trajectory(name, branch, BRANCH_TOLERANCE, run.budgets["branch_steps"])
+            run.branch_ends[-1]["continued"] = True
+        if run.point_from == "branches":  # the later ManPG steps go on with its step and Λ
+            run.manpg.t, run.manpg.lam = branch.t, branch.lam
+
+    def _branch_steps(self, run, branch, tolerance: float, most: int):
+        """ManPG steps on a branch (a :class:`~orthoplug.solvers.base.Run` with a tracker of
+        its own; its gradients counted on the run's) until a window of ``BRANCH_WINDOW`` steps
+        lowers F by at most ``tolerance·|F|``, after ``most`` steps, or once the run is out of
+        time; yields ``(steps, F)`` after each window and at the end."""
+        tracker = branch.tracker
+        counted = tracker.gradient_evaluations
+
+        def objective() -> float:
+            return float(tracker.value()) + float(self.h.value(tracker.x))
+
+        window, steps, stalled = objective(), 0, False
+        while not stalled and steps < most and not (steps and run.out_of_time()):
+            run.manpg_solver.step(branch)
+            steps += 1
+            if steps % BRANCH_WINDOW and steps < most:
+                continue
+            f = objective()
+            stalled, window = window - f <= tolerance * abs(f), f
+            run.tracker.count_gradients(tracker.gradient_evaluations - counted)
+            counted = tracker.gradient_evaluations
+            yield steps, f
+        if steps % BRANCH_WINDOW and steps < most:  # out of time inside a window
+            run.tracker.count_gradients(tracker.gradient_evaluations - counted)
+            yield steps, objective()
 
     def _splitting(self, run, start: torch.Tensor):
         """The splitting stage's items
@@ -385,8 +492,11 @@ class SparseOBCD(OBCD):
         budgets = run.budgets
         yield from self._stage(run, "start", self._candidates(run) if self.starts else ())
         start = tracker.x.clone()
+        run.prox_ends = {}
         if budgets["prox_steps"] and not run.out_of_time():
             yield from self._stage(run, "prox", self._prox(run))
+        if budgets["branch_steps"] and not run.out_of_time():
+            yield from self._stage(run, "branches", self._branches(run))
         run.split_start = tracker.x.clone()
         if budgets["split_steps"] and not run.out_of_time():
             split_start = run.x0 if self.split_from == "x0" else run.split_start
@@ -404,7 +514,7 @@ class SparseOBCD(OBCD):
                                                        count_gradients=tracker.count_gradients))
 
     def _restart(self, run):
-        """One restart (class docstring, stage 8): the splitting stage from the start stages'
+        """One restart (class docstring, stage 9): the splitting stage from the start stages'
         point after fresh column sweeps, as a ``"restarts"`` stage."""
         run.restarts_done += 1
         x = column_rotations(run.split_start, self.h, run.generator, max(1, self.start_sweeps))
@@ -420,7 +530,7 @@ class SparseOBCD(OBCD):
         run.restarts_futile = best[0] >= start
 
     def _restart_due(self, run) -> bool:
-        """Whether to begin a restart now (class docstring, stage 8): restarts remain, none
+        """Whether to begin a restart now (class docstring, stage 9): restarts remain, none
         has ended at its own start, and either the last stage was a restart whose point was not
         taken or the window of ``RESTART_WINDOW`` pair-step iterations since the last check
         lowered F by at most ``RESTART_TOLERANCE·|F|`` (checked when the window is full; a new
@@ -487,7 +597,7 @@ class SparseOBCD(OBCD):
             self._prox_gradient_step(run)
 
     def _prox_gradient_step(self, run) -> None:
-        """One ManPG step on the run's tracker (class docstring, stage 7; continuous h with a
+        """One ManPG step on the run's tracker (class docstring, stage 8; continuous h with a
         Lipschitz oracle only; ManPG's state — step t, multiplier Λ — lives on
         ``run.manpg``)."""
         if run.manpg is None:
@@ -567,6 +677,9 @@ class SparseOBCD(OBCD):
             run.pipeline.close()
         restarts = [s for s in run.stages if s["name"] == "restarts"]
         stages = [s for s in run.stages if s["name"] != "restarts"]
+        for stage in stages:
+            if stage["name"] == "branches":
+                stage["ends"] = run.branch_ends
         if restarts:
             stages.append({"name": "restarts", "unit": STAGE_UNITS["restarts"],
                            "iterations": sum(s["iterations"] for s in restarts),

@@ -255,7 +255,7 @@ def _sparse_problem(kind):
 def test_sparse_obcd_is_deterministic_at_n_200(kind):
     prob = _sparse_problem(kind)
     x0 = prob.initial_point("random", 0)
-    budget = dict(prox_steps=30) if kind == "l1" else dict(split_steps=200)
+    budget = dict(prox_steps=30, branch_steps=0) if kind == "l1" else dict(split_steps=200)
     # the stages' iterations (their gradients: 3 × 30 prox steps from x0 and the two data
     # starts, 170, 224) and 15 of n/2 = 100 pair steps
     iterations = {"l1": 105, "l0": 185, "nn": 239}[kind]

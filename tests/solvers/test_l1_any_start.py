@@ -1,8 +1,9 @@
-"""ℓ1-SPCA from a data start: SparseOBCD ends at or below ManPG (iteration budgets)."""
+"""ℓ1-SPCA from any start: SparseOBCD ends at or below ManPG (iteration budgets)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from sklearn.datasets import load_wine
 
@@ -11,7 +12,7 @@ from orthoplug.geometry.stiefel import StiefelGeometry
 from orthoplug.problems import spca
 from orthoplug.solvers.base import Run
 from orthoplug.solvers.clock import RunClock
-from orthoplug.solvers.sparse_obcd import SparseOBCD
+from orthoplug.solvers.sparse_obcd import BRANCH_MAX_RANK, BRANCH_WINDOW, SparseOBCD
 
 
 def _wine_problem(r: int, weak: bool):
@@ -31,12 +32,14 @@ def test_sparse_obcd_reaches_manpg_from_the_pca_start():
     """From the PCA start ManPG (a full-direction descent method) ends lower than pair steps
     alone can: a point where no pair of rows can lower F need not be stationary. The ManPG
     steps after each column sweep leave such points; SparseOBCD then ends at or below ManPG,
-    feasible to rounding."""
+    feasible to rounding (without the branches, whose ManPG trajectories would reach that
+    value before the pair steps start)."""
     prob = _wine_problem(5, weak=True)
     x0 = torch.linalg.eigh(prob.c)[1].flip(-1)[:, :5].contiguous()
     geo = StiefelGeometry(prob.n, prob.r)
     ref = ManPG(prob.h, max_iterations=2000, min_gradient_norm=1e-12).run(prob.oracle, x0, geo)
-    res = SparseOBCD(prob.h, seed=0, max_iterations=3000).run(prob.oracle, x0, geo)
+    res = SparseOBCD(prob.h, seed=0, branch_steps=0, max_iterations=3000).run(prob.oracle, x0,
+                                                                              geo)
     assert res.cost <= ref.cost + 1e-10 * abs(ref.cost)
     prox_gradient = _stage(res, "prox-gradient steps")[0]
     assert prox_gradient["iterations"] >= 1 and prox_gradient["decrease"] > 1e-6
@@ -81,3 +84,80 @@ def test_run_out_of_time_ends_at_the_iteration_under_way(monkeypatch):
     assert pairs == -(-3 * prob.n // updates) * updates
     assert res.iterations == res.info["stage_iterations"] + pairs // updates
     assert "max time" in res.stop_reason
+
+
+def _basins_instance():
+    """Wine, r = 4, weak μ, random start (seed 2): the prox stage's start ends in a basin
+    1.4e-3 above ManPG's end from x0 (found by trying seeds 0–5 of r = 3, 4)."""
+    prob = _wine_problem(4, weak=True)
+    return prob, prob.initial_point("random", 2), StiefelGeometry(prob.n, prob.r)
+
+
+def test_branches_end_at_or_below_manpg_from_x0():
+    """x0's own ManPG trajectory is a branch, kept unless another start's is lower: the run
+    ends at or below ManPG's converged value from the same x0, where the prox stage's choice
+    of start (the same run with ``branch_steps=0``) ends in a higher basin. The point is
+    feasible to rounding (this optimum has no exact zeros: ManPG's has none either); the
+    bookkeeping names the branch."""
+    prob, x0, geo = _basins_instance()
+    ref = ManPG(prob.h, max_iterations=1500, min_gradient_norm=1e-12).run(prob.oracle, x0, geo)
+    prox = SparseOBCD(prob.h, seed=0, branch_steps=0, max_iterations=1000).run(prob.oracle, x0,
+                                                                               geo)
+    assert prox.cost > ref.cost + 1e-4 * abs(ref.cost)  # the basins differ
+    res = SparseOBCD(prob.h, seed=0, max_iterations=1000).run(prob.oracle, x0, geo)
+    assert res.cost <= ref.cost + 1e-10 * abs(ref.cost)
+    assert res.violation <= 1e-13
+    ends = _stage(res, "branches")[0]["ends"]
+    compared = [e for e in ends if not e.get("continued")]
+    assert [e["start"] for e in compared] == ["x0", "diagonal", "pca", "x0 + prox",
+                                              "diagonal + prox", "pca + prox"]
+    # the others get at most x0's steps; the stage's iterations are all of them
+    assert all(1 <= e["steps"] <= compared[0]["steps"] for e in compared[1:])
+    assert _stage(res, "branches")[0]["iterations"] == sum(e["steps"] for e in ends)
+    kept = min(compared, key=lambda e: e["F"])  # the first on ties: x0's
+    assert res.info["start"] == f"{kept['start']} + branches"
+    assert res.info["point_from"] == "branches"
+    assert res.cost <= kept["F"]  # later stages only lower F
+    assert kept["start"] == "x0" and len(ends) == 6  # here x0's own end is the lowest
+    assert _stage(res, "pair steps")[0]["iterations"] > 0
+
+
+def test_branches_same_seed_same_bits():
+    prob, x0, geo = _basins_instance()
+    a, b = (SparseOBCD(prob.h, seed=3, max_iterations=150).run(prob.oracle, x0, geo)
+            for _ in range(2))
+    assert torch.equal(a.point, b.point)
+    assert a.info["stages"] == b.info["stages"]
+
+
+def test_branch_budgets():
+    """``branch_steps="auto"``: 100 n ManPG steps for ℓ1 at r ≤ BRANCH_MAX_RANK, none above it
+    or for ℓ0 (the prox stage's rule unchanged); asking for branches without the ManPG steps is
+    refused before any work."""
+    c = _wine_problem(2, weak=True).c
+    n = c.shape[0]
+    for r, branches, prox in ((BRANCH_MAX_RANK, 100 * n, n), (BRANCH_MAX_RANK + 1, 0, n)):
+        prob = spca.l1_spca(c, r, 0.01)
+        res = SparseOBCD(prob.h, max_iterations=1).run(prob.oracle, prob.initial_point(
+            "random", 0), StiefelGeometry(n, r))
+        assert (res.info["budgets"]["branch_steps"], res.info["budgets"]["prox_steps"]) == (
+            branches, prox)
+    prob = spca.l0_spca(c, 3, 1e-3)
+    res = SparseOBCD(prob.h, max_iterations=1).run(prob.oracle, prob.initial_point("random", 0),
+                                                   StiefelGeometry(n, 3))
+    assert res.info["budgets"]["branch_steps"] == 0
+    prob = spca.l1_spca(c, 3, 0.01)
+    with pytest.raises(ValueError, match="branches are ManPG trajectories"):
+        SparseOBCD(prob.h, starts=(), column_every=0, branch_steps=5).run(
+            prob.oracle, prob.initial_point("random", 0), StiefelGeometry(n, 3))
+
+
+def test_branches_end_within_a_window_of_max_iterations():
+    """The branches are items of ``BRANCH_WINDOW`` ManPG steps: a run budget smaller than the
+    stage ends it within one window (the run's point is the lowest reached, feasible)."""
+    prob, x0, geo = _basins_instance()
+    res = SparseOBCD(prob.h, seed=0, max_iterations=60, eval_every=5).run(prob.oracle, x0, geo)
+    stages = _stage(res, "prox")[0]["iterations"] + _stage(res, "branches")[0]["iterations"]
+    assert 60 <= stages < 60 + BRANCH_WINDOW
+    assert res.iterations == 60 and not _stage(res, "pair steps")[0]["iterations"]
+    assert res.violation <= 1e-13 and res.cost < prob.objective(x0)

@@ -183,7 +183,7 @@ def test_sparse_obcd_monotone_and_feasible(kind):
     prob = _problem(kind, n=14, r=4)
     x0 = prob.initial_point("random", 0)
     res = SparseOBCD(prob.h, seed=0, max_iterations=450, eval_every=14, candidates=8,
-                     column_every=50, split_steps=0, partition=False).run(
+                     column_every=50, split_steps=0, partition=False, branch_steps=0).run(
         prob.oracle, x0, StiefelGeometry(14, 4))
     costs = res.history["cost"]
     assert all(b <= a + 1e-12 for a, b in zip(costs, costs[1:], strict=False))

@@ -1,5 +1,5 @@
 """SparseOBCD's restarts: the splitting stage rerun from freshly swept starts once the pair steps
-stall (the class docstring's stage 8), and the splitting's patience without feasible points."""
+stall (the class docstring's stage 9), and the splitting's patience without feasible points."""
 
 from __future__ import annotations
 
