@@ -255,10 +255,11 @@ def _sparse_problem(kind):
 def test_sparse_obcd_is_deterministic_at_n_200(kind):
     prob = _sparse_problem(kind)
     x0 = prob.initial_point("random", 0)
-    budget = dict(prox_steps=30, branch_steps=0) if kind == "l1" else dict(split_steps=200)
-    # the stages' iterations (their gradients: 3 × 30 prox steps from x0 and the two data
-    # starts, 170, 224) and 15 of n/2 = 100 pair steps
-    iterations = {"l1": 105, "l0": 185, "nn": 239}[kind]
+    budget = dict(prox_steps=30, branch_steps=20) if kind == "l1" else dict(split_steps=200)
+    # the stages' iterations (their gradients: ℓ1 2 start candidates, 3 × 30 prox steps from x0
+    # and the two data starts, 6 × 20 ManPG branch steps from those and the prox ends and 20
+    # more on the kept branch; 170, 224) and 15 of n/2 = 100 pair steps
+    iterations = {"l1": 245, "l0": 185, "nn": 239}[kind]
     solver = SparseOBCD(prob.h, seed=3, max_iterations=iterations, eval_every=5, **budget)
 
     def run():
@@ -268,7 +269,7 @@ def test_sparse_obcd_is_deterministic_at_n_200(kind):
 
     point, cost, costs, stages, start, _ = _same_three_times(run)
     names = [s["name"] for s in stages]
-    expected = {"l1": ["start", "prox"], "l0": ["start", "splitting"],
+    expected = {"l1": ["start", "prox", "branches"], "l0": ["start", "splitting"],
                 "nn": ["start", "splitting", "partition search", "partition search"]}[kind]
     tail = ["prox-gradient steps"] if kind == "l1" else []  # ManPG steps: continuous h only
     assert names == [*expected, "pair steps", "column sweeps", *tail]
