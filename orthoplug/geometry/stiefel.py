@@ -27,8 +27,24 @@ def qf(a: torch.Tensor) -> torch.Tensor:
 
 
 def polar(a: torch.Tensor) -> torch.Tensor:
-    """Orthogonal polar factor ``U Wᵀ`` of the thin SVD ``A = U Σ Wᵀ``."""
-    u, _, wt = torch.linalg.svd(a, full_matrices=False)
+    """Orthogonal polar factor ``U Wᵀ`` of the thin SVD ``A = U Σ Wᵀ``.
+
+    LAPACK's divide-and-conquer SVD can fail to converge on a single-precision matrix whose
+    singular values are nearly all equal (a nearly orthonormal A, as a retraction sees); the
+    SVD is then taken in float64 and the factor returned in A's dtype.
+
+    Raises:
+        FloatingPointError: A has a non-finite entry (its SVD does not exist).
+    """
+    try:
+        u, _, wt = torch.linalg.svd(a, full_matrices=False)
+    except torch.linalg.LinAlgError:
+        if not bool(torch.isfinite(a).all()):
+            raise FloatingPointError("polar factor of a matrix with a non-finite entry") from None
+        if a.dtype == torch.float64:
+            raise
+        u, _, wt = torch.linalg.svd(a.double(), full_matrices=False)
+        return (u @ wt).to(a.dtype)
     return u @ wt
 
 

@@ -215,3 +215,27 @@ def test_geoopt_host_solver_riemannian_adam_on_one_block():
     assert torch.equal(full[:, [1, 2, 4]], x[:, [1, 2, 4]])
     assert torch.linalg.matrix_norm(full.mT @ full - torch.eye(5, dtype=x.dtype)) < 1e-12
     block.assert_check_point_on_manifold(y.detach())
+
+
+def test_polar_falls_back_to_float64_when_the_single_precision_svd_fails(monkeypatch):
+    """LAPACK's float32 SVD can fail to converge on a nearly orthonormal matrix (seen with one
+    MKL thread at 1000 × 40): the polar factor is then taken in float64 and returned in float32,
+    orthonormal to float32 rounding; a non-finite matrix is named instead."""
+    gen = torch.Generator().manual_seed(0)
+    a = (qf(torch.randn(60, 8, dtype=torch.float64, generator=gen))
+         + 1e-4 * torch.randn(60, 8, dtype=torch.float64, generator=gen))
+    expected = polar(a)
+    svd = torch.linalg.svd
+
+    def failing_svd(x, *args, **kwargs):
+        if x.dtype == torch.float32:
+            raise torch.linalg.LinAlgError("linalg.svd: The algorithm failed to converge")
+        return svd(x, *args, **kwargs)
+
+    monkeypatch.setattr(torch.linalg, "svd", failing_svd)
+    q = polar(a.float())
+    assert q.dtype == torch.float32
+    assert float((q.mT @ q - torch.eye(8)).abs().max()) <= 1e-6
+    assert float((q.double() - expected).abs().max()) <= 1e-6
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        polar(torch.full((6, 2), float("nan")))
