@@ -74,10 +74,17 @@ RESTART_WINDOW, RESTART_TOLERANCE = 2, 1e-6
 #: branches end at ``RESTART_TOLERANCE``).
 BRANCH_WINDOW, BRANCH_TOLERANCE = 10, 1e-9
 
+
 #: The largest r at which ``branch_steps="auto"`` runs the branches: a ManPG step solves a dense
 #: Newton system of r(r+1)/2 unknowns (55 at r = 10, 210 at r = 20), so its cost grows as r⁶
 #: against the pair steps' r.
 BRANCH_MAX_RANK = 10
+
+
+def _stalled(before: float, after: float, tolerance: float) -> bool:
+    """Whether a window took F from ``before`` to ``after`` by at most ``tolerance·|F|`` (the
+    stall test of the restarts and the branches)."""
+    return before - after <= tolerance * abs(after)
 
 
 class SparseOBCD(OBCD):
@@ -460,7 +467,7 @@ class SparseOBCD(OBCD):
             if steps % BRANCH_WINDOW and steps < most:
                 continue
             f = objective()
-            stalled, window = window - f <= tolerance * abs(f), f
+            stalled, window = _stalled(window, f, tolerance), f
             run.tracker.count_gradients(tracker.gradient_evaluations - counted)
             counted = tracker.gradient_evaluations
             yield steps, f
@@ -546,7 +553,7 @@ class SparseOBCD(OBCD):
         if run.window[0] > 0:
             return False
         f = self._objective(run, run.tracker.x)
-        stalled = run.window[1] - f <= RESTART_TOLERANCE * abs(f)
+        stalled = _stalled(run.window[1], f, RESTART_TOLERANCE)
         run.window = [RESTART_WINDOW, f]
         if stalled:
             run.f = f
