@@ -74,7 +74,6 @@ RESTART_WINDOW, RESTART_TOLERANCE = 2, 1e-6
 #: branches end at ``RESTART_TOLERANCE``).
 BRANCH_WINDOW, BRANCH_TOLERANCE = 10, 1e-9
 
-
 #: The largest r at which ``branch_steps="auto"`` runs the branches: a ManPG step solves a dense
 #: Newton system of r(r+1)/2 unknowns (55 at r = 10, 210 at r = 20), so its cost grows as r⁶
 #: against the pair steps' r.
