@@ -79,6 +79,13 @@ BRANCH_WINDOW, BRANCH_TOLERANCE = 10, 1e-9
 #: against the pair steps' r.
 BRANCH_MAX_RANK = 10
 
+#: The splitting stage with the partition search (NN-PCA), in units of n ADMM iterations: its
+#: rounded point is refined every ``SPLIT_REFINE_EVERY`` n iterations (when its support is new),
+#: and the stage ends once ``SPLIT_STALL`` n iterations lower the best refined F by less than
+#: 1e-4 relative, or after ``SPLIT_CAP`` n. Its ADMM iterates converge slowly (their rounded
+#: supports keep changing for tens of n iterations), so a stall rule ends the stage, not a count.
+SPLIT_REFINE_EVERY, SPLIT_STALL, SPLIT_CAP = 0.5, 20, 100
+
 
 def _stalled(before: float, after: float, tolerance: float) -> bool:
     """Whether a window took F from ``before`` to ``after`` by at most ``tolerance·|F|`` (the
@@ -119,7 +126,10 @@ class SparseOBCD(OBCD):
        Riemannian X-step with the partition search) from ``split_from``; its
        iterates are float32 for a quadratic f on float64 CPU tensors (each of their gradients
        counted as one); with the partition search its rounded points are refined by
-       :func:`~orthoplug.solvers.row_partition.partition_search` (at most once per n iterations).
+       :func:`~orthoplug.solvers.row_partition.partition_search` (every ``SPLIT_REFINE_EVERY``
+       n iterations, when the support is new, and at the stage's last iteration) and the stage
+       ends once ``SPLIT_STALL`` n iterations lower the best refined F by less than 1e-4
+       relative; without it, once 10 checks (every 10 iterations) in a row do.
     5. ``"partition search"`` — :func:`~orthoplug.solvers.row_partition.partition_moves` (at
        most 100 n row moves) from the rounded start, then from the run's point.
     6. ``"pair steps"`` — OBCD's exact pair steps, each on the best of ``candidates`` random
@@ -191,9 +201,10 @@ class SparseOBCD(OBCD):
             capped ℓ1), else 0 — the polar factor of a thresholded matrix is dense, so for ℓ0
             the stage trades a sparse start for a dense one, and under the nonnegativity
             indicator its iterates are infeasible.
-        split_steps: the splitting stage's budget; ``"auto"``: 10 n when h is not continuous
-            (ℓ0, the nonnegativity indicator), else 0. Its feasible points have the sparsity
-            pattern of its Y-iterates, which pair steps from a dense start do not reach.
+        split_steps: the splitting stage's budget; ``"auto"``: when h is not continuous, 10 n
+            (ℓ0) or ``SPLIT_CAP`` n with the partition search (NN-PCA, where the stage's stall
+            rule ends it), else 0. Its feasible points have the sparsity pattern of its
+            Y-iterates, which pair steps from a dense start do not reach.
         split_smoothing: μβ of :func:`~orthoplug.solvers.sparse_starts.splitting_start`;
             ``"auto"``: 0.1 for an indicator h (the hard projection alone stalls on NN-PCA),
             else 0.
@@ -283,7 +294,8 @@ class SparseOBCD(OBCD):
         prox, split = self.prox_steps_user, self.split_steps_user
         branch = self.branch_steps_user
         return {"prox_steps": (n if continuous else 0) if prox == "auto" else prox,
-                "split_steps": (0 if continuous else 10 * n) if split == "auto" else split,
+                "split_steps": (0 if continuous else SPLIT_CAP * n if self.partition else 10 * n)
+                if split == "auto" else split,
                 "branch_steps": (100 * n if continuous and not self.h.is_indicator
                                  and r <= BRANCH_MAX_RANK else 0)
                 if branch == "auto" else branch,
@@ -486,10 +498,15 @@ class SparseOBCD(OBCD):
                                         stop=run.out_of_time,
                                         count_gradients=tracker.count_gradients)[:2]
         gradient, dtype = _low_precision_gradient(tracker, start)
+        pace = {}
+        if self.partition:
+            every = max(1, round(SPLIT_REFINE_EVERY * start.shape[0]))
+            pace = {"refine_every": every,
+                    "patience": max(1, round(SPLIT_STALL * start.shape[0] / every))}
         return splitting_iterates(start, tracker.oracle, self.h, run.budgets["split_steps"],
                                   smoothing=self.split_smoothing,
                                   gradient=gradient or tracker.gradient_at, refine=refine,
-                                  dtype=dtype, tangent=self.partition)
+                                  dtype=dtype, tangent=self.partition, **pace)
 
     def _pipeline(self, run):
         """The start stages (class docstring), in order, yielding after each item of each."""

@@ -209,11 +209,11 @@ def splitting_iterates(x: torch.Tensor, oracle, h: SeparableTerm, steps: int, *,
     :func:`splitting_start`, which this validates first, and ``refine``: a local search that
     maps a feasible point to ``(a point, its F)`` no higher (e.g.
     :func:`~orthoplug.solvers.row_partition.partition_search`).
-    With ``refine``, a check forms and refines a feasible point (no unrefined point is scored)
-    only if no refinement ran in the last ``refine_every`` iterations (default n: at Gaussian
-    NN-PCA sizes a partition search from a rounded point costs about n/7 iterations, so the
-    refinements take about an eighth of the phase) and its support is not the last refined
-    one's; the patience then counts refined points only. ``dtype``: the iterates'
+    With ``refine``, a refinement is due every ``refine_every`` iterations (default n) and at
+    the last one: a due check forms a feasible point and refines it unless its support is
+    the last refined one's (no unrefined point is scored); the patience then counts due checks,
+    so the phase ends once ``patience·refine_every`` iterations bring no decrease of
+    ``min_decrease`` relative. ``dtype``: the iterates'
     dtype (default ``x``'s; ``gradient`` must accept and return it); the feasible points are
     formed and scored in ``x``'s dtype (a heuristic phase in float32 costs about half as much
     per iteration at n = 1000). ``tangent``: Riemannian X-steps (:func:`linearised_x_step`)."""
@@ -244,7 +244,8 @@ def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience,
         done += 1
         if done % check_every and done & (done - 1) and done < steps:
             continue
-        if refine is not None and last_refine is not None and done - last_refine < refine_every:
+        if (refine is not None and last_refine is not None and done - last_refine < refine_every
+                and done < steps):
             yield best_x, best_f, done  # only refined points count: none is due yet
             continue
         cand = _feasible_candidate(x.to(out), y.to(out), h)
@@ -252,11 +253,12 @@ def _splitting(x, oracle, h, steps, smoothing, beta, lip, check_every, patience,
             since += 1
         elif refine is not None:
             support = cand != 0
+            last_refine = done
             if refined is not None and torch.equal(support, refined):
-                cand = None
+                cand, since = None, since + 1  # nothing new to refine: no progress
             else:
                 cand, fc = refine(cand)
-                refined, last_refine = support, done
+                refined = support
         else:
             fc = float(oracle.value(cand)) + float(h.value(cand))
         if cand is not None:
