@@ -429,6 +429,33 @@ def test_partition_row_move_gains_what_row_move_gains_predicts(seed):
     assert np.abs(x.T @ x - np.eye(3)).max() <= 1e-12
 
 
+@pytest.mark.parametrize(("n", "r", "seed"), [(40, 3, 0), (60, 6, 1), (120, 10, 2), (80, 16, 3)])
+def test_partition_row_moves_keep_their_gains_exactly(n, r, seed):
+    # the gains a call keeps between its moves are the fresh ones: one call of many moves and
+    # as many calls of one move (each starting from fresh gains) make the same moves, bit for
+    # bit, and each move is the largest fresh gain (the first in row-major order): row i joins
+    # column b, or leaves its column for none (x_b kept)
+    prob = _problem("nonneg", n=n, r=r, seed=seed)
+    a = (-prob.oracle.quadratic.scale * prob.c).numpy()
+    x0 = _nonneg_partition(n, r, torch.Generator().manual_seed(seed)).numpy()
+    x0[: n // 10] = 0.0  # rows outside every support
+    x0 /= np.linalg.norm(x0, axis=0)
+    x1, x2 = x0.copy(), x0.copy()
+    g1, g2 = a @ x1, a @ x2
+    moves = partition_row_moves(x1, a, g1, 10**6, 1e-12)
+    single = 0
+    while True:
+        gains = row_move_gains(x2, a, g2)
+        i, b = np.unravel_index(np.argmax(gains), gains.shape)
+        row = x2[i].copy()
+        if not partition_row_moves(x2, a, g2, 1, 1e-12):
+            break
+        single += 1
+        assert not np.array_equal(x2[i], row) and (x2[i, b] > 0.0 or not x2[i].any())
+    assert moves == single > n // 10
+    assert np.array_equal(x1, x2) and np.array_equal(g1, g2)
+
+
 def test_partition_polish_never_lowers_a_column_nor_grows_a_support():
     prob = _problem("nonneg", n=15, r=3, seed=3)
     a = (-prob.oracle.quadratic.scale * prob.c).numpy()
