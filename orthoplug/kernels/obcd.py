@@ -272,7 +272,7 @@ def partition_row_moves(X, A, G, max_moves, rtol):
     columns a and b only: every row's join terms into a and b (2n square roots) and the leave
     losses of the rows of a and b, each row's best move rescanned where it may have changed.
     The gains are the same expressions on the same values as a fresh :func:`move_gains`, so
-    the moves are the same, bit for bit, at O(n + (|a| + |b|) r) per move instead of O(n r)
+    the moves are the same, bit for bit, at ``O(n + (|a| + |b|) r)`` per move instead of ``O(n r)``
     square roots. A move works on contiguous copies of its two columns.
     """
     n, r = X.shape
